@@ -1,0 +1,71 @@
+package ingest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// InputRecord is what a provider's input line says about one request.
+type InputRecord struct {
+	CustomID    string
+	BusinessKey string
+	Endpoint    string
+	Model       string
+	// ConfigHash is the model-config hash (CONTRACT §2): the canonical request
+	// body without its per-record content, plus the endpoint.
+	ConfigHash lake.Digest
+	// RequestDigest identifies the request's content (method, url, compact body).
+	RequestDigest lake.Digest
+}
+
+// Format is one provider's file formats.
+type Format interface {
+	// Name is the provider name used on the command line and in the lake.
+	Name() string
+	// ParseInput validates one input line; field errors name the JSON field.
+	ParseInput(line []byte, keyField string) (InputRecord, *InputError)
+	// ParseResult normalises one output or error line. An error means the line
+	// is quarantined with that reason.
+	ParseResult(line []byte, channel string) (lake.AttemptRow, error)
+	// WithCustomID returns the input line with its custom id replaced.
+	WithCustomID(line []byte, customID string) ([]byte, error)
+	// Limits are the provider's per-file limits: requests and bytes.
+	Limits() (records int, bytes int64)
+	// DefaultKeyField is the field holding the business key by default.
+	DefaultKeyField() string
+}
+
+var formats = map[string]Format{}
+
+// Register adds a provider format; called from init functions.
+func Register(f Format) { formats[f.Name()] = f }
+
+// FormatFor returns the format of a provider.
+func FormatFor(provider string) (Format, error) {
+	if provider == "sim" {
+		provider = "openai" // the simulator speaks OpenAI's batch format
+	}
+	f, ok := formats[provider]
+	if !ok {
+		names := make([]string, 0, len(formats))
+		for n := range formats {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, &UsageError{Msg: fmt.Sprintf("unknown provider %q (have %s)", provider, strings.Join(names, ", "))}
+	}
+	return f, nil
+}
+
+// RetryCustomID is the custom id batchlake gives a record in attempt n > 1:
+// "a<n>_" and the first 56 hex digits of the record id. It fits every
+// provider's alphabet and length ([A-Za-z0-9_-], at most 64 characters).
+func RetryCustomID(attempt int, recordID string) string {
+	if len(recordID) > 56 {
+		recordID = recordID[:56]
+	}
+	return fmt.Sprintf("a%d_%s", attempt, recordID)
+}

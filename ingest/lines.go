@@ -1,0 +1,187 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+// Line is one line of an input file.
+type Line struct {
+	No     int64  // 1-based line number
+	Offset int64  // byte offset of the line in the file
+	Bytes  []byte // without the line end (\n or \r\n); valid only during the callback
+}
+
+// MaxLineBytes bounds one line; longer lines are an error naming the line.
+var MaxLineBytes = 256 << 20
+
+const chunkBytes = 1 << 20
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+type chunk struct {
+	seq     int
+	data    []byte
+	firstNo int64
+	offset  int64
+}
+
+// ErrLineTooLong reports a line longer than MaxLineBytes.
+var ErrLineTooLong = errors.New("line too long")
+
+// readChunks splits r into chunks that end at line boundaries.
+func readChunks(ctx context.Context, r io.Reader, out chan<- chunk) error {
+	defer close(out)
+	var (
+		carry  []byte
+		seq    int
+		lineNo int64 = 1
+		offset int64
+		first  = true
+	)
+	buf := make([]byte, chunkBytes)
+	for {
+		n, err := io.ReadFull(r, buf)
+		data := append(carry, buf[:n]...)
+		carry = nil
+		eof := err == io.EOF || err == io.ErrUnexpectedEOF
+		if err != nil && !eof {
+			return err
+		}
+		if first && len(data) > 0 {
+			first = false
+			if bytes.HasPrefix(data, utf8BOM) {
+				data = data[3:]
+				offset = 3
+			}
+		}
+		cut := len(data)
+		if !eof {
+			i := bytes.LastIndexByte(data, '\n')
+			if i < 0 {
+				if len(data) > MaxLineBytes {
+					return fmt.Errorf("line %d: longer than %d bytes: %w", lineNo, MaxLineBytes, ErrLineTooLong)
+				}
+				carry = data
+				continue
+			}
+			cut = i + 1
+			carry = append([]byte(nil), data[cut:]...)
+		}
+		if cut > 0 {
+			c := chunk{seq: seq, data: data[:cut], firstNo: lineNo, offset: offset}
+			select {
+			case out <- c:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			seq++
+			lineNo += int64(bytes.Count(data[:cut], []byte{'\n'}))
+			offset += int64(cut)
+		}
+		if eof {
+			return nil
+		}
+	}
+}
+
+// eachLine calls fn for every non-blank line of a chunk.
+func eachLine(c chunk, fn func(Line)) {
+	data := c.data
+	no, off := c.firstNo, c.offset
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		var l []byte
+		adv := i + 1
+		if i < 0 {
+			l, adv = data, len(data)
+		} else {
+			l = data[:i]
+		}
+		l = bytes.TrimSuffix(l, []byte{'\r'})
+		if len(bytes.TrimSpace(l)) > 0 {
+			fn(Line{No: no, Offset: off, Bytes: l})
+		}
+		no++
+		off += int64(adv)
+		data = data[adv:]
+	}
+}
+
+// ParallelLines parses every non-blank line of r with parse on all cores and
+// hands the results to sink in file order. parse must not keep Line.Bytes.
+func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, sink func(Line, T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := runtime.GOMAXPROCS(0)
+	chunks := make(chan chunk, workers)
+	type result struct {
+		seq   int
+		c     chunk
+		lines []Line
+		vals  []T
+	}
+	results := make(chan result, workers)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readChunks(ctx, r, chunks) }()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range chunks {
+				var res result
+				res.seq, res.c = c.seq, c
+				eachLine(c, func(l Line) {
+					res.lines = append(res.lines, l)
+					res.vals = append(res.vals, parse(l))
+				})
+				select {
+				case results <- res:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+	pending := map[int]result{}
+	next := 0
+	var sinkErr error
+	for res := range results {
+		if sinkErr != nil {
+			continue
+		}
+		pending[res.seq] = res
+		for {
+			r, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			for i := range r.lines {
+				if err := sink(r.lines[i], r.vals[i]); err != nil {
+					sinkErr = err
+					cancel()
+					break
+				}
+			}
+			if sinkErr != nil {
+				break
+			}
+		}
+	}
+	if sinkErr != nil {
+		return sinkErr
+	}
+	if err := <-readErr; err != nil {
+		return err
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,417 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+func init() { Register(openaiFormat{}) }
+
+// openaiFormat is OpenAI's Batch API file format (providers.md §1).
+type openaiFormat struct{}
+
+func (openaiFormat) Name() string            { return "openai" }
+func (openaiFormat) DefaultKeyField() string { return "custom_id" }
+
+// 50,000 requests and 200 MB per input file.
+func (openaiFormat) Limits() (int, int64) { return 50_000, 200 * 1000 * 1000 }
+
+var openaiEndpoints = map[string]bool{
+	"/v1/responses": true, "/v1/chat/completions": true, "/v1/embeddings": true,
+	"/v1/completions": true, "/v1/moderations": true, "/v1/images/generations": true,
+	"/v1/images/edits": true, "/v1/videos": true,
+}
+
+// contentFields hold the per-record content of a request body; everything
+// else in the body is model configuration.
+var contentFields = []string{"messages", "input", "prompt", "contents"}
+
+type openaiInputLine struct {
+	CustomID json.RawMessage `json:"custom_id"`
+	Method   string          `json:"method"`
+	URL      string          `json:"url"`
+	Body     json.RawMessage `json:"body"`
+}
+
+const maxCustomIDBytes = 512
+
+func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+	var in openaiInputLine
+	if err := json.Unmarshal(line, &in); err != nil {
+		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
+	}
+	var rec InputRecord
+	id, ierr := stringField(in.CustomID, "custom_id")
+	if ierr != nil {
+		return rec, ierr
+	}
+	if err := checkID(id); err != nil {
+		return rec, &InputError{Field: "custom_id", Msg: err.Error()}
+	}
+	rec.CustomID = id
+	if in.Method != "POST" {
+		return rec, &InputError{Field: "method", Msg: fmt.Sprintf("want \"POST\", got %q", in.Method)}
+	}
+	if !openaiEndpoints[in.URL] {
+		return rec, &InputError{Field: "url", Msg: fmt.Sprintf("%q is not an OpenAI batch endpoint", in.URL)}
+	}
+	rec.Endpoint = in.URL
+	var body map[string]json.RawMessage
+	if len(in.Body) == 0 || json.Unmarshal(in.Body, &body) != nil || body == nil {
+		return rec, &InputError{Field: "body", Msg: "want a JSON object"}
+	}
+	model, ierr := stringField(body["model"], "body.model")
+	if ierr != nil {
+		return rec, ierr
+	}
+	rec.Model = model
+	cfg, err := canonicalWithout(body, contentFields...)
+	if err != nil {
+		return rec, &InputError{Field: "body", Msg: err.Error()}
+	}
+	rec.ConfigHash = lake.HashFields(in.URL, string(cfg))
+	var compact bytes.Buffer
+	compact.Grow(len(in.Body))
+	if err := json.Compact(&compact, in.Body); err != nil {
+		return rec, &InputError{Field: "body", Msg: err.Error()}
+	}
+	rec.RequestDigest = lake.NewFieldHasher().AddString(in.Method).AddString(in.URL).Add(compact.Bytes()).Sum()
+	if keyField == "" || keyField == "custom_id" {
+		rec.BusinessKey = id
+	} else {
+		k, ierr := lookupKey(line, keyField)
+		if ierr != nil {
+			return rec, ierr
+		}
+		rec.BusinessKey = k
+	}
+	return rec, nil
+}
+
+// checkID refuses ids that cannot round-trip through a provider and a lake.
+func checkID(id string) error {
+	if id == "" {
+		return fmt.Errorf("empty")
+	}
+	if len(id) > maxCustomIDBytes {
+		return fmt.Errorf("%d bytes, at most %d", len(id), maxCustomIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("not valid UTF-8")
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("contains control character %U", r)
+		}
+	}
+	return nil
+}
+
+func stringField(raw json.RawMessage, field string) (string, *InputError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", &InputError{Field: field, Msg: "missing"}
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
+	}
+	if s == "" {
+		return "", &InputError{Field: field, Msg: "empty"}
+	}
+	return s, nil
+}
+
+// lookupKey finds a dotted path (a.b.c) in a JSON line; the value must be a
+// string or a number.
+func lookupKey(line []byte, path string) (string, *InputError) {
+	cur := json.RawMessage(line)
+	for _, part := range strings.Split(path, ".") {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(cur, &obj); err != nil {
+			return "", &InputError{Field: path, Msg: "missing (not inside an object)"}
+		}
+		v, ok := obj[part]
+		if !ok {
+			return "", &InputError{Field: path, Msg: "missing"}
+		}
+		cur = v
+	}
+	var s string
+	if json.Unmarshal(cur, &s) == nil {
+		if s == "" {
+			return "", &InputError{Field: path, Msg: "empty"}
+		}
+		return s, nil
+	}
+	var n json.Number
+	if json.Unmarshal(cur, &n) == nil {
+		return n.String(), nil
+	}
+	return "", &InputError{Field: path, Msg: "want a string or number, got " + abbrev(cur)}
+}
+
+func abbrev(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
+}
+
+func (openaiFormat) WithCustomID(line []byte, customID string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, err
+	}
+	id, _ := json.Marshal(customID)
+	m["custom_id"] = id
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// The output and error line envelope (BatchRequestOutput).
+type openaiResultLine struct {
+	ID       string          `json:"id"`
+	CustomID json.RawMessage `json:"custom_id"`
+	Response *struct {
+		StatusCode *int32          `json:"status_code"`
+		RequestID  string          `json:"request_id"`
+		Body       json.RawMessage `json:"body"`
+	} `json:"response"`
+	Error *struct {
+		Code    json.RawMessage `json:"code"`
+		Message string          `json:"message"`
+	} `json:"error"`
+}
+
+type openaiUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	InputTokens         int64 `json:"input_tokens"`
+	OutputTokens        int64 `json:"output_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokensDetails *struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"input_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	OutputTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+type openaiBody struct {
+	Object            string       `json:"object"`
+	Model             string       `json:"model"`
+	Status            string       `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage   *openaiUsage `json:"usage"`
+	Choices []struct {
+		Message *struct {
+			Content   json.RawMessage   `json:"content"`
+			ToolCalls []json.RawMessage `json:"tool_calls"`
+			Refusal   *string           `json:"refusal"`
+		} `json:"message"`
+		Text         *string `json:"text"`
+		FinishReason string  `json:"finish_reason"`
+	} `json:"choices"`
+	Output []struct {
+		Type    string `json:"type"`
+		Content []struct {
+			Type    string `json:"type"`
+			Text    string `json:"text"`
+			Refusal string `json:"refusal"`
+		} `json:"content"`
+	} `json:"output"`
+	Data []struct {
+		Embedding json.RawMessage `json:"embedding"`
+	} `json:"data"`
+	Results []json.RawMessage `json:"results"`
+	Error   *struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	} `json:"error"`
+}
+
+func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
+	var row lake.AttemptRow
+	var in openaiResultLine
+	if err := json.Unmarshal(line, &in); err != nil {
+		return row, fmt.Errorf("not valid JSON: %v", err)
+	}
+	id, ierr := stringField(in.CustomID, "custom_id")
+	if ierr != nil {
+		return row, fmt.Errorf("field custom_id: %s", ierr.Msg)
+	}
+	row.CustomID = id
+	if in.Response == nil && in.Error == nil {
+		return row, fmt.Errorf("neither response nor error is set")
+	}
+	if in.Error != nil {
+		row.Outcome = "error"
+		row.ErrorCode = codeString(in.Error.Code)
+		row.ErrorMessage = in.Error.Message
+	}
+	if r := in.Response; r != nil {
+		if r.StatusCode == nil {
+			return row, fmt.Errorf("field response.status_code: missing")
+		}
+		row.StatusCode = r.StatusCode
+		row.ProviderRequestID = r.RequestID
+		if err := parseOpenAIBody(r.Body, &row); err != nil {
+			return row, fmt.Errorf("field response.body: %v", err)
+		}
+		if in.Error == nil {
+			if *r.StatusCode >= 200 && *r.StatusCode < 300 {
+				row.Outcome = "success"
+			} else {
+				row.Outcome = "error"
+			}
+		}
+	}
+	if row.ProviderRequestID == "" {
+		row.ProviderRequestID = in.ID
+	}
+	return row, nil
+}
+
+func parseOpenAIBody(raw json.RawMessage, row *lake.AttemptRow) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var b openaiBody
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return err
+	}
+	row.ModelVersion = b.Model
+	if u := b.Usage; u != nil {
+		row.InputTokens = u.PromptTokens + u.InputTokens
+		row.OutputTokens = u.CompletionTokens + u.OutputTokens
+		for _, d := range []*struct {
+			CachedTokens     int64 `json:"cached_tokens"`
+			CacheWriteTokens int64 `json:"cache_write_tokens"`
+		}{u.PromptTokensDetails, u.InputTokensDetails} {
+			if d != nil {
+				row.CachedInputTokens += d.CachedTokens
+				row.CacheWriteTokens += d.CacheWriteTokens
+			}
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			row.ReasoningTokens += d.ReasoningTokens
+		}
+		if d := u.OutputTokensDetails; d != nil {
+			row.ReasoningTokens += d.ReasoningTokens
+		}
+		for _, n := range []int64{row.InputTokens, row.OutputTokens, row.CachedInputTokens, row.CacheWriteTokens, row.ReasoningTokens} {
+			if n < 0 {
+				return fmt.Errorf("usage: negative token count %d", n)
+			}
+		}
+		if row.CachedInputTokens > row.InputTokens {
+			return fmt.Errorf("usage: cached tokens %d exceed prompt tokens %d", row.CachedInputTokens, row.InputTokens)
+		}
+	}
+	if e := b.Error; e != nil {
+		row.ErrorType = e.Type
+		if row.ErrorCode == "" {
+			row.ErrorCode = codeString(e.Code)
+		}
+		if row.ErrorCode == "" {
+			row.ErrorCode = e.Type
+		}
+		if row.ErrorMessage == "" {
+			row.ErrorMessage = e.Message
+		}
+	}
+	row.ResponseStatus = b.Status
+	if b.IncompleteDetails != nil {
+		row.FinishReason = b.IncompleteDetails.Reason
+	}
+	var text strings.Builder
+	switch {
+	case len(b.Choices) > 0:
+		c := b.Choices[0]
+		row.FinishReason = c.FinishReason
+		if c.Message != nil {
+			var s string
+			if json.Unmarshal(c.Message.Content, &s) == nil {
+				text.WriteString(s)
+			} else if len(c.Message.Content) > 0 && string(c.Message.Content) != "null" {
+				// content parts
+				var parts []struct {
+					Text string `json:"text"`
+				}
+				if json.Unmarshal(c.Message.Content, &parts) == nil {
+					for _, p := range parts {
+						text.WriteString(p.Text)
+					}
+				}
+			}
+			row.ToolCalls = int32(len(c.Message.ToolCalls))
+			if c.Message.Refusal != nil && *c.Message.Refusal != "" && text.Len() == 0 {
+				row.FinishReason = "refusal"
+			}
+		}
+		if c.Text != nil {
+			text.WriteString(*c.Text)
+		}
+		row.HasOutput = text.Len() > 0 || row.ToolCalls > 0
+	case b.Object == "response" || len(b.Output) > 0:
+		for _, o := range b.Output {
+			switch {
+			case o.Type == "message":
+				for _, c := range o.Content {
+					if c.Type == "output_text" {
+						text.WriteString(c.Text)
+					}
+					if c.Type == "refusal" && row.FinishReason == "" {
+						row.FinishReason = "refusal"
+					}
+				}
+			case strings.HasSuffix(o.Type, "_call"):
+				row.ToolCalls++
+			}
+		}
+		row.HasOutput = text.Len() > 0 || row.ToolCalls > 0
+	case len(b.Data) > 0:
+		row.HasOutput = len(b.Data[0].Embedding) > 2
+	case len(b.Results) > 0:
+		row.HasOutput = true
+	}
+	row.OutputText = text.String()
+	return nil
+}
+
+// codeString renders an error code that may be a string, a number or null.
+func codeString(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return strconv.Quote(string(raw))
+}

@@ -1,0 +1,459 @@
+package ingest
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// PlanOptions are the settings of one plan.
+type PlanOptions struct {
+	Provider            string
+	Input               string // path of the provider-format input JSONL
+	Tenant              string
+	PromptVersion       string
+	SourceVersion       string
+	DatasetVersion      string
+	KeyField            string
+	ShardMaxRecords     int
+	ShardMaxBytes       int64
+	SubmittedBy         string
+	CostCenter          string
+	Retention           string
+	OutputSchemaVersion string
+	TmpDir              string
+	Now                 func() time.Time
+
+	// Child jobs (retry): identities come from the parent's lineage, keyed by
+	// the new custom id, instead of from the lines.
+	Lineage      map[string]Lineage
+	Attempt      int
+	ParentJobKey string
+}
+
+// Lineage is a retried record's identity, carried from its parent job.
+type Lineage struct {
+	RecordID      string `json:"record_id"`
+	BusinessKey   string `json:"business_key"`
+	CustomID      string `json:"custom_id"`
+	Attempt       int    `json:"attempt"`
+	ParentJobKey  string `json:"parent_job_key"`
+	ParentShardID string `json:"parent_shard_id"`
+	RetryReason   string `json:"retry_reason"`
+}
+
+// ShardSummary is one shard in a plan result.
+type ShardSummary struct {
+	ShardID string `json:"shard_id"`
+	Records int64  `json:"records"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// PlanResult is what plan prints.
+type PlanResult struct {
+	JobKey   string         `json:"job_key"`
+	Manifest string         `json:"manifest"`
+	Records  int64          `json:"records"`
+	Shards   []ShardSummary `json:"shards"`
+	Created  bool           `json:"created"`
+	Message  string         `json:"message"`
+}
+
+type planRec struct {
+	key, customID string
+	line, off     int64
+	n             int32
+	req, rid, cfg lake.Digest
+	lin           *Lineage
+}
+
+func (o *PlanOptions) check() error {
+	var miss []string
+	if o.Input == "" {
+		miss = append(miss, "--input")
+	}
+	if o.Tenant == "" {
+		miss = append(miss, "--tenant")
+	}
+	if o.PromptVersion == "" {
+		miss = append(miss, "--prompt-version")
+	}
+	if len(miss) > 0 {
+		return &UsageError{Msg: "plan: missing required flag(s) " + strings.Join(miss, ", ")}
+	}
+	if err := lake.ValidTenant(o.Tenant); err != nil {
+		return &UsageError{Msg: "plan: --" + err.Error()}
+	}
+	if o.ShardMaxRecords < 0 || o.ShardMaxBytes < 0 {
+		return &UsageError{Msg: "plan: shard limits must be positive"}
+	}
+	return nil
+}
+
+// Plan validates an input file, computes identities and writes the job's
+// shards, expected rows, manifest and first ledger events. Planning the same
+// records with the same settings again writes nothing and returns Created=false.
+func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	f, err := FormatFor(o.Provider)
+	if err != nil {
+		return nil, err
+	}
+	maxRec, maxBytes := f.Limits()
+	if o.ShardMaxRecords == 0 || o.ShardMaxRecords > maxRec {
+		o.ShardMaxRecords = maxRec
+	}
+	if o.ShardMaxBytes == 0 || o.ShardMaxBytes > maxBytes {
+		o.ShardMaxBytes = maxBytes
+	}
+	if o.KeyField == "" {
+		o.KeyField = f.DefaultKeyField()
+	}
+	if o.Attempt == 0 {
+		o.Attempt = 1
+	}
+	if o.Now == nil {
+		o.Now = func() time.Time { return time.Now().UTC() }
+	}
+	file, err := os.Open(o.Input)
+	if err != nil {
+		return nil, &UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+	}
+	defer file.Close()
+	name := filepath.Base(o.Input)
+
+	// Pass 1: validate every line and compute its identity.
+	var (
+		recs      []planRec
+		bad       InputErrors
+		model     string
+		endpoint  string
+		modelLine int64
+	)
+	fileHash := sha256.New()
+	type parsed struct {
+		rec InputRecord
+		err *InputError
+	}
+	err = ParallelLines(ctx, io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), func(ln Line) parsed {
+		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
+		return parsed{rec, ierr}
+	}, func(ln Line, p parsed) error {
+		if p.err != nil {
+			p.err.File, p.err.Line = name, ln.No
+			bad.add(p.err)
+			return nil
+		}
+		r := p.rec
+		if model == "" {
+			model, endpoint, modelLine = r.Model, r.Endpoint, ln.No
+		} else if r.Model != model {
+			bad.add(&InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
+			return nil
+		} else if r.Endpoint != endpoint {
+			bad.add(&InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
+			return nil
+		}
+		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), req: r.RequestDigest, cfg: r.ConfigHash}
+		if o.Lineage != nil {
+			lin, ok := o.Lineage[r.CustomID]
+			if !ok {
+				bad.add(&InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
+				return nil
+			}
+			pr.key, pr.lin = lin.BusinessKey, &lin
+		}
+		pr.rid = lake.HashFields(o.Tenant, pr.key, o.SourceVersion, o.PromptVersion, pr.cfg.Hex())
+		if pr.lin != nil && pr.rid.Hex() != pr.lin.RecordID {
+			bad.add(&InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
+			return nil
+		}
+		recs = append(recs, pr)
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrLineTooLong) {
+			return nil, &InputError{File: name, Msg: err.Error()}
+		}
+		return nil, fmt.Errorf("plan %s: %w", name, err)
+	}
+	if len(recs) == 0 && bad.Total == 0 {
+		bad.add(&InputError{File: name, Msg: "no requests in file"})
+	}
+	checkUnique(recs, name, &bad)
+	if bad.Total > 0 {
+		return nil, &bad
+	}
+
+	// Identity of the job: records in business-key order.
+	slices.SortFunc(recs, func(a, b planRec) int { return strings.Compare(a.key, b.key) })
+	in := lake.NewFieldHasher()
+	cfgs := map[lake.Digest]bool{}
+	for _, r := range recs {
+		in.AddString(r.key).Add(r.req[:])
+		cfgs[r.cfg] = true
+	}
+	inputHash := in.Sum()
+	var cfgList []string
+	for c := range cfgs {
+		cfgList = append(cfgList, c.Hex())
+	}
+	slices.Sort(cfgList)
+	genCfg := cfgList[0]
+	if len(cfgList) > 1 {
+		genCfg = lake.HashFields(cfgList...).Hex()
+	}
+	dataset := o.DatasetVersion
+	if o.ParentJobKey != "" {
+		// A child job's records may equal another job's; its parent makes it distinct.
+		dataset += "#retry-of=" + o.ParentJobKey
+	}
+	job := lake.HashFields(o.Tenant, dataset, inputHash.Hex(), model, o.PromptVersion, genCfg)
+	var fileDigest lake.Digest
+	fileHash.Sum(fileDigest[:0])
+
+	res := &PlanResult{JobKey: job.Hex(), Manifest: lake.ManifestKey(job), Records: int64(len(recs))}
+	if m, err := l.GetManifest(ctx, job); err == nil {
+		res.Shards = summaries(m)
+		res.Message = "already planned: same records and settings, nothing new written"
+		return res, ensureValidated(ctx, l, m)
+	} else if !errors.Is(err, lake.ErrNotFound) {
+		return nil, err
+	}
+
+	m := &lake.Manifest{
+		Version: lake.ManifestVersion, JobKey: job.Hex(), Tenant: o.Tenant, Provider: f.Name(), Model: model,
+		Endpoint: endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
+		KeyField: o.KeyField, GenerationConfigHash: genCfg, ModelConfigHashes: cfgList, InputSHA256: inputHash.Hex(),
+		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: int64(len(recs)), Attempt: o.Attempt,
+		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
+		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
+	}
+	if err := writeShards(ctx, l, file, recs, m, o); err != nil {
+		return nil, err
+	}
+	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
+		return nil, err
+	}
+	if err := ensureValidated(ctx, l, m); err != nil {
+		return nil, err
+	}
+	res.Shards, res.Created = summaries(m), true
+	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", len(recs), len(m.Shards))
+	return res, nil
+}
+
+func summaries(m *lake.Manifest) []ShardSummary {
+	out := make([]ShardSummary, len(m.Shards))
+	for i, s := range m.Shards {
+		out[i] = ShardSummary{ShardID: s.ShardID, Records: s.Records, Bytes: s.Bytes}
+	}
+	return out
+}
+
+// checkUnique reports duplicate business keys and custom ids, naming both lines.
+func checkUnique(recs []planRec, name string, bad *InputErrors) {
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	for _, by := range []struct {
+		field string
+		get   func(*planRec) string
+	}{{"custom_id", func(r *planRec) string { return r.customID }}, {"business key", func(r *planRec) string { return r.key }}} {
+		slices.SortStableFunc(idx, func(a, b int) int {
+			if c := strings.Compare(by.get(&recs[a]), by.get(&recs[b])); c != 0 {
+				return c
+			}
+			return int(recs[a].line - recs[b].line)
+		})
+		for i := 1; i < len(idx); i++ {
+			a, b := &recs[idx[i-1]], &recs[idx[i]]
+			if by.get(a) == by.get(b) {
+				bad.add(&InputError{File: name, Line: b.line, Field: by.field, Msg: fmt.Sprintf("duplicate %q, first on line %d", by.get(b), a.line)})
+			}
+		}
+	}
+}
+
+// writeShards cuts the records (in key order) into shards within the limits,
+// stores each shard file content-addressed and writes the expected rows.
+func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec, m *lake.Manifest, o PlanOptions) error {
+	job, _ := lake.ParseDigest(m.JobKey)
+	ew, err := lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job)
+	if err != nil {
+		return err
+	}
+	defer ew.Abort()
+	f, _ := FormatFor(m.Provider)
+	var (
+		sw      *shardWriter
+		buf     []byte
+		rows    []lake.ExpectedRow
+		flushed = func() error {
+			if sw == nil {
+				return nil
+			}
+			s, err := sw.commit(ctx, l)
+			if err != nil {
+				return err
+			}
+			m.Shards = append(m.Shards, s)
+			sw = nil
+			return nil
+		}
+	)
+	for i := range recs {
+		r := &recs[i]
+		if cap(buf) < int(r.n) {
+			buf = make([]byte, r.n)
+		}
+		buf = buf[:r.n]
+		if _, err := src.ReadAt(buf, r.off); err != nil {
+			return fmt.Errorf("plan: re-read %s line %d: %w", src.Name(), r.line, err)
+		}
+		line := buf
+		if sw != nil && (sw.records >= int64(o.ShardMaxRecords) || sw.bytes+int64(len(line))+1 > o.ShardMaxBytes) {
+			if err := flushed(); err != nil {
+				return err
+			}
+		}
+		if sw == nil {
+			sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)))
+			if err != nil {
+				return err
+			}
+			defer sw.abort()
+		}
+		if int64(len(line))+1 > o.ShardMaxBytes {
+			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", len(line), o.ShardMaxBytes)}
+		}
+		row := lake.ExpectedRow{
+			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: sw.records + 1, RecordID: r.rid.Hex(),
+			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
+			RequestSHA256: r.req.Hex(), ModelConfigHash: r.cfg.Hex(), InputLine: r.line,
+		}
+		if r.lin != nil {
+			row.ParentShardID, row.RetryReason = r.lin.ParentShardID, r.lin.RetryReason
+			row.Attempt = int32(r.lin.Attempt)
+		}
+		_ = f
+		if err := sw.add(line); err != nil {
+			return err
+		}
+		rows = append(rows, row)
+		if len(rows) == 4096 {
+			if err := ew.Write(rows...); err != nil {
+				return err
+			}
+			rows = rows[:0]
+		}
+	}
+	if err := flushed(); err != nil {
+		return err
+	}
+	if err := ew.Write(rows...); err != nil {
+		return err
+	}
+	key, err := ew.Commit(ctx)
+	if err != nil {
+		return err
+	}
+	m.ExpectedFiles = []string{key}
+	return nil
+}
+
+type shardWriter struct {
+	id      string
+	f       *os.File
+	w       *bufio.Writer
+	h       io.Writer
+	sum     interface{ Sum([]byte) []byte }
+	records int64
+	bytes   int64
+}
+
+func newShardWriter(tmpDir, id string) (*shardWriter, error) {
+	f, err := os.CreateTemp(tmpDir, "batchlake-shard-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	return &shardWriter{id: id, f: f, w: bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20), h: h, sum: h}, nil
+}
+
+func (s *shardWriter) add(line []byte) error {
+	s.w.Write(line)
+	if err := s.w.WriteByte('\n'); err != nil {
+		return err
+	}
+	s.records++
+	s.bytes += int64(len(line)) + 1
+	return nil
+}
+
+func (s *shardWriter) commit(ctx context.Context, l *lake.Lake) (lake.ManifestShard, error) {
+	if err := s.w.Flush(); err != nil {
+		return lake.ManifestShard{}, err
+	}
+	if err := s.f.Close(); err != nil {
+		return lake.ManifestShard{}, err
+	}
+	var d lake.Digest
+	s.sum.Sum(d[:0])
+	if err := l.PutFileAs(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
+		return lake.ManifestShard{}, err
+	}
+	s.abort()
+	return lake.ManifestShard{ShardID: s.id, Object: d, Records: s.records, Bytes: s.bytes}, nil
+}
+
+func (s *shardWriter) abort() {
+	s.f.Close()
+	os.Remove(s.f.Name())
+}
+
+// ensureValidated writes CREATED and VALIDATED for every shard that lacks them
+// (a plan killed after its manifest was written is completed by the next run).
+func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error {
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return err
+	}
+	g := lake.NewLedger(l, "")
+	for _, s := range m.Shards {
+		last, err := g.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return err
+		}
+		for _, st := range []lake.State{lake.Created, lake.Validated} {
+			if last.State != "" && last.State != lake.Created {
+				break
+			}
+			if last.State == st {
+				continue
+			}
+			ev, err := g.Transition(ctx, job, s.ShardID, st, 0, "", nil)
+			if errors.Is(err, lake.ErrConflict) || errors.Is(err, lake.ErrIllegalTransition) {
+				break // a concurrent plan wrote it
+			}
+			if err != nil {
+				return err
+			}
+			last = ev
+		}
+	}
+	return nil
+}

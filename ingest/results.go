@@ -1,0 +1,163 @@
+package ingest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Channels a result file arrives on.
+const (
+	ChannelOutput = "output"
+	ChannelError  = "error"
+)
+
+// FileResult says what ingesting one file did.
+type FileResult struct {
+	Channel     string `json:"channel"`
+	File        string `json:"file"`
+	RawSHA256   string `json:"raw_sha256"`
+	Lines       int64  `json:"lines"`
+	Rows        int64  `json:"rows"`
+	Quarantined int64  `json:"quarantined"`
+	Created     bool   `json:"created"`
+}
+
+// FileOptions describe one result file to ingest.
+type FileOptions struct {
+	Path          string
+	Channel       string
+	ProviderJobID string
+	TmpDir        string
+	Now           func() time.Time
+}
+
+// IngestFile archives a provider output or error file raw and
+// content-addressed, normalises its lines into attempt rows (quarantining
+// lines it cannot read) and commits an ingest record. Ingesting the same bytes
+// again changes nothing.
+func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptions) (FileResult, error) {
+	name := filepath.Base(o.Path)
+	res := FileResult{Channel: o.Channel, File: name}
+	if o.Channel != ChannelOutput && o.Channel != ChannelError {
+		return res, fmt.Errorf("ingest %s: unknown channel %q", name, o.Channel)
+	}
+	f, err := FormatFor(m.Provider)
+	if err != nil {
+		return res, err
+	}
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return res, err
+	}
+	raw, size, err := lake.HashFile(o.Path)
+	if err != nil {
+		return res, &UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+	}
+	res.RawSHA256 = raw.Hex()
+	markerKey := lake.IngestKey(job, o.Channel, raw)
+	var rec lake.IngestRecord
+	if err := l.GetJSON(ctx, markerKey, lake.FormatIngest, &rec); err == nil {
+		res.Lines, res.Rows, res.Quarantined = rec.Lines, rec.Rows, rec.Quarantined
+		return res, nil
+	} else if !errors.Is(err, lake.ErrNotFound) {
+		return res, err
+	}
+	// The raw file first: everything else is derived from it.
+	if err := l.PutFileAs(ctx, o.Path, lake.ObjectKey(raw), raw, size); err != nil {
+		return res, err
+	}
+	aw, err := lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job)
+	if err != nil {
+		return res, err
+	}
+	defer aw.Abort()
+	qw, err := lake.NewTableWriter[lake.QuarantineRow](l, o.TmpDir, "quarantine", m.Tenant, job)
+	if err != nil {
+		return res, err
+	}
+	defer qw.Abort()
+	file, err := os.Open(o.Path)
+	if err != nil {
+		return res, err
+	}
+	defer file.Close()
+	type parsed struct {
+		row lake.AttemptRow
+		raw []byte // kept only for quarantined lines
+		err error
+	}
+	rows := make([]lake.AttemptRow, 0, 1024)
+	err = ParallelLines(ctx, bufio.NewReaderSize(file, 1<<20), func(ln Line) parsed {
+		row, err := f.ParseResult(ln.Bytes, o.Channel)
+		if err != nil {
+			return parsed{err: err, raw: append([]byte(nil), ln.Bytes...)}
+		}
+		return parsed{row: row}
+	}, func(ln Line, p parsed) error {
+		res.Lines++
+		if p.err != nil {
+			res.Quarantined++
+			return qw.Write(lake.QuarantineRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: o.Channel, RawSHA256: raw.Hex(), LineNo: ln.No, Reason: p.err.Error(), Raw: p.raw})
+		}
+		r := p.row
+		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
+		r.Channel, r.RawSHA256, r.LineNo = o.Channel, raw.Hex(), ln.No
+		if r.ModelVersion == "" {
+			r.ModelVersion = m.Model
+		}
+		rows = append(rows, r)
+		res.Rows++
+		if len(rows) == cap(rows) {
+			if err := aw.Write(rows...); err != nil {
+				return err
+			}
+			rows = rows[:0]
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrLineTooLong) {
+			return res, &InputError{File: name, Msg: err.Error()}
+		}
+		return res, fmt.Errorf("ingest %s: %w", name, err)
+	}
+	if err := aw.Write(rows...); err != nil {
+		return res, err
+	}
+	akey, err := aw.Commit(ctx)
+	if err != nil {
+		return res, err
+	}
+	qkey, err := qw.Commit(ctx)
+	if err != nil {
+		return res, err
+	}
+	now := time.Now().UTC()
+	if o.Now != nil {
+		now = o.Now()
+	}
+	rec = lake.IngestRecord{
+		Version: lake.IngestVersion, JobKey: m.JobKey, Provider: m.Provider, Channel: o.Channel, Raw: raw, RawBytes: size,
+		FileName: name, ProviderJobID: o.ProviderJobID, Lines: res.Lines, Rows: res.Rows, Quarantined: res.Quarantined,
+		AttemptsFile: akey, QuarantineFile: qkey, IngestedAt: now,
+	}
+	// The commit marker last: until it exists the files above are invisible.
+	created, err := l.PutJSON(ctx, markerKey, lake.FormatIngest, rec)
+	if err != nil {
+		if errors.Is(err, lake.ErrCorrupt) {
+			// A concurrent ingest of the same file committed first (its marker
+			// differs only in time): that is success.
+			return res, nil
+		}
+		return res, err
+	}
+	res.Created = created
+	return res, nil
+}

@@ -1,0 +1,93 @@
+package lake
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"strings"
+)
+
+// Digest is a sha256 digest. It prints as "sha256-<hex>" (see String) and
+// names every content-addressed object in the lake.
+type Digest [32]byte
+
+const digestPrefix = "sha256-"
+
+// Sum returns the digest of b.
+func Sum(b []byte) Digest { return sha256.Sum256(b) }
+
+// String renders the digest with its algorithm, "sha256-<64 hex>".
+func (d Digest) String() string { return digestPrefix + d.Hex() }
+
+// Hex renders the digest as 64 lower-case hex digits.
+func (d Digest) Hex() string { return hex.EncodeToString(d[:]) }
+
+// IsZero reports whether d is the zero digest.
+func (d Digest) IsZero() bool { return d == Digest{} }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Digest) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Digest) UnmarshalText(b []byte) error {
+	p, err := ParseDigest(string(b))
+	if err != nil {
+		return err
+	}
+	*d = p
+	return nil
+}
+
+// ParseDigest parses "sha256-<hex>" or a bare 64-digit hex string.
+func ParseDigest(s string) (Digest, error) {
+	var d Digest
+	h := strings.TrimPrefix(s, digestPrefix)
+	if len(h) != 64 {
+		return d, fmt.Errorf("parse digest %q: want 64 hex digits", s)
+	}
+	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+		return d, fmt.Errorf("parse digest %q: %w", s, err)
+	}
+	if strings.ToLower(h) != h {
+		return d, fmt.Errorf("parse digest %q: hex must be lower case", s)
+	}
+	return d, nil
+}
+
+// FieldHasher hashes a sequence of fields, each length-prefixed (8 bytes, big
+// endian) so that ("ab","c") and ("a","bc") differ. It implements the identity
+// rules of CONTRACT §2.
+type FieldHasher struct{ h hash.Hash }
+
+// NewFieldHasher returns an empty FieldHasher.
+func NewFieldHasher() *FieldHasher { return &FieldHasher{h: sha256.New()} }
+
+// Add appends one length-prefixed field.
+func (f *FieldHasher) Add(field []byte) *FieldHasher {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(field)))
+	f.h.Write(n[:])
+	f.h.Write(field)
+	return f
+}
+
+// AddString appends one length-prefixed string field.
+func (f *FieldHasher) AddString(s string) *FieldHasher { return f.Add([]byte(s)) }
+
+// Sum returns the digest of the fields added so far.
+func (f *FieldHasher) Sum() Digest {
+	var d Digest
+	f.h.Sum(d[:0])
+	return d
+}
+
+// HashFields is the digest of the given length-prefixed string fields.
+func HashFields(fields ...string) Digest {
+	f := NewFieldHasher()
+	for _, s := range fields {
+		f.AddString(s)
+	}
+	return f.Sum()
+}

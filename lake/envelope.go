@@ -1,0 +1,81 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Every JSON marker in the lake (manifest, ingest record, report, ledger event)
+// is stored in an envelope that names its format version and carries the
+// sha256 of its body bytes, so a marker is verified on read like any object.
+type envelope struct {
+	Format string          `json:"format"`
+	SHA256 string          `json:"sha256"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// Marker formats. A reader rejects a format it does not know.
+const (
+	FormatManifest = "batchlake.manifest/v1"
+	FormatIngest   = "batchlake.ingest/v1"
+	FormatReport   = "batchlake.report/v1"
+	FormatEvent    = "batchlake.ledger-event/v1"
+)
+
+// SealJSON renders v in an envelope of the given format.
+func SealJSON(format string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: %w", format, err)
+	}
+	out, err := json.Marshal(envelope{Format: format, SHA256: Sum(body).Hex(), Body: body})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// OpenJSON checks an envelope's format and digest and decodes its body into v.
+func OpenJSON(key, format string, data []byte, v any) error {
+	var e envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		return fmt.Errorf("lake read %s: %v: %w", key, err, ErrCorrupt)
+	}
+	if e.Format != format {
+		return fmt.Errorf("lake read %s: format %q, this batchlake reads %q", key, e.Format, format)
+	}
+	if Sum(e.Body).Hex() != e.SHA256 {
+		return fmt.Errorf("lake read %s: body hashes to %s, envelope says %s: %w", key, Sum(e.Body).Hex(), e.SHA256, ErrCorrupt)
+	}
+	dec := json.NewDecoder(bytes.NewReader(e.Body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("lake read %s: %w", key, err)
+	}
+	return nil
+}
+
+// PutJSON writes v sealed under key, write-once. created is false when the key
+// already held the same bytes.
+func (l *Lake) PutJSON(ctx context.Context, key, format string, v any) (created bool, err error) {
+	b, err := SealJSON(format, v)
+	if err != nil {
+		return false, err
+	}
+	return l.PutOnce(ctx, key, b)
+}
+
+// GetJSON reads and verifies the marker at key into v.
+func (l *Lake) GetJSON(ctx context.Context, key, format string, v any) error {
+	b, err := l.Bucket.ReadAll(ctx, key)
+	if err != nil {
+		return wrapRead(key, err)
+	}
+	return OpenJSON(key, format, b, v)
+}
+
+func errUnknownVersion(key string, v int) error {
+	return fmt.Errorf("lake read %s: version %d is not one this batchlake knows; upgrade batchlake", key, v)
+}

@@ -1,0 +1,302 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob:// lakes
+	"gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob" // gs:// lakes
+	_ "gocloud.dev/blob/memblob" // mem:// lakes
+	_ "gocloud.dev/blob/s3blob"  // s3:// lakes
+	"gocloud.dev/gcerrors"
+)
+
+// ErrCorrupt is returned when stored bytes do not match the digest they are
+// stored under, or when a write-once key already holds other bytes.
+var ErrCorrupt = errors.New("lake: corrupt object")
+
+// ErrNotFound is returned when a key does not exist.
+var ErrNotFound = errors.New("lake: not found")
+
+// Lake is an open lake.
+type Lake struct {
+	Bucket *blob.Bucket
+	// URL is the lake URL as given by the user.
+	URL string
+	// dir is the root folder of a local-folder lake, "" otherwise. Ledger
+	// appends use it for an atomic create (fileblob's IfNotExist is not atomic).
+	dir string
+}
+
+// Open opens the lake at u: a gocloud.dev/blob URL, or a plain path for a
+// local folder (created if missing).
+func Open(ctx context.Context, u string) (*Lake, error) {
+	if u == "" {
+		u = "./lake"
+	}
+	if !strings.Contains(u, "://") || strings.HasPrefix(u, "file://") {
+		dir := u
+		if strings.HasPrefix(u, "file://") {
+			pu, err := url.Parse(u)
+			if err != nil {
+				return nil, fmt.Errorf("open lake %s: %w", u, err)
+			}
+			dir = pu.Path
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open lake %s: %w", u, err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("open lake %s: %w", u, err)
+		}
+		b, err := fileblob.OpenBucket(abs, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})
+		if err != nil {
+			return nil, fmt.Errorf("open lake %s: %w", u, err)
+		}
+		return &Lake{Bucket: b, URL: u, dir: abs}, nil
+	}
+	b, err := blob.OpenBucket(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("open lake %s: %w", redactURL(u), err)
+	}
+	return &Lake{Bucket: b, URL: u}, nil
+}
+
+// redactURL drops query parameters that could carry secrets from errors.
+func redactURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i] + "?…"
+	}
+	return u
+}
+
+// Close closes the bucket.
+func (l *Lake) Close() error { return l.Bucket.Close() }
+
+// LocalDir returns the root folder of a local lake and true, or "", false.
+func (l *Lake) LocalDir() (string, bool) { return l.dir, l.dir != "" }
+
+// LocalPath returns the file path of key in a local lake.
+func (l *Lake) LocalPath(key string) string { return filepath.Join(l.dir, filepath.FromSlash(key)) }
+
+// Exists reports whether key exists.
+func (l *Lake) Exists(ctx context.Context, key string) (bool, error) {
+	ok, err := l.Bucket.Exists(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("lake exists %s: %w", key, err)
+	}
+	return ok, nil
+}
+
+// PutOnce writes data under key with a conditional create. If key already
+// holds the same bytes it returns created=false and no error; other bytes are
+// ErrCorrupt.
+func (l *Lake) PutOnce(ctx context.Context, key string, data []byte) (created bool, err error) {
+	return l.putOnce(ctx, key, func() (io.Reader, error) { return bytes.NewReader(data), nil }, Sum(data), int64(len(data)))
+}
+
+// putOnce streams open() to key write-once; sum is the sha256 of the bytes,
+// used to compare with an existing object.
+func (l *Lake) putOnce(ctx context.Context, key string, open func() (io.Reader, error), sum Digest, size int64) (bool, error) {
+	r, err := open()
+	if err != nil {
+		return false, err
+	}
+	// Cancelling the writer's context aborts the upload: the object never appears.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := l.Bucket.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: contentType(key)})
+	if err != nil {
+		return false, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		_ = w.Close()
+		return false, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	err = w.Close()
+	if err == nil {
+		return true, nil
+	}
+	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
+		return false, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	// Already there: same bytes is success, anything else is corruption.
+	got, n, err := l.hashKey(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if got != sum || n != size {
+		return false, fmt.Errorf("lake put %s: key holds other bytes (%s, want %s): %w", key, got, sum, ErrCorrupt)
+	}
+	return false, nil
+}
+
+func contentType(key string) string {
+	switch {
+	case strings.HasSuffix(key, ".json"):
+		return "application/json"
+	case strings.HasSuffix(key, ".parquet"):
+		return "application/vnd.apache.parquet"
+	default:
+		return "application/octet-stream"
+	}
+}
+
+func (l *Lake) hashKey(ctx context.Context, key string) (Digest, int64, error) {
+	r, err := l.Bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return Digest{}, 0, wrapRead(key, err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return Digest{}, 0, fmt.Errorf("lake read %s: %w", key, err)
+	}
+	var d Digest
+	h.Sum(d[:0])
+	return d, n, nil
+}
+
+func wrapRead(key string, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("lake read %s: %w", key, ErrNotFound)
+	}
+	return fmt.Errorf("lake read %s: %w", key, err)
+}
+
+// PutObject stores data content-addressed and returns its digest.
+func (l *Lake) PutObject(ctx context.Context, data []byte) (Digest, error) {
+	d := Sum(data)
+	_, err := l.PutOnce(ctx, ObjectKey(d), data)
+	return d, err
+}
+
+// PutFile stores the local file at path under a key derived from its digest
+// by keyFor (ObjectKey for raw objects), streaming it twice: once to hash, once
+// to upload. It returns the digest and size.
+func (l *Lake) PutFile(ctx context.Context, path string, keyFor func(Digest) string) (Digest, int64, error) {
+	d, n, err := HashFile(path)
+	if err != nil {
+		return d, n, err
+	}
+	return d, n, l.PutFileAs(ctx, path, keyFor(d), d, n)
+}
+
+// PutFileAs uploads a local file whose digest and size are already known.
+func (l *Lake) PutFileAs(ctx context.Context, path, key string, d Digest, n int64) error {
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	_, err := l.putOnce(ctx, key, func() (io.Reader, error) {
+		var err error
+		f, err = os.Open(path)
+		return f, err
+	}, d, n)
+	return err
+}
+
+// HashFile returns the sha256 and size of a local file.
+func HashFile(path string) (Digest, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return Digest{}, 0, fmt.Errorf("hash %s: %w", path, err)
+	}
+	var d Digest
+	h.Sum(d[:0])
+	return d, n, nil
+}
+
+// GetObject reads a content-addressed object and verifies its digest.
+func (l *Lake) GetObject(ctx context.Context, d Digest) ([]byte, error) {
+	return l.GetVerified(ctx, ObjectKey(d), d)
+}
+
+// GetVerified reads key and checks that its bytes hash to d.
+func (l *Lake) GetVerified(ctx context.Context, key string, d Digest) ([]byte, error) {
+	b, err := l.Bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, wrapRead(key, err)
+	}
+	if Sum(b) != d {
+		return nil, fmt.Errorf("lake read %s: content hashes to %s: %w", key, Sum(b), ErrCorrupt)
+	}
+	return b, nil
+}
+
+// OpenVerified opens key for streaming; the reader returns ErrCorrupt at EOF
+// if the bytes do not hash to d, so a caller must read to the end before
+// trusting what it read.
+func (l *Lake) OpenVerified(ctx context.Context, key string, d Digest) (io.ReadCloser, error) {
+	r, err := l.Bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, wrapRead(key, err)
+	}
+	return &verifyingReader{r: r, h: sha256.New(), want: d, key: key}, nil
+}
+
+type verifyingReader struct {
+	r io.ReadCloser
+	h interface {
+		Write([]byte) (int, error)
+		Sum([]byte) []byte
+	}
+	want Digest
+	key  string
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		var got Digest
+		v.h.Sum(got[:0])
+		if got != v.want {
+			return n, fmt.Errorf("lake read %s: content hashes to %s: %w", v.key, got, ErrCorrupt)
+		}
+	}
+	return n, err
+}
+
+func (v *verifyingReader) Close() error { return v.r.Close() }
+
+// List returns every key under prefix, in lexical order.
+func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	it := l.Bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lake list %s: %w", prefix, err)
+		}
+		if o.IsDir {
+			continue
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys, nil
+}

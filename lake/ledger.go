@@ -1,0 +1,253 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is a job or shard state (CONTRACT §6).
+type State string
+
+// The states of CONTRACT §6.
+const (
+	Created     State = "CREATED"
+	Validated   State = "VALIDATED"
+	Submitting  State = "SUBMITTING"
+	Submitted   State = "SUBMITTED"
+	Running     State = "RUNNING"
+	Reconciling State = "RECONCILING"
+	Partial     State = "PARTIAL"
+	Completed   State = "COMPLETED"
+	Failed      State = "FAILED"
+	Cancelled   State = "CANCELLED"
+	Expired     State = "EXPIRED"
+)
+
+// transitions lists, for each state, the states an event may move it to.
+// "" is the state of a shard without events.
+var transitions = map[State][]State{
+	"":          {Created},
+	Created:     {Validated, Failed},
+	Validated:   {Submitting, Reconciling, Cancelled},
+	Submitting:  {Submitting, Submitted, Validated, Failed},
+	Submitted:   {Submitted, Running, Failed, Expired, Cancelled, Reconciling},
+	Running:     {Running, Failed, Expired, Cancelled, Reconciling},
+	Reconciling: {Reconciling, Completed, Partial},
+	Partial:     {Reconciling},
+	Completed:   {Reconciling},
+	Failed:      {Reconciling},
+	Cancelled:   {Reconciling},
+	Expired:     {Reconciling},
+}
+
+// CanTransition reports whether an event may move a shard from one state to another.
+func CanTransition(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// leased states carry a lease: another actor may take over only once it expired.
+func leased(s State) bool { return s == Submitting || s == Reconciling }
+
+// Event is one ledger event.
+type Event struct {
+	JobKey        string            `json:"job_key"`
+	ShardID       string            `json:"shard_id"`
+	Seq           int               `json:"seq"`
+	State         State             `json:"state"`
+	At            time.Time         `json:"at"`
+	Actor         string            `json:"actor"`
+	ProviderJobID string            `json:"provider_job_id,omitempty"`
+	LeaseExpires  *time.Time        `json:"lease_expires,omitempty"`
+	Detail        map[string]string `json:"detail,omitempty"`
+}
+
+// ErrConflict means another writer appended the same sequence number first.
+var ErrConflict = errors.New("ledger: another writer won this transition")
+
+// ErrLeased means another actor holds a live lease on the shard.
+var ErrLeased = errors.New("ledger: shard is leased by another actor")
+
+// ErrIllegalTransition means the state machine refuses the transition.
+var ErrIllegalTransition = errors.New("ledger: illegal transition")
+
+// Ledger appends and reads ledger events.
+type Ledger struct {
+	Lake  *Lake
+	Actor string
+	Now   func() time.Time
+}
+
+// NewLedger returns a ledger acting as actor (host:pid by default).
+func NewLedger(l *Lake, actor string) *Ledger {
+	if actor == "" {
+		h, _ := os.Hostname()
+		actor = h + ":" + strconv.Itoa(os.Getpid())
+	}
+	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }}
+}
+
+// Events returns the events of a shard in sequence order, checking that the
+// sequence has no gaps.
+func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event, error) {
+	keys, err := g.Lake.List(ctx, LedgerShardPrefix(job, shard))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(keys)
+	evs := make([]Event, 0, len(keys))
+	for i, k := range keys {
+		var e Event
+		if err := g.Lake.GetJSON(ctx, k, FormatEvent, &e); err != nil {
+			return nil, err
+		}
+		if e.Seq != i+1 || LedgerKey(job, shard, e.Seq) != k {
+			return nil, fmt.Errorf("ledger %s/%s: event %s has seq %d, want %d (gap or misnamed event): %w", job.Hex(), shard, k, e.Seq, i+1, ErrCorrupt)
+		}
+		evs = append(evs, e)
+	}
+	return evs, nil
+}
+
+// Last returns the last event of a shard, or a zero Event (State "") if none.
+func (g *Ledger) Last(ctx context.Context, job Digest, shard string) (Event, error) {
+	evs, err := g.Events(ctx, job, shard)
+	if err != nil || len(evs) == 0 {
+		return Event{}, err
+	}
+	return evs[len(evs)-1], nil
+}
+
+// Transition appends an event moving the shard to state `to`, after checking
+// the state machine and any live lease held by another actor. A lease > 0 is
+// recorded on the event. It returns the appended event.
+func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to State, lease time.Duration, providerJobID string, detail map[string]string) (Event, error) {
+	last, err := g.Last(ctx, job, shard)
+	if err != nil {
+		return Event{}, err
+	}
+	now := g.Now()
+	if !CanTransition(last.State, to) {
+		return Event{}, fmt.Errorf("ledger %s/%s: %s -> %s: %w", job.Hex()[:12], shard, orNone(last.State), to, ErrIllegalTransition)
+	}
+	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(*last.LeaseExpires) {
+		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s: %w", job.Hex()[:12], shard, last.State, last.Actor, last.LeaseExpires.Format(time.RFC3339), ErrLeased)
+	}
+	e := Event{JobKey: job.Hex(), ShardID: shard, Seq: last.Seq + 1, State: to, At: now, Actor: g.Actor, ProviderJobID: providerJobID, Detail: detail}
+	if providerJobID == "" {
+		e.ProviderJobID = last.ProviderJobID
+	}
+	if lease > 0 {
+		exp := now.Add(lease)
+		e.LeaseExpires = &exp
+	}
+	if err := g.append(ctx, job, shard, e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+func orNone(s State) State {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// append creates the event's key atomically; ErrConflict if it exists.
+func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) error {
+	key := LedgerKey(job, shard, e.Seq)
+	data, err := SealJSON(FormatEvent, e)
+	if err != nil {
+		return err
+	}
+	if dir, ok := g.Lake.LocalDir(); ok {
+		return linkCreate(filepath.Join(dir, filepath.FromSlash(key)), data)
+	}
+	created, err := g.Lake.PutOnce(ctx, key, data)
+	if errors.Is(err, ErrCorrupt) || (err == nil && !created) {
+		// Someone else's event is there (or ours from a lost response with
+		// identical bytes, which counts as ours).
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("ledger append %s: %w", key, ErrConflict)
+	}
+	return err
+}
+
+// linkCreate writes data to a temp file next to path and hard-links it into
+// place: link(2) fails if path exists, so exactly one concurrent writer wins
+// and the event is complete before it is visible.
+func linkCreate(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-event-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			if old, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(old, data) {
+				return nil
+			}
+			return fmt.Errorf("ledger append %s: %w", path, ErrConflict)
+		}
+		return fmt.Errorf("ledger append %s: %w", path, err)
+	}
+	return nil
+}
+
+// JobState derives a job's state from its shards' states: the least advanced
+// shard decides, failures and partials dominate completion.
+func JobState(shards []State) State {
+	if len(shards) == 0 {
+		return ""
+	}
+	order := []State{"", Created, Validated, Submitting, Submitted, Running, Reconciling, Failed, Expired, Cancelled, Partial, Completed}
+	rank := map[State]int{}
+	for i, s := range order {
+		rank[s] = i
+	}
+	min := shards[0]
+	for _, s := range shards[1:] {
+		if rank[s] < rank[min] {
+			min = s
+		}
+	}
+	return min
+}
+
+// ShardIDFromKey returns the shard id part of a ledger key.
+func ShardIDFromKey(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) < 4 {
+		return ""
+	}
+	return parts[2]
+}

@@ -1,0 +1,114 @@
+package lake
+
+import (
+	"context"
+	"time"
+)
+
+// ManifestVersion is the version of the manifest body this code writes and reads.
+const ManifestVersion = 1
+
+// Manifest is the immutable description of one job: the commit marker of plan.
+// It references the job's shard objects and expected table files, which are
+// written before it.
+type Manifest struct {
+	Version              int             `json:"manifest_version"`
+	JobKey               string          `json:"job_key"`
+	Tenant               string          `json:"tenant"`
+	Provider             string          `json:"provider"`
+	Model                string          `json:"model"`
+	Endpoint             string          `json:"endpoint"`
+	PromptVersion        string          `json:"prompt_version"`
+	SourceVersion        string          `json:"source_version"`
+	DatasetVersion       string          `json:"dataset_version"`
+	KeyField             string          `json:"key_field"`
+	GenerationConfigHash string          `json:"generation_config_hash"`
+	ModelConfigHashes    []string        `json:"model_config_hashes"`
+	InputSHA256          string          `json:"input_sha256"`
+	InputFileSHA256      string          `json:"input_file_sha256,omitempty"`
+	InputFileName        string          `json:"input_file_name,omitempty"`
+	ExpectedRecords      int64           `json:"expected_records"`
+	Attempt              int             `json:"attempt"`
+	ParentJobKey         string          `json:"parent_job_key,omitempty"`
+	CreatedAt            time.Time       `json:"created_at"`
+	SubmittedBy          string          `json:"submitted_by,omitempty"`
+	CostCenter           string          `json:"cost_center,omitempty"`
+	Retention            string          `json:"retention,omitempty"`
+	OutputSchemaVersion  string          `json:"output_schema_version,omitempty"`
+	ShardMaxRecords      int             `json:"shard_max_records"`
+	ShardMaxBytes        int64           `json:"shard_max_bytes"`
+	Shards               []ManifestShard `json:"shards"`
+	// ExpectedFiles are the lake keys of the job's expected-table files.
+	ExpectedFiles []string `json:"expected_files"`
+}
+
+// ManifestShard is one shard file of a job, stored content-addressed.
+type ManifestShard struct {
+	ShardID string `json:"shard_id"`
+	Object  Digest `json:"file_sha256"`
+	Records int64  `json:"records"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// Shard returns the shard with the given id.
+func (m *Manifest) Shard(id string) (ManifestShard, bool) {
+	for _, s := range m.Shards {
+		if s.ShardID == id {
+			return s, true
+		}
+	}
+	return ManifestShard{}, false
+}
+
+// GetManifest reads and verifies a job's manifest.
+func (l *Lake) GetManifest(ctx context.Context, job Digest) (*Manifest, error) {
+	var m Manifest
+	if err := l.GetJSON(ctx, ManifestKey(job), FormatManifest, &m); err != nil {
+		return nil, err
+	}
+	if m.Version != ManifestVersion {
+		return nil, errUnknownVersion(ManifestKey(job), m.Version)
+	}
+	return &m, nil
+}
+
+// IngestRecord is the commit marker of one ingested provider file.
+type IngestRecord struct {
+	Version        int       `json:"ingest_version"`
+	JobKey         string    `json:"job_key"`
+	Provider       string    `json:"provider"`
+	Channel        string    `json:"channel"`
+	Raw            Digest    `json:"raw_sha256"`
+	RawBytes       int64     `json:"raw_bytes"`
+	FileName       string    `json:"file_name"`
+	ProviderJobID  string    `json:"provider_job_id,omitempty"`
+	Lines          int64     `json:"lines"`
+	Rows           int64     `json:"rows"`
+	Quarantined    int64     `json:"quarantined"`
+	AttemptsFile   string    `json:"attempts_file,omitempty"`
+	QuarantineFile string    `json:"quarantine_file,omitempty"`
+	IngestedAt     time.Time `json:"ingested_at"`
+}
+
+// IngestVersion is the version of the ingest record this code writes and reads.
+const IngestVersion = 1
+
+// IngestRecords returns every ingest record of a job, in key order.
+func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, error) {
+	keys, err := l.List(ctx, IngestPrefix(job))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]IngestRecord, 0, len(keys))
+	for _, k := range keys {
+		var r IngestRecord
+		if err := l.GetJSON(ctx, k, FormatIngest, &r); err != nil {
+			return nil, err
+		}
+		if r.Version != IngestVersion {
+			return nil, errUnknownVersion(k, r.Version)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+package lake
+
+// The Parquet tables of the lake, one tagged struct per table. Column names
+// are the public contract (CONTRACT §5); adding columns is fine, renaming is not.
+
+// ExpectedRow is one record a job expects a result for.
+type ExpectedRow struct {
+	JobKey          string `parquet:"job_key,dict"`
+	Tenant          string `parquet:"tenant,dict"`
+	ShardID         string `parquet:"shard_id,dict"`
+	ShardLine       int64  `parquet:"shard_line"`
+	RecordID        string `parquet:"record_id"`
+	BusinessKey     string `parquet:"business_key"`
+	CustomID        string `parquet:"custom_id"`
+	Attempt         int32  `parquet:"attempt"`
+	ParentJobKey    string `parquet:"parent_job_key,dict"`
+	ParentShardID   string `parquet:"parent_shard_id,dict"`
+	RetryReason     string `parquet:"retry_reason,dict"`
+	RequestSHA256   string `parquet:"request_sha256"`
+	ModelConfigHash string `parquet:"model_config_hash,dict"`
+	InputLine       int64  `parquet:"input_line"`
+}
+
+// AttemptRow is one result line ingested from a provider output or error file.
+// record_id, shard_id and attempt are resolved through the job's expected rows
+// by custom_id (the attempts view joins them); nothing joins by line number.
+type AttemptRow struct {
+	JobKey            string `parquet:"job_key,dict"`
+	Tenant            string `parquet:"tenant,dict"`
+	Provider          string `parquet:"provider,dict"`
+	ProviderJobID     string `parquet:"provider_job_id,dict"`
+	ProviderRequestID string `parquet:"provider_request_id"`
+	CustomID          string `parquet:"custom_id"`
+	Channel           string `parquet:"channel,dict"`
+	RawSHA256         string `parquet:"raw_sha256,dict"`
+	LineNo            int64  `parquet:"line_no"`
+	StatusCode        *int32 `parquet:"status_code,optional"`
+	// Outcome is "success" (a 2xx result) or "error".
+	Outcome           string `parquet:"outcome,dict"`
+	ErrorCode         string `parquet:"error_code,dict"`
+	ErrorType         string `parquet:"error_type,dict"`
+	ErrorMessage      string `parquet:"error_message"`
+	ModelVersion      string `parquet:"model_version,dict"`
+	InputTokens       int64  `parquet:"input_tokens"`
+	CachedInputTokens int64  `parquet:"cached_input_tokens"`
+	CacheWriteTokens  int64  `parquet:"cache_write_tokens"`
+	OutputTokens      int64  `parquet:"output_tokens"`
+	ReasoningTokens   int64  `parquet:"reasoning_tokens"`
+	// FinishReason is the provider's finish/stop reason (stop, length,
+	// max_output_tokens, tool_calls, content_filter, ...).
+	FinishReason string `parquet:"finish_reason,dict"`
+	// ResponseStatus is the body status where the endpoint has one (Responses API: completed, incomplete).
+	ResponseStatus string `parquet:"response_status,dict"`
+	// HasOutput is false when a 2xx body holds no usable output (default quality gate).
+	HasOutput  bool   `parquet:"has_output"`
+	OutputText string `parquet:"output_text"`
+	ToolCalls  int32  `parquet:"tool_calls"`
+}
+
+// QuarantineRow is an input line that could not be ingested, kept with its raw bytes.
+type QuarantineRow struct {
+	JobKey    string `parquet:"job_key,dict"`
+	Tenant    string `parquet:"tenant,dict"`
+	Channel   string `parquet:"channel,dict"`
+	RawSHA256 string `parquet:"raw_sha256,dict"`
+	LineNo    int64  `parquet:"line_no"`
+	Reason    string `parquet:"reason"`
+	Raw       []byte `parquet:"raw"`
+}
+
+// OutcomeRow is a record's reconciled outcome in one job.
+type OutcomeRow struct {
+	JobKey       string `parquet:"job_key,dict"`
+	Tenant       string `parquet:"tenant,dict"`
+	RecordID     string `parquet:"record_id"`
+	BusinessKey  string `parquet:"business_key"`
+	ShardID      string `parquet:"shard_id,dict"`
+	CustomID     string `parquet:"custom_id"`
+	Attempt      int32  `parquet:"attempt"`
+	ParentJobKey string `parquet:"parent_job_key,dict"`
+	Outcome      string `parquet:"outcome,dict"`
+	Disposition  string `parquet:"disposition,dict"` // accepted, retry, manual
+	Reason       string `parquet:"reason,dict"`
+	Lines        int32  `parquet:"lines"`
+	CostUSD      string `parquet:"cost_usd"` // exact decimal
+}
+
+// CostRow is one priced attempt line.
+type CostRow struct {
+	JobKey       string `parquet:"job_key,dict"`
+	Tenant       string `parquet:"tenant,dict"`
+	RecordID     string `parquet:"record_id"`
+	CustomID     string `parquet:"custom_id"`
+	Attempt      int32  `parquet:"attempt"`
+	Provider     string `parquet:"provider,dict"`
+	ModelVersion string `parquet:"model_version,dict"`
+	Category     string `parquet:"category,dict"`
+	RawSHA256    string `parquet:"raw_sha256,dict"`
+	LineNo       int64  `parquet:"line_no"`
+	PriceModel   string `parquet:"price_model,dict"`
+	CostUSD      string `parquet:"cost_usd"` // exact decimal, as text
+}

@@ -1,0 +1,64 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Batch is a provider batch as batchlake sees it.
+type Batch struct {
+	ID string
+	// Status is the provider's own status word (validating, in_progress, completed, ...).
+	Status       string
+	OutputFileID string
+	ErrorFileID  string
+	Total        int64
+	Completed    int64
+	Failed       int64
+	CreatedAt    time.Time
+	Metadata     map[string]string
+	// Errors are batch-level errors (a batch failed at validation).
+	Errors []string
+}
+
+// Terminal reports whether the provider will not change the batch any more.
+func (b *Batch) Terminal() bool {
+	switch b.Status {
+	case "completed", "failed", "expired", "cancelled":
+		return true
+	}
+	return false
+}
+
+// Metadata keys batchlake stamps on every batch it creates.
+const (
+	MetaJobKey  = "batchlake_job_key"
+	MetaShardID = "batchlake_shard_id"
+	MetaAttempt = "batchlake_attempt"
+)
+
+// ErrUnknownOutcome means a create call was sent but its outcome is unknown
+// (lost response, timeout): the batch may or may not exist.
+var ErrUnknownOutcome = errors.New("provider: create outcome unknown")
+
+// ErrFileGone means a result file no longer exists at the provider (retention).
+var ErrFileGone = errors.New("provider: file no longer available")
+
+// Client is what the submit protocol needs from a provider's batch API.
+type Client interface {
+	// Upload stores a shard file for batch use and returns its file id,
+	// reusing an earlier upload of the same content (name carries the digest).
+	Upload(ctx context.Context, name string, r io.Reader, size int64) (fileID string, err error)
+	// Find looks for a batch created for (jobKey, shardID), paging newest
+	// first back to since. It returns nil, nil only when it proved absence.
+	Find(ctx context.Context, jobKey, shardID string, since time.Time) (*Batch, error)
+	// Create creates a batch; it must not retry on its own. An error wrapping
+	// ErrUnknownOutcome means the batch may exist.
+	Create(ctx context.Context, fileID, endpoint string, meta map[string]string) (*Batch, error)
+	Get(ctx context.Context, id string) (*Batch, error)
+	Cancel(ctx context.Context, id string) (*Batch, error)
+	// Download writes a result file to w.
+	Download(ctx context.Context, fileID string, w io.Writer) error
+}
