@@ -216,9 +216,9 @@ type openaiUsage struct {
 }
 
 type openaiBody struct {
-	Object            string       `json:"object"`
-	Model             string       `json:"model"`
-	Status            string       `json:"status"`
+	Object            string `json:"object"`
+	Model             string `json:"model"`
+	Status            string `json:"status"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`

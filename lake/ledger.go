@@ -132,7 +132,8 @@ func (g *Ledger) Last(ctx context.Context, job Digest, shard string) (Event, err
 
 // Transition appends an event moving the shard to state `to`, after checking
 // the state machine and any live lease held by another actor. A lease > 0 is
-// recorded on the event. It returns the appended event.
+// recorded on the event; a lease < 0 records one that has already expired
+// (a worker giving up its lease after an error). It returns the appended event.
 func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to State, lease time.Duration, providerJobID string, detail map[string]string) (Event, error) {
 	last, err := g.Last(ctx, job, shard)
 	if err != nil {
@@ -149,8 +150,9 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 	if providerJobID == "" {
 		e.ProviderJobID = last.ProviderJobID
 	}
-	if lease > 0 {
-		exp := now.Add(lease)
+	if lease != 0 {
+		// A negative lease releases: the event's lease has already expired.
+		exp := now.Add(max(lease, 0))
 		e.LeaseExpires = &exp
 	}
 	if err := g.append(ctx, job, shard, e); err != nil {

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+)
+
+func planCmd(ctx context.Context, g *globals) *cobra.Command {
+	var o ingest.PlanOptions
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "Validate a provider input JSONL and write its shards, expected rows and manifest",
+		Long: `plan validates every line of a provider-format batch input file, computes
+record ids and the job key (CONTRACT §2), splits the records into shards within
+the provider's limits and writes shards, expected rows and the manifest to the
+lake. Planning the same records with the same settings again writes nothing.
+Bad input exits 2 naming file, line and field, with nothing written.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			o.TmpDir = g.tmpDir
+			res, err := ingest.Plan(ctx, l, o)
+			if err != nil {
+				return err
+			}
+			g.log.Info(res.Message, "job", res.JobKey, "records", res.Records, "shards", len(res.Shards))
+			printJSON(g.stdout, res)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Input, "input", "", "provider-format input JSONL (required)")
+	f.StringVar(&o.Provider, "provider", "openai", "input format: openai")
+	f.StringVar(&o.Tenant, "tenant", "", "tenant (required; [A-Za-z0-9._-])")
+	f.StringVar(&o.PromptVersion, "prompt-version", "", "prompt version (required)")
+	f.StringVar(&o.SourceVersion, "source-version", "", "version of the source data")
+	f.StringVar(&o.DatasetVersion, "dataset-version", "", "dataset version")
+	f.StringVar(&o.KeyField, "key-field", "", "dotted path of the business key in each line (default: custom_id)")
+	f.IntVar(&o.ShardMaxRecords, "shard-max-records", 0, "requests per shard (default and cap: the provider's limit)")
+	f.Int64Var(&o.ShardMaxBytes, "shard-max-bytes", 0, "bytes per shard (default and cap: the provider's limit)")
+	f.StringVar(&o.SubmittedBy, "submitted-by", "", "who submits this job (manifest)")
+	f.StringVar(&o.CostCenter, "cost-center", "", "cost center (manifest)")
+	f.StringVar(&o.Retention, "retention", "", "data retention policy (manifest)")
+	f.StringVar(&o.OutputSchemaVersion, "output-schema-version", "", "expected output schema version (manifest)")
+	return c
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+type reconcileFlags struct {
+	maxAttempts int
+	retryable   string
+	gate        string
+	prices      string
+}
+
+func (r *reconcileFlags) register(c *cobra.Command) {
+	f := c.Flags()
+	f.IntVar(&r.maxAttempts, "max-attempts", 3, "attempts a record gets before it goes to the manual queue")
+	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: CONTRACT §4's list)")
+	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"finish_reason <> 'length'\"")
+	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
+}
+
+func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
+	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, TmpDir: g.tmpDir,
+		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
+	if r.retryable != "" {
+		o.Retryable = strings.Split(r.retryable, ",")
+	}
+	if r.prices != "" {
+		b, err := os.ReadFile(r.prices)
+		if err != nil {
+			return o, &ingest.UsageError{Msg: "--prices: " + err.Error()}
+		}
+		if o.Prices, err = reconcile.LoadPrices(filepath.Base(r.prices), b); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func reconcileCmd(ctx context.Context, g *globals) *cobra.Command {
+	var job, out string
+	var rf reconcileFlags
+	c := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Run the set algebra for a job, write the report, retry shards and costs",
+		Long: `reconcile classifies every expected record of --job in DuckDB (succeeded,
+quality_failed, failed_retryable, failed_permanent, missing), finds unknown and
+duplicate ids, prices every line and writes the report, retry shard(s) with
+lineage and the outcomes and costs tables. Exit 0: COMPLETED; 10: PARTIAL, a
+retry shard was written; 11: unknown or duplicate ids need review.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := jobDigest(job); err != nil {
+				return err
+			}
+			o, err := rf.options(g, job)
+			if err != nil {
+				return err
+			}
+			o.OutDir = out
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			rep, err := reconcile.Run(ctx, l, o)
+			if err != nil {
+				return err
+			}
+			logReport(g, rep)
+			printJSON(g.stdout, rep)
+			if code := rep.ExitCode(); code != 0 {
+				return exitErr{code}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here")
+	rf.register(c)
+	return c
+}
+
+func logReport(g *globals, r *reconcile.Report) {
+	msg := "reconciled"
+	if r.Unchanged {
+		msg = "already reconciled with these files and settings: nothing new written"
+	}
+	g.log.Info(msg, "job", r.JobKey[:12], "state", r.State, "expected", r.Expected, "succeeded", r.Succeeded,
+		"retry", r.RetryRecords, "manual", r.ManualRecords, "unknown", r.Unknown, "duplicate", r.Duplicate, "cost_usd", r.CostUSD["total"])
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+func retryCmd(ctx context.Context, g *globals) *cobra.Command {
+	var job string
+	c := &cobra.Command{
+		Use:   "retry",
+		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := jobDigest(job)
+			if err != nil {
+				return err
+			}
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			res, err := reconcile.Retry(ctx, l, d, g.tmpDir)
+			if err != nil {
+				return err
+			}
+			g.log.Info(res.Message, "parent", res.ParentJobKey[:12])
+			printJSON(g.stdout, res)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	return c
+}

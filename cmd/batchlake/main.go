@@ -1,0 +1,167 @@
+// Command batchlake makes LLM batch inference trustworthy at data-lake scale:
+// it plans batches into an immutable lake, submits each shard exactly once,
+// ingests provider files and reconciles every record with DuckDB.
+//
+// Every command prints one JSON object on stdout; logs and progress go to
+// stderr; the exit code says what an orchestrator should do next (see exitCode).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Exit codes (CONTRACT §3).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitPartial  = 10
+	exitReview   = 11
+	exitTempFail = 75
+)
+
+// exitErr carries a non-zero exit code with a result that is still printed.
+type exitErr struct{ code int }
+
+func (e exitErr) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+type globals struct {
+	lakeURL   string
+	logFormat string
+	progress  string
+	tmpDir    string
+	threads   int
+	memLimit  string
+	cacheDir  string
+	stdout    io.Writer
+	log       *slog.Logger
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &globals{stdout: stdout}
+	root := &cobra.Command{
+		Use:           "batchlake",
+		Short:         "Trustworthy LLM batch inference on a data lake",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var h slog.Handler
+			switch g.logFormat {
+			case "json":
+				h = slog.NewJSONHandler(stderr, nil)
+			case "text", "":
+				h = slog.NewTextHandler(stderr, nil)
+			default:
+				return &ingest.UsageError{Msg: "--log-format: want text or json"}
+			}
+			g.log = slog.New(h)
+			switch g.progress {
+			case "auto", "always", "never":
+			default:
+				return &ingest.UsageError{Msg: "--progress: want never, always or auto"}
+			}
+			return nil
+		},
+	}
+	root.SetOut(stderr)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.lakeURL, "lake", envOr("BATCHLAKE_LAKE", "./lake"), "lake URL: a folder, file:///…, mem://, s3://…, gs://…, azblob://… (env BATCHLAKE_LAKE)")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
+	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
+	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's)")
+	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
+	pf.StringVar(&g.memLimit, "memory-limit", "", "DuckDB memory limit, e.g. 1GB (default: DuckDB's); DuckDB spills beyond it")
+	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
+	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g))
+	err := root.Execute()
+	code := exitCode(err)
+	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail {
+		if g.log == nil {
+			g.log = slog.New(slog.NewTextHandler(stderr, nil))
+		}
+		fmt.Fprintf(stderr, "batchlake: %v\n", err)
+		if code == exitUsage || code == exitError {
+			printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code})
+		}
+	}
+	return code
+}
+
+// exitCode is the one place errors become exit codes.
+func exitCode(err error) int {
+	var ee exitErr
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, ingest.ErrBadInput):
+		return exitUsage
+	case isCobraUsage(err):
+		return exitUsage
+	default:
+		return exitError
+	}
+}
+
+// isCobraUsage recognises cobra's own flag and argument errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "invalid argument", "accepts ", "flag needs an argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (g *globals) open(ctx context.Context) (*lake.Lake, error) {
+	return lake.Open(ctx, g.lakeURL)
+}
+
+func jobDigest(s string) (lake.Digest, error) {
+	if s == "" {
+		return lake.Digest{}, &ingest.UsageError{Msg: "missing required flag --job"}
+	}
+	d, err := lake.ParseDigest(s)
+	if err != nil {
+		return d, &ingest.UsageError{Msg: "--job: " + err.Error()}
+	}
+	return d, nil
+}

@@ -1,0 +1,149 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/duckdb/duckdb-go/v2"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/batchlake/batchlake/lake"
+	lakesql "github.com/batchlake/batchlake/sql"
+)
+
+// EngineOptions are DuckDB's resource settings.
+type EngineOptions struct {
+	Threads     int    // 0: all cores
+	MemoryLimit string // e.g. "1GB"; "" lets DuckDB choose (80% of RAM)
+	TempDir     string // spill directory; "" uses a fresh temporary directory
+	CacheDir    string // local cache for remote lakes; "" uses the user cache dir
+	CacheBytes  int64  // cache bound; 0 means 4 GiB
+}
+
+// Engine is one DuckDB session over a lake.
+type Engine struct {
+	DB    *sql.DB
+	lake  *lake.Lake
+	tmp   string
+	stage *stager
+}
+
+// OpenEngine starts an in-memory DuckDB session with the given settings and
+// extension auto-install/auto-load off (nothing is fetched at run time).
+func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
+	tmp, err := os.MkdirTemp(o.TempDir, "batchlake-duckdb-*")
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	threads := o.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	dsn := fmt.Sprintf("?threads=%d&temp_directory=%s&autoinstall_known_extensions=false&autoload_known_extensions=false", threads, filepath.Join(tmp, "spill"))
+	if o.MemoryLimit != "" {
+		dsn += "&memory_limit=" + o.MemoryLimit
+	}
+	c, err := duckdb.NewConnector(dsn, nil)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("engine: open duckdb: %w", err)
+	}
+	db := sql.OpenDB(c)
+	// Temp views and tables live in one connection.
+	db.SetMaxOpenConns(1)
+	st, err := newStager(l, o.CacheDir, o.CacheBytes)
+	if err != nil {
+		db.Close()
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return &Engine{DB: db, lake: l, tmp: tmp, stage: st}, nil
+}
+
+// Close ends the session and removes its temporary files.
+func (e *Engine) Close() error {
+	err := e.DB.Close()
+	os.RemoveAll(e.tmp)
+	return err
+}
+
+// Exec runs statements in order, naming the file on error.
+func (e *Engine) Exec(ctx context.Context, name string, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := e.DB.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ExecFile renders and runs one embedded .sql file.
+func (e *Engine) ExecFile(ctx context.Context, name string, data any) error {
+	stmts, err := lakesql.Render(name, data)
+	if err != nil {
+		return err
+	}
+	return e.Exec(ctx, name, stmts)
+}
+
+// QueryFile renders one embedded .sql file holding a single query and runs it.
+func (e *Engine) QueryFile(ctx context.Context, name string, data any) (*sql.Rows, error) {
+	stmts, err := lakesql.Render(name, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("sql %s: want one statement, have %d", name, len(stmts))
+	}
+	rows, err := e.DB.QueryContext(ctx, stmts[0])
+	if err != nil {
+		return nil, fmt.Errorf("sql %s: %w", name, err)
+	}
+	return rows, nil
+}
+
+// LocalFiles stages lake keys of table files for DuckDB and returns local
+// paths, each verified against the digest in its name; the list starts with
+// an empty file of the table's schema so that an empty list still has columns.
+func LocalFiles[T any](ctx context.Context, e *Engine, keys []string) ([]string, error) {
+	empty, err := emptyFile[T](e.tmp)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{empty}
+	for _, k := range keys {
+		p, err := e.stage.local(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// emptyFile writes (once per session) an empty Parquet file of T's schema.
+func emptyFile[T any](dir string) (string, error) {
+	var zero T
+	name := strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", zero), "lake.")) + "-empty.parquet"
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		return "", err
+	}
+	w := parquet.NewGenericWriter[T](f)
+	if err := w.Close(); err != nil {
+		f.Close()
+		return "", err
+	}
+	return p, f.Close()
+}
+
+func quote(s string) string { return lakesql.Quote(s) }

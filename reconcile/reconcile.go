@@ -1,0 +1,403 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Options are the settings of one reconcile run.
+type Options struct {
+	JobKey      string
+	MaxAttempts int
+	Retryable   []string // nil: DefaultRetryable
+	QualityGate string   // extra SQL predicate over the normalised success row
+	Prices      *PriceTable
+	OutDir      string
+	TmpDir      string
+	Engine      EngineOptions
+	Lease       time.Duration
+	Actor       string
+}
+
+// Report is the reconcile report of CONTRACT §4.
+type Report struct {
+	JobKey          string                 `json:"job_key"`
+	State           lake.State             `json:"state"`
+	Expected        int64                  `json:"expected"`
+	Succeeded       int64                  `json:"succeeded"`
+	FailedRetryable int64                  `json:"failed_retryable"`
+	FailedPermanent int64                  `json:"failed_permanent"`
+	QualityFailed   int64                  `json:"quality_failed"`
+	Missing         int64                  `json:"missing"`
+	Unknown         int64                  `json:"unknown"`
+	Duplicate       int64                  `json:"duplicate"`
+	Quarantined     int64                  `json:"quarantined"`
+	Closed          bool                   `json:"closed"`
+	RetryRecords    int64                  `json:"retry_records"`
+	ManualRecords   int64                  `json:"manual_records"`
+	RetryShards     []string               `json:"retry_shards"`
+	RetryLineage    string                 `json:"retry_lineage,omitempty"`
+	CostUSD         map[string]json.Number `json:"cost_usd"`
+	Files           Files                  `json:"files"`
+	Tenant          string                 `json:"tenant"`
+	Provider        string                 `json:"provider"`
+	Attempt         int                    `json:"attempt"`
+	MaxAttempts     int                    `json:"max_attempts"`
+	QualityGate     string                 `json:"quality_gate,omitempty"`
+	RetryRules      string                 `json:"retry_rules"`
+	Prices          string                 `json:"prices_sha256"`
+	UnpricedLines   int64                  `json:"unpriced_lines"`
+	OutcomesFile    string                 `json:"outcomes_file,omitempty"`
+	CostsFile       string                 `json:"costs_file,omitempty"`
+	ReconciledAt    time.Time              `json:"reconciled_at"`
+	Report          string                 `json:"report"`
+	// Unchanged is true when this exact reconcile had already run (not stored).
+	Unchanged bool `json:"unchanged"`
+}
+
+// Files are the digests of every file the report accounts for.
+type Files struct {
+	InputShards []string `json:"input_shards"`
+	Output      []string `json:"output"`
+	Error       []string `json:"error"`
+}
+
+// Cost categories of CONTRACT §5, plus unattributed (lines with unknown ids).
+var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "unattributed"}
+
+// ErrIdentity means the report's counts do not add up: a bug, never output.
+var ErrIdentity = errors.New("reconcile: counts do not add up")
+
+// ExitCode is the command's exit code for this report (CONTRACT §3).
+func (r *Report) ExitCode() int {
+	switch {
+	case r.Unknown > 0 || r.Duplicate > 0:
+		return 11
+	case r.State == lake.Completed:
+		return 0
+	default:
+		return 10
+	}
+}
+
+// Run reconciles a job. Running it again over the same files and settings
+// returns the stored report with Unchanged set and writes nothing.
+func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
+	job, err := lake.ParseDigest(o.JobKey)
+	if err != nil {
+		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
+	}
+	if o.Lease == 0 {
+		o.Lease = 30 * time.Minute
+	}
+	m, err := l.GetManifest(ctx, job)
+	if errors.Is(err, lake.ErrNotFound) {
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile: no job %s in lake %s (run plan first)", o.JobKey, l.URL)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rules, err := ParseRules(o.Retryable)
+	if err != nil {
+		return nil, &ingest.UsageError{Msg: err.Error()}
+	}
+	if o.Prices == nil {
+		if o.Prices, err = LoadPrices("", nil); err != nil {
+			return nil, err
+		}
+	}
+	gate := strings.TrimSpace(o.QualityGate)
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+
+	// The run's identity: everything it reads.
+	h := lake.NewFieldHasher().AddString("reconcile/v1").AddString(m.JobKey)
+	for _, r := range recs {
+		h.AddString(r.Channel + ":" + r.Raw.Hex())
+	}
+	h.AddString(strconv.Itoa(o.MaxAttempts)).AddString(rules.String()).AddString(gate).AddString(o.Prices.Digest.Hex())
+	runKey := lake.ReportKey(job, h.Sum())
+
+	g := lake.NewLedger(l, o.Actor)
+	var stored Report
+	if err := l.GetJSON(ctx, runKey, lake.FormatReport, &stored); err == nil {
+		stored.Unchanged = true
+		if err := finishLedger(ctx, g, m, &stored); err != nil {
+			return nil, err
+		}
+		return &stored, writeOut(ctx, l, o.OutDir, &stored)
+	} else if !errors.Is(err, lake.ErrNotFound) {
+		return nil, err
+	}
+
+	e, err := OpenEngine(l, o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	var attemptKeys, quarantineKeys []string
+	rep := &Report{JobKey: m.JobKey, Tenant: m.Tenant, Provider: m.Provider, Attempt: m.Attempt, MaxAttempts: o.MaxAttempts,
+		QualityGate: gate, RetryRules: rules.String(), Prices: o.Prices.Digest.Hex(), Report: runKey, RetryShards: []string{},
+		Files: Files{InputShards: []string{}, Output: []string{}, Error: []string{}}}
+	for _, s := range m.Shards {
+		rep.Files.InputShards = append(rep.Files.InputShards, s.Object.Hex())
+	}
+	for _, r := range recs {
+		if r.AttemptsFile != "" {
+			attemptKeys = append(attemptKeys, r.AttemptsFile)
+		}
+		if r.QuarantineFile != "" {
+			quarantineKeys = append(quarantineKeys, r.QuarantineFile)
+		}
+		if r.Channel == ingest.ChannelOutput {
+			rep.Files.Output = append(rep.Files.Output, r.Raw.Hex())
+		} else {
+			rep.Files.Error = append(rep.Files.Error, r.Raw.Hex())
+		}
+	}
+	src := map[string]string{}
+	for name, files := range map[string]func() ([]string, error){
+		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, m.ExpectedFiles) },
+		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, attemptKeys) },
+		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, quarantineKeys) },
+	} {
+		paths, err := files()
+		if err != nil {
+			return nil, err
+		}
+		src[name] = sqlList(paths)
+	}
+	if err := e.ExecFile(ctx, "sources.sql", src); err != nil {
+		return nil, err
+	}
+	if gate != "" {
+		if err := CheckPredicate(ctx, e, gate); err != nil {
+			return nil, err
+		}
+	}
+	if err := rules.load(ctx, e); err != nil {
+		return nil, err
+	}
+	if err := o.Prices.load(ctx, e); err != nil {
+		return nil, err
+	}
+	for _, s := range m.Shards {
+		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
+		}
+	}
+	rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, gate)
+	if err != nil {
+		// Give the lease back so the next run need not wait for it to expire.
+		for _, s := range m.Shards {
+			g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
+		}
+		return nil, err
+	}
+	if err := finishLedger(ctx, g, m, rep); err != nil {
+		return nil, err
+	}
+	return rep, writeOut(ctx, l, o.OutDir, rep)
+}
+
+// reconcileLocked runs the queries and writes the tables, retry files and
+// report, while the job's shards are leased RECONCILING.
+func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, gate string) (*Report, error) {
+	var err error
+	if gate == "" {
+		gate = "true"
+	}
+	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
+		return nil, err
+	}
+	if err := counts(ctx, e, rep); err != nil {
+		return nil, err
+	}
+	if sum := rep.Succeeded + rep.QualityFailed + rep.FailedRetryable + rep.FailedPermanent + rep.Missing; sum != rep.Expected || rep.Expected != m.ExpectedRecords {
+		return nil, fmt.Errorf("%w: expected %d (manifest %d) != succeeded %d + quality_failed %d + failed_retryable %d + failed_permanent %d + missing %d",
+			ErrIdentity, rep.Expected, m.ExpectedRecords, rep.Succeeded, rep.QualityFailed, rep.FailedRetryable, rep.FailedPermanent, rep.Missing)
+	}
+	if rep.CostUSD, err = costs(ctx, e); err != nil {
+		return nil, err
+	}
+	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir); err != nil {
+		return nil, err
+	}
+	if rep.RetryRecords > 0 {
+		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o.TmpDir); err != nil {
+			return nil, err
+		}
+	}
+	rep.Closed = rep.Missing == 0 && rep.Unknown == 0 && rep.Duplicate == 0
+	rep.State = lake.Partial
+	if rep.Closed && rep.RetryRecords == 0 {
+		rep.State = lake.Completed
+	}
+	rep.ReconciledAt = timeNow()
+	// The report is the run's commit marker: written after everything it names.
+	if _, err := l.PutJSON(ctx, rep.Report, lake.FormatReport, rep); err != nil {
+		if !errors.Is(err, lake.ErrCorrupt) {
+			return nil, err
+		}
+		// A concurrent run of the same reconcile committed first; use its report.
+		if err := l.GetJSON(ctx, rep.Report, lake.FormatReport, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func sqlList(paths []string) string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = quote(p)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func counts(ctx context.Context, e *Engine, r *Report) error {
+	rows, err := e.QueryFile(ctx, "report.sql", nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return fmt.Errorf("sql report.sql: no row")
+	}
+	if err := rows.Scan(&r.Expected, &r.Succeeded, &r.FailedRetryable, &r.FailedPermanent, &r.QualityFailed, &r.Missing,
+		&r.Unknown, &r.Duplicate, &r.Quarantined, &r.RetryRecords, &r.ManualRecords, &r.UnpricedLines); err != nil {
+		return fmt.Errorf("sql report.sql: %w", err)
+	}
+	return rows.Err()
+}
+
+func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
+	rows, err := e.QueryFile(ctx, "cost_by_category.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]json.Number{}
+	total := newDecimal()
+	for _, c := range Categories {
+		out[c] = "0"
+	}
+	for rows.Next() {
+		var cat, cost string
+		if err := rows.Scan(&cat, &cost); err != nil {
+			return nil, err
+		}
+		out[cat] = json.Number(trimDecimal(cost))
+		if err := total.add(cost); err != nil {
+			return nil, err
+		}
+	}
+	out["total"] = json.Number(total.String())
+	return out, rows.Err()
+}
+
+// finishLedger moves every shard still RECONCILING to the report's state.
+func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report) error {
+	job, _ := lake.ParseDigest(m.JobKey)
+	for _, s := range m.Shards {
+		last, err := g.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return err
+		}
+		if last.State == r.State && last.Detail["report"] == r.Report {
+			continue
+		}
+		if last.State != lake.Reconciling {
+			// Reconciled again with the same inputs: re-open, then close.
+			if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, time.Minute, "", map[string]string{"run": r.Report}); err != nil {
+				return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
+			}
+		}
+		if _, err := g.Transition(ctx, job, s.ShardID, r.State, 0, "", map[string]string{"report": r.Report}); err != nil && !errors.Is(err, lake.ErrConflict) {
+			return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
+		}
+	}
+	return nil
+}
+
+// writeOut copies the report, retry shards and lineage to a local directory.
+func writeOut(ctx context.Context, l *lake.Lake, dir string, r *Report) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	copyObj := func(key, name string) error {
+		d, ok := lake.ParseObjectKey(key)
+		if !ok {
+			return fmt.Errorf("out: bad key %s", key)
+		}
+		data, err := l.GetObject(ctx, d)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name), data, 0o644)
+	}
+	for i, k := range r.RetryShards {
+		if err := copyObj(k, fmt.Sprintf("retry-%05d.jsonl", i)); err != nil {
+			return err
+		}
+	}
+	if r.RetryLineage != "" {
+		return copyObj(r.RetryLineage, "retry-lineage.jsonl")
+	}
+	return nil
+}
+
+// LatestReport returns the report a job's ledger last closed with.
+func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, error) {
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	g := lake.NewLedger(l, "")
+	var key string
+	var at time.Time
+	for _, s := range m.Shards {
+		evs, err := g.Events(ctx, job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if k := ev.Detail["report"]; k != "" && !ev.At.Before(at) {
+				key, at = k, ev.At
+			}
+		}
+	}
+	if key == "" {
+		return nil, fmt.Errorf("job %s has not been reconciled: %w", job.Hex(), lake.ErrNotFound)
+	}
+	var r Report
+	if err := l.GetJSON(ctx, key, lake.FormatReport, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// RetryResult is what the retry command prints.
+type RetryResult struct {
+	ParentJobKey string             `json:"parent_job_key"`
+	Report       string             `json:"report"`
+	RetryRecords int64              `json:"retry_records"`
+	Child        *ingest.PlanResult `json:"child,omitempty"`
+	Message      string             `json:"message"`
+}
+
+// Retry turns the retry shards of a job's latest report into a child job:
+// attempt n+1, the same record ids, new custom ids, lineage kept. Running it
+// again yields the same child job key and writes nothing.
+func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*RetryResult, error) {
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := LatestReport(ctx, l, job)
+	if err != nil {
+		return nil, err
+	}
+	res := &RetryResult{ParentJobKey: m.JobKey, Report: rep.Report, RetryRecords: rep.RetryRecords}
+	if rep.RetryRecords == 0 || len(rep.RetryShards) == 0 {
+		res.Message = "nothing to retry"
+		return res, nil
+	}
+	lineage := map[string]ingest.Lineage{}
+	ld, ok := lake.ParseObjectKey(rep.RetryLineage)
+	if !ok {
+		return nil, fmt.Errorf("retry: report %s has no lineage", rep.Report)
+	}
+	lb, err := l.GetObject(ctx, ld)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(bytesReader(lb))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var li ingest.Lineage
+		if err := json.Unmarshal(sc.Bytes(), &li); err != nil {
+			return nil, fmt.Errorf("retry: lineage %s: %w", rep.RetryLineage, err)
+		}
+		lineage[li.CustomID] = li
+	}
+	// The child's input is the retry shards, concatenated.
+	f, err := os.CreateTemp(tmpDir, "batchlake-retry-input-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	for _, k := range rep.RetryShards {
+		d, ok := lake.ParseObjectKey(k)
+		if !ok {
+			return nil, fmt.Errorf("retry: bad retry shard key %s", k)
+		}
+		b, err := l.GetObject(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		w.Write(b)
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
+		Provider: m.Provider, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
+		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
+		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
+		TmpDir: tmpDir, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry: plan child of %s: %w", m.JobKey[:12], err)
+	}
+	res.Child = child
+	res.Message = fmt.Sprintf("child job %s: attempt %d for %d records", child.JobKey[:12], m.Attempt+1, child.Records)
+	if !child.Created {
+		res.Message = "child job already planned: nothing new written"
+	}
+	return res, nil
+}

@@ -1,0 +1,101 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Rules decide which failures are worth another attempt.
+type Rules struct {
+	Statuses  []int
+	Codes     []string
+	Permanent []string
+}
+
+// DefaultRetryable is CONTRACT §4's default: HTTP 408, 429 and 5xx, and
+// provider error codes of transient trouble.
+var DefaultRetryable = []string{"408", "429", "5xx",
+	"batch_expired", "batch_cancelled", "rate_limit_exceeded", "server_error", "timeout",
+	"overloaded", "overloaded_error", "api_error", "rate_limit_error", "timeout_error",
+	"expired", "canceled", "internal_error", "service_unavailable"}
+
+// DefaultPermanent are codes that are never retried, whatever their status
+// (a 429 for an exhausted quota will not succeed on retry).
+var DefaultPermanent = []string{"insufficient_quota", "billing_error"}
+
+// ParseRules turns a --retryable list ("429,5xx,server_error") into rules;
+// nil means the default list.
+func ParseRules(retryable []string) (Rules, error) {
+	if retryable == nil {
+		retryable = DefaultRetryable
+	}
+	r := Rules{Permanent: slices.Clone(DefaultPermanent)}
+	for _, tok := range retryable {
+		tok = strings.TrimSpace(tok)
+		switch {
+		case tok == "":
+		case len(tok) == 3 && strings.HasSuffix(tok, "xx") && tok[0] >= '1' && tok[0] <= '5':
+			base := int(tok[0]-'0') * 100
+			for s := base; s < base+100; s++ {
+				r.Statuses = append(r.Statuses, s)
+			}
+		case isDigits(tok):
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 100 || n > 599 {
+				return r, fmt.Errorf("--retryable: %q is not an HTTP status", tok)
+			}
+			r.Statuses = append(r.Statuses, n)
+		default:
+			r.Codes = append(r.Codes, tok)
+			r.Permanent = slices.DeleteFunc(r.Permanent, func(p string) bool { return p == tok })
+		}
+	}
+	slices.Sort(r.Statuses)
+	r.Statuses = slices.Compact(r.Statuses)
+	slices.Sort(r.Codes)
+	r.Codes = slices.Compact(r.Codes)
+	return r, nil
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// String is a canonical rendering, part of a reconcile run's identity.
+func (r Rules) String() string {
+	st := make([]string, len(r.Statuses))
+	for i, s := range r.Statuses {
+		st[i] = strconv.Itoa(s)
+	}
+	return "status=" + strings.Join(st, ",") + ";codes=" + strings.Join(r.Codes, ",") + ";permanent=" + strings.Join(r.Permanent, ",")
+}
+
+func (r Rules) load(ctx context.Context, e *Engine) error {
+	if err := e.ExecFile(ctx, "rules.sql", nil); err != nil {
+		return err
+	}
+	for _, s := range r.Statuses {
+		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "retry_status", "Value": strconv.Itoa(s)}); err != nil {
+			return err
+		}
+	}
+	for _, c := range r.Codes {
+		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "retry_codes", "Value": quote(c)}); err != nil {
+			return err
+		}
+	}
+	for _, c := range r.Permanent {
+		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "permanent_codes", "Value": quote(c)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

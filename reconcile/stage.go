@@ -1,0 +1,139 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// stager gives DuckDB local paths for lake files. A local lake's files are
+// used in place after their digest is checked; a remote lake's files are
+// downloaded once into a cache named by digest, bounded in size.
+type stager struct {
+	lake     *lake.Lake
+	dir      string
+	maxBytes int64
+	checked  map[string]string
+}
+
+func newStager(l *lake.Lake, dir string, maxBytes int64) (*stager, error) {
+	if maxBytes <= 0 {
+		maxBytes = 4 << 30
+	}
+	s := &stager{lake: l, maxBytes: maxBytes, checked: map[string]string{}}
+	if _, local := l.LocalDir(); local {
+		return s, nil
+	}
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "batchlake")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache dir: %w", err)
+	}
+	s.dir = dir
+	return s, nil
+}
+
+func (s *stager) local(ctx context.Context, key string) (string, error) {
+	if p, ok := s.checked[key]; ok {
+		return p, nil
+	}
+	d, ok := lake.ParseObjectKey(key)
+	if !ok {
+		return "", fmt.Errorf("stage %s: not a content-addressed key", key)
+	}
+	var p string
+	if _, local := s.lake.LocalDir(); local {
+		p = s.lake.LocalPath(key)
+		got, _, err := lake.HashFile(p)
+		if err != nil {
+			return "", fmt.Errorf("stage %s: %w", key, err)
+		}
+		if got != d {
+			return "", fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+		}
+	} else {
+		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))
+		if _, err := os.Stat(p); err == nil {
+			now := timeNow()
+			os.Chtimes(p, now, now) // LRU by modification time
+		} else if err := s.fetch(ctx, key, d, p); err != nil {
+			return "", err
+		}
+	}
+	s.checked[key] = p
+	return p, nil
+}
+
+func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string) error {
+	r, err := s.lake.OpenVerified(ctx, key, d)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.CreateTemp(s.dir, ".fetch-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("stage %s: %w", key, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		return err
+	}
+	s.evict()
+	return nil
+}
+
+// evict removes the least recently used cache entries above the bound.
+func (s *stager) evict() {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	type ent struct {
+		path string
+		size int64
+		mod  int64
+	}
+	var all []ent
+	var total int64
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil || e.IsDir() {
+			continue
+		}
+		all = append(all, ent{filepath.Join(s.dir, e.Name()), info.Size(), info.ModTime().UnixNano()})
+		total += info.Size()
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mod < all[j].mod })
+	inUse := map[string]bool{}
+	for _, p := range s.checked {
+		inUse[p] = true
+	}
+	for _, e := range all {
+		if total <= s.maxBytes {
+			break
+		}
+		if inUse[e.path] {
+			continue
+		}
+		if os.Remove(e.path) == nil {
+			total -= e.size
+		}
+	}
+}

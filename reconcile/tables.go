@@ -1,0 +1,242 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// writeTables stores the job's outcomes and costs tables.
+func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string) (outcomes, costs string, err error) {
+	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
+	if err != nil {
+		return "", "", err
+	}
+	defer ow.Abort()
+	rows, err := e.QueryFile(ctx, "outcome_rows.sql", nil)
+	if err != nil {
+		return "", "", err
+	}
+	for rows.Next() {
+		var r lake.OutcomeRow
+		if err := rows.Scan(&r.JobKey, &r.Tenant, &r.RecordID, &r.BusinessKey, &r.ShardID, &r.CustomID, &r.Attempt,
+			&r.ParentJobKey, &r.Outcome, &r.Disposition, &r.Reason, &r.Lines, &r.CostUSD); err != nil {
+			rows.Close()
+			return "", "", fmt.Errorf("sql outcome_rows.sql: %w", err)
+		}
+		r.CostUSD = trimDecimal(r.CostUSD)
+		if err := ow.Write(r); err != nil {
+			rows.Close()
+			return "", "", err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	if outcomes, err = ow.Commit(ctx); err != nil {
+		return "", "", err
+	}
+
+	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
+	if err != nil {
+		return "", "", err
+	}
+	defer cw.Abort()
+	rows, err = e.QueryFile(ctx, "cost_rows.sql", nil)
+	if err != nil {
+		return "", "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r lake.CostRow
+		if err := rows.Scan(&r.JobKey, &r.Tenant, &r.RecordID, &r.CustomID, &r.Attempt, &r.Provider, &r.ModelVersion,
+			&r.Category, &r.RawSHA256, &r.LineNo, &r.PriceModel, &r.CostUSD); err != nil {
+			return "", "", fmt.Errorf("sql cost_rows.sql: %w", err)
+		}
+		r.CostUSD = trimDecimal(r.CostUSD)
+		if err := cw.Write(r); err != nil {
+			return "", "", err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	costs, err = cw.Commit(ctx)
+	return outcomes, costs, err
+}
+
+// writeRetry writes the retry shards (provider-ready, original request bodies,
+// new custom ids for the next attempt) and the lineage file. Shards are
+// streamed once each, in order, since the retry set comes sorted by shard and line.
+func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, tmp string) (shards []string, lineage string, err error) {
+	f, err := ingest.FormatFor(m.Provider)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := e.QueryFile(ctx, "retry_set.sql", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	type want struct {
+		lin  ingest.Lineage
+		line int64
+		old  string
+	}
+	var (
+		out      *tmpFile
+		outRecs  int
+		outBytes int64
+		lin      *tmpFile
+		cur      string
+		sc       *bufio.Scanner
+		rc       io.ReadCloser
+		at       int64
+	)
+	defer func() {
+		if rc != nil {
+			rc.Close()
+		}
+	}()
+	if lin, err = newTmpFile(tmp, "lineage"); err != nil {
+		return nil, "", err
+	}
+	defer lin.abort()
+	flush := func() error {
+		if out == nil {
+			return nil
+		}
+		key, err := out.commit(ctx, l)
+		if err != nil {
+			return err
+		}
+		shards = append(shards, key)
+		out, outRecs, outBytes = nil, 0, 0
+		return nil
+	}
+	for rows.Next() {
+		var w want
+		var shard string
+		var attempt int32
+		if err := rows.Scan(&w.lin.RecordID, &w.lin.BusinessKey, &w.old, &shard, &w.line, &attempt, &w.lin.RetryReason); err != nil {
+			return nil, "", fmt.Errorf("sql retry_set.sql: %w", err)
+		}
+		if shard != cur {
+			if rc != nil {
+				// Drain so the shard's digest is verified to the end.
+				for sc.Scan() {
+				}
+				if err := sc.Err(); err != nil {
+					return nil, "", err
+				}
+				rc.Close()
+			}
+			s, ok := m.Shard(shard)
+			if !ok {
+				return nil, "", fmt.Errorf("retry: shard %s not in manifest", shard)
+			}
+			if rc, err = l.OpenVerified(ctx, lake.ObjectKey(s.Object), s.Object); err != nil {
+				return nil, "", err
+			}
+			sc = bufio.NewScanner(rc)
+			sc.Buffer(make([]byte, 1<<20), ingest.MaxLineBytes)
+			cur, at = shard, 0
+		}
+		for at < w.line {
+			if !sc.Scan() {
+				if err := sc.Err(); err != nil {
+					return nil, "", fmt.Errorf("retry: read shard %s: %w", shard, err)
+				}
+				return nil, "", fmt.Errorf("retry: shard %s has no line %d: %w", shard, w.line, lake.ErrCorrupt)
+			}
+			at++
+		}
+		next := int(attempt) + 1
+		w.lin.CustomID = ingest.RetryCustomID(next, w.lin.RecordID)
+		w.lin.Attempt = next
+		w.lin.ParentJobKey = m.JobKey
+		w.lin.ParentShardID = shard
+		line, err := f.WithCustomID(sc.Bytes(), w.lin.CustomID)
+		if err != nil {
+			return nil, "", fmt.Errorf("retry: shard %s line %d: %w", shard, w.line, err)
+		}
+		if out != nil && (outRecs >= m.ShardMaxRecords || outBytes+int64(len(line))+1 > m.ShardMaxBytes) {
+			if err := flush(); err != nil {
+				return nil, "", err
+			}
+		}
+		if out == nil {
+			if out, err = newTmpFile(tmp, "retry"); err != nil {
+				return nil, "", err
+			}
+			defer out.abort()
+		}
+		if err := out.line(line); err != nil {
+			return nil, "", err
+		}
+		outRecs++
+		outBytes += int64(len(line)) + 1
+		lj := struct {
+			ingest.Lineage
+			ParentCustomID string `json:"parent_custom_id"`
+		}{w.lin, w.old}
+		b, _ := json.Marshal(lj)
+		if err := lin.line(b); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	if err := flush(); err != nil {
+		return nil, "", err
+	}
+	lineage, err = lin.commit(ctx, l)
+	return shards, lineage, err
+}
+
+// tmpFile is a local file later stored content-addressed.
+type tmpFile struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func newTmpFile(dir, kind string) (*tmpFile, error) {
+	f, err := os.CreateTemp(dir, "batchlake-"+kind+"-*.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	return &tmpFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+func (t *tmpFile) line(b []byte) error {
+	t.w.Write(b)
+	return t.w.WriteByte('\n')
+}
+
+func (t *tmpFile) commit(ctx context.Context, l *lake.Lake) (string, error) {
+	if err := t.w.Flush(); err != nil {
+		return "", err
+	}
+	if err := t.f.Close(); err != nil {
+		return "", err
+	}
+	d, _, err := l.PutFile(ctx, t.f.Name(), lake.ObjectKey)
+	if err != nil {
+		return "", err
+	}
+	os.Remove(t.f.Name())
+	return lake.ObjectKey(d), nil
+}
+
+func (t *tmpFile) abort() {
+	t.f.Close()
+	os.Remove(t.f.Name())
+}
