@@ -35,9 +35,14 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			return nil
 		},
 	}
+	registerPlanFlags(c, &o)
+	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai")
+	return c
+}
+
+func registerPlanFlags(c *cobra.Command, o *ingest.PlanOptions) {
 	f := c.Flags()
 	f.StringVar(&o.Input, "input", "", "provider-format input JSONL (required)")
-	f.StringVar(&o.Provider, "provider", "openai", "input format: openai")
 	f.StringVar(&o.Tenant, "tenant", "", "tenant (required; [A-Za-z0-9._-])")
 	f.StringVar(&o.PromptVersion, "prompt-version", "", "prompt version (required)")
 	f.StringVar(&o.SourceVersion, "source-version", "", "version of the source data")
@@ -49,5 +54,4 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 	f.StringVar(&o.CostCenter, "cost-center", "", "cost center (manifest)")
 	f.StringVar(&o.Retention, "retention", "", "data retention policy (manifest)")
 	f.StringVar(&o.OutputSchemaVersion, "output-schema-version", "", "expected output schema version (manifest)")
-	return c
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/providers/sim"
+)
+
+type providerFlags struct {
+	target  string
+	simSeed uint64
+	lease   time.Duration
+}
+
+func (p *providerFlags) register(c *cobra.Command, def string) {
+	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator) or openai (OPENAI_API_KEY, OPENAI_BASE_URL)")
+	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
+}
+
+func envUint(k string, def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(k), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+// driver builds the lifecycle driver for a target provider.
+func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, error) {
+	var c providers.Client
+	switch p.target {
+	case "sim":
+		c = sim.New(l, p.simSeed)
+	case "openai":
+		oc, err := openAIClient()
+		if err != nil {
+			return nil, err
+		}
+		c = oc
+	default:
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim or openai", p.target)}
+	}
+	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
+}
+
+// lifecycleCmd builds submit, status, collect and cancel, which share their shape.
+func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(context.Context, *lifecycle.Driver, lake.Digest, bool) (*lifecycle.Result, error), pendingCode int) *cobra.Command {
+	var job string
+	var pf providerFlags
+	var wait bool
+	var poll time.Duration
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := jobDigest(job)
+			if err != nil {
+				return err
+			}
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			drv, err := pf.driver(g, l)
+			if err != nil {
+				return err
+			}
+			for {
+				res, err := step(ctx, drv, d, wait)
+				if err != nil {
+					return err
+				}
+				if !res.Pending || !wait {
+					for _, s := range res.Shards {
+						g.log.Info(use, "shard", s.ShardID, "state", s.State, "action", s.Action, "provider_job_id", s.ProviderJobID, "provider_status", s.ProviderStatus)
+					}
+					printJSON(g.stdout, res)
+					if res.Pending && pendingCode != 0 {
+						return exitErr{pendingCode}
+					}
+					return nil
+				}
+				g.log.Info("waiting", "step", use, "poll", poll)
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(poll):
+				}
+			}
+		},
+	}
+	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	if use == "status" {
+		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
+		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")
+	}
+	pf.register(c, "sim")
+	return c
+}
+
+func submitCmd(ctx context.Context, g *globals) *cobra.Command {
+	return lifecycleCmd(ctx, g, "submit", "Bind every shard of a job to exactly one provider batch (exit 75: run again later)",
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Submit(ctx, j) }, exitTempFail)
+}
+
+func statusCmd(ctx context.Context, g *globals) *cobra.Command {
+	return lifecycleCmd(ctx, g, "status", "Poll the provider and record state changes (exit 0: all terminal, 75: not yet)",
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Status(ctx, j) }, exitTempFail)
+}
+
+func collectCmd(ctx context.Context, g *globals) *cobra.Command {
+	return lifecycleCmd(ctx, g, "collect", "Download, archive and ingest the results of terminal batches (also cancelled and expired)",
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Collect(ctx, j) }, exitTempFail)
+}
+
+func cancelCmd(ctx context.Context, g *globals) *cobra.Command {
+	return lifecycleCmd(ctx, g, "cancel", "Cancel the remote batches of a job; collect and reconcile keep what finished",
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Cancel(ctx, j) }, 0)
+}
+
+func openAIClient() (providers.Client, error) {
+	return nil, fmt.Errorf("--provider openai: the OpenAI adapter is not built into this binary yet")
+}

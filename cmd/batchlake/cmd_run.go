@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+// generation is one job of a run: the first attempt or a retry child.
+type generation struct {
+	JobKey          string                 `json:"job_key"`
+	Attempt         int                    `json:"attempt"`
+	Expected        int64                  `json:"expected"`
+	Succeeded       int64                  `json:"succeeded"`
+	QualityFailed   int64                  `json:"quality_failed"`
+	FailedRetryable int64                  `json:"failed_retryable"`
+	FailedPermanent int64                  `json:"failed_permanent"`
+	Missing         int64                  `json:"missing"`
+	Unknown         int64                  `json:"unknown"`
+	Duplicate       int64                  `json:"duplicate"`
+	Quarantined     int64                  `json:"quarantined"`
+	RetryRecords    int64                  `json:"retry_records"`
+	ManualRecords   int64                  `json:"manual_records"`
+	State           lake.State             `json:"state"`
+	CostUSD         map[string]json.Number `json:"cost_usd"`
+	Report          string                 `json:"report"`
+}
+
+type runResult struct {
+	JobKey      string       `json:"job_key"`
+	Records     int64        `json:"records"`
+	Succeeded   int64        `json:"succeeded"`
+	Manual      int64        `json:"manual"`
+	Pending     int64        `json:"pending"`
+	CostUSD     json.Number  `json:"cost_usd"`
+	Generations []generation `json:"generations"`
+	LastReport  any          `json:"last_report"`
+	Next        string       `json:"next"`
+}
+
+func runCmd(ctx context.Context, g *globals) *cobra.Command {
+	var (
+		po        ingest.PlanOptions
+		pf        providerFlags
+		rf        reconcileFlags
+		maxRounds int
+		poll      time.Duration
+		out       string
+	)
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "The whole loop for --input: plan, submit, status, collect, reconcile, retry, until only manual work is left",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			drv, err := pf.driver(g, l)
+			if err != nil {
+				return err
+			}
+			po.TmpDir = g.tmpDir
+			// The simulator speaks OpenAI's format; a real provider its own.
+			po.Provider = pf.target
+			if pf.target == "sim" {
+				po.Provider = "openai"
+			}
+			plan, err := ingest.Plan(ctx, l, po)
+			if err != nil {
+				return err
+			}
+			g.log.Info("plan: "+plan.Message, "job", plan.JobKey[:12], "records", plan.Records, "shards", len(plan.Shards))
+			res := runResult{JobKey: plan.JobKey, Records: plan.Records}
+			total := newSum()
+			job := plan.JobKey
+			var last *reconcile.Report
+			for round := 1; ; round++ {
+				d, _ := lake.ParseDigest(job)
+				if last, err = runRound(ctx, g, drv, d, rf, poll, out); err != nil {
+					return err
+				}
+				gen := generation{JobKey: last.JobKey, Attempt: last.Attempt, Expected: last.Expected, Succeeded: last.Succeeded,
+					QualityFailed: last.QualityFailed, FailedRetryable: last.FailedRetryable, FailedPermanent: last.FailedPermanent,
+					Missing: last.Missing, Unknown: last.Unknown, Duplicate: last.Duplicate, Quarantined: last.Quarantined,
+					RetryRecords: last.RetryRecords, ManualRecords: last.ManualRecords, State: last.State, CostUSD: last.CostUSD, Report: last.Report}
+				res.Generations = append(res.Generations, gen)
+				res.Succeeded += last.Succeeded
+				res.Manual += last.ManualRecords
+				total.add(string(last.CostUSD["total"]))
+				if last.RetryRecords == 0 {
+					break
+				}
+				if round >= maxRounds {
+					res.Pending = last.RetryRecords
+					break
+				}
+				rr, err := reconcile.Retry(ctx, l, d, g.tmpDir)
+				if err != nil {
+					return err
+				}
+				g.log.Info("retry: "+rr.Message, "parent", job[:12])
+				job = rr.Child.JobKey
+			}
+			res.CostUSD = json.Number(total.String())
+			res.LastReport = last
+			// Every record ends accepted, in the manual queue, or pending: nothing is lost.
+			if res.Succeeded+res.Manual+res.Pending != res.Records {
+				return fmt.Errorf("run: %d records planned but %d succeeded + %d manual + %d pending", res.Records, res.Succeeded, res.Manual, res.Pending)
+			}
+			res.Next = fmt.Sprintf("batchlake sql --lake %s \"SELECT final_state, count(*) AS records, sum(cost_usd) AS cost_usd FROM records GROUP BY ALL\"", g.lakeURL)
+			g.log.Info("run finished", "records", res.Records, "succeeded", res.Succeeded, "manual", res.Manual, "pending", res.Pending,
+				"generations", len(res.Generations), "cost_usd", res.CostUSD)
+			g.log.Info("next, try: " + res.Next)
+			printJSON(g.stdout, res)
+			if res.Pending > 0 {
+				return exitErr{exitPartial}
+			}
+			return nil
+		},
+	}
+	registerPlanFlags(c, &po)
+	pf.register(c, "sim")
+	rf.register(c)
+	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
+	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")
+	c.Flags().StringVar(&out, "out", "", "write each round's report and retry files under DIR/<job_key>/")
+	return c
+}
+
+// runRound submits, waits, collects and reconciles one job.
+func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.Digest, rf reconcileFlags, poll time.Duration, out string) (*reconcile.Report, error) {
+	wait := func(name string, step func(context.Context, lake.Digest) (*lifecycle.Result, error)) error {
+		for {
+			res, err := step(ctx, job)
+			if err != nil {
+				return err
+			}
+			if !res.Pending {
+				return nil
+			}
+			g.log.Info(name+": not finished yet", "job", job.Hex()[:12], "poll", poll)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(poll):
+			}
+		}
+	}
+	if err := wait("submit", drv.Submit); err != nil {
+		return nil, err
+	}
+	g.log.Info("submitted", "job", job.Hex()[:12])
+	if err := wait("status", drv.Status); err != nil {
+		return nil, err
+	}
+	res, err := drv.Collect(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	g.log.Info("collected", "job", job.Hex()[:12], "shards", len(res.Shards))
+	o, err := rf.options(g, job.Hex())
+	if err != nil {
+		return nil, err
+	}
+	if out != "" {
+		o.OutDir = out + "/" + job.Hex()
+	}
+	rep, err := reconcile.Run(ctx, drv.Lake, o)
+	if err != nil {
+		return nil, err
+	}
+	logReport(g, rep)
+	return rep, nil
+}

@@ -1,0 +1,178 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+)
+
+// stateOf maps a provider status to a ledger state. A completed batch stays
+// RUNNING (with provider_status=completed) until it is reconciled.
+func stateOf(status string) lake.State {
+	switch status {
+	case "failed":
+		return lake.Failed
+	case "expired":
+		return lake.Expired
+	case "cancelled":
+		return lake.Cancelled
+	default:
+		return lake.Running
+	}
+}
+
+// Status polls every bound shard once and records changes in the ledger.
+// Pending is true while any shard is not terminal at the provider.
+func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
+	m, err := d.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{JobKey: m.JobKey}
+	for _, s := range m.Shards {
+		last, err := d.Ledger.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"], Action: "unchanged"}
+		switch last.State {
+		case lake.Submitted, lake.Running:
+		case lake.Validated, lake.Submitting:
+			sr.Action = "not_submitted"
+			res.Pending = true
+			res.Shards = append(res.Shards, sr)
+			continue
+		default:
+			res.Shards = append(res.Shards, sr)
+			continue
+		}
+		b, err := d.Client.Get(ctx, last.ProviderJobID)
+		if err != nil {
+			return nil, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err)
+		}
+		sr.ProviderStatus = b.Status
+		to := stateOf(b.Status)
+		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
+		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] {
+			detail := map[string]string{"target": d.Target, "provider_status": b.Status, "counts": counts,
+				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
+			for i, e := range b.Errors {
+				detail["error_"+strconv.Itoa(i)] = e
+			}
+			ev, err := d.Ledger.Transition(ctx, job, s.ShardID, to, 0, "", detail)
+			if err != nil && !errors.Is(err, lake.ErrConflict) {
+				return nil, fmt.Errorf("status %s: %w", s.ShardID, err)
+			}
+			if err == nil {
+				sr.State, sr.Action = ev.State, "recorded"
+			}
+		}
+		if !b.Terminal() {
+			res.Pending = true
+		}
+		res.Shards = append(res.Shards, sr)
+	}
+	return res, nil
+}
+
+// Collect downloads the output and error files of every shard whose batch is
+// terminal (completed, expired, cancelled: partial results are kept), archives
+// them raw and ingests them. Files already ingested for a batch are skipped.
+func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) {
+	m, err := d.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := d.Lake.IngestRecords(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, r := range recs {
+		have[r.ProviderJobID+"/"+r.Channel] = true
+	}
+	res := &Result{JobKey: m.JobKey}
+	for _, s := range m.Shards {
+		last, err := d.Ledger.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"]}
+		if last.ProviderJobID == "" || !(&providers.Batch{Status: sr.ProviderStatus}).Terminal() {
+			sr.Action = "not_ready"
+			res.Pending = true
+			res.Shards = append(res.Shards, sr)
+			continue
+		}
+		var got []string
+		for _, f := range []struct{ id, channel string }{{last.Detail["output_file_id"], ingest.ChannelOutput}, {last.Detail["error_file_id"], ingest.ChannelError}} {
+			if f.id == "" || have[last.ProviderJobID+"/"+f.channel] {
+				continue
+			}
+			fr, err := d.collectFile(ctx, m, last.ProviderJobID, f.id, f.channel)
+			if errors.Is(err, providers.ErrFileGone) {
+				sr.Detail += fmt.Sprintf("%s file %s is gone at the provider (retention); its records count as missing. ", f.channel, f.id)
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("collect %s: %w", s.ShardID, err)
+			}
+			got = append(got, fmt.Sprintf("%s:%d lines", f.channel, fr.Lines))
+		}
+		sr.Action = "collected"
+		if len(got) == 0 && sr.Detail == "" {
+			sr.Action = "already_collected"
+		}
+		res.Shards = append(res.Shards, sr)
+	}
+	return res, nil
+}
+
+func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, batchID, fileID, channel string) (ingest.FileResult, error) {
+	f, err := os.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
+	if err != nil {
+		return ingest.FileResult{}, err
+	}
+	defer os.Remove(f.Name())
+	if err := d.Client.Download(ctx, fileID, f); err != nil {
+		f.Close()
+		return ingest.FileResult{}, err
+	}
+	if err := f.Close(); err != nil {
+		return ingest.FileResult{}, err
+	}
+	return ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+}
+
+// Cancel asks the provider to cancel every bound, unfinished batch; status
+// records the result and collect keeps what finished.
+func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
+	m, err := d.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{JobKey: m.JobKey}
+	for _, s := range m.Shards {
+		last, err := d.Ledger.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, Action: "nothing_to_cancel"}
+		if (last.State == lake.Submitted || last.State == lake.Running) && !(&providers.Batch{Status: last.Detail["provider_status"]}).Terminal() {
+			b, err := d.Client.Cancel(ctx, last.ProviderJobID)
+			if err != nil {
+				return nil, fmt.Errorf("cancel %s: %w", s.ShardID, err)
+			}
+			sr.ProviderStatus, sr.Action = b.Status, "cancel_requested"
+		}
+		res.Shards = append(res.Shards, sr)
+	}
+	_, err = d.Status(ctx, job)
+	return res, err
+}
