@@ -112,22 +112,30 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 
 func submitCmd(ctx context.Context, g *globals) *cobra.Command {
 	return lifecycleCmd(ctx, g, "submit", "Bind every shard of a job to exactly one provider batch (exit 75: run again later)",
-		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Submit(ctx, j) }, exitTempFail)
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
+			return d.Submit(ctx, j)
+		}, exitTempFail)
 }
 
 func statusCmd(ctx context.Context, g *globals) *cobra.Command {
 	return lifecycleCmd(ctx, g, "status", "Poll the provider and record state changes (exit 0: all terminal, 75: not yet)",
-		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Status(ctx, j) }, exitTempFail)
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
+			return d.Status(ctx, j)
+		}, exitTempFail)
 }
 
 func collectCmd(ctx context.Context, g *globals) *cobra.Command {
 	return lifecycleCmd(ctx, g, "collect", "Download, archive and ingest the results of terminal batches (also cancelled and expired)",
-		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Collect(ctx, j) }, exitTempFail)
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
+			return d.Collect(ctx, j)
+		}, exitTempFail)
 }
 
 func cancelCmd(ctx context.Context, g *globals) *cobra.Command {
 	return lifecycleCmd(ctx, g, "cancel", "Cancel the remote batches of a job; collect and reconcile keep what finished",
-		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) { return d.Cancel(ctx, j) }, 0)
+		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
+			return d.Cancel(ctx, j)
+		}, 0)
 }
 
 func openAIClient() (providers.Client, error) {

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/duckdb/duckdb-go/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+func (g *globals) engineOptions() reconcile.EngineOptions {
+	return reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}
+}
+
+func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
+	var format, tenant string
+	c := &cobra.Command{
+		Use:   "sql [--format table|csv|json|arrow] \"SELECT …\"",
+		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
+		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
+quarantine, outcomes, records, costs and ledger. The session is read-only by
+construction: only a single SELECT is accepted, and DuckDB may read nothing but
+the lake files behind the views (no COPY, ATTACH, INSTALL, LOAD or file reads).
+--format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tenant != "" {
+				if err := lake.ValidTenant(tenant); err != nil {
+					return &ingest.UsageError{Msg: "--tenant: " + err.Error()}
+				}
+			}
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if format == "arrow" {
+				return e.QueryArrow(ctx, args[0], g.stdout)
+			}
+			rows, err := e.Query(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			return writeRows(g.stdout, rows, format)
+		},
+	}
+	c.Flags().StringVar(&format, "format", "table", "output: table, csv, json or arrow (Arrow IPC stream)")
+	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant's data")
+	return c
+}
+
+// writeRows renders a result set as an aligned table, CSV or JSON.
+func writeRows(w io.Writer, rows *sql.Rows, format string) error {
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var (
+		tw  *tabwriter.Writer
+		cw  *csv.Writer
+		out []json.RawMessage
+	)
+	switch format {
+	case "table":
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	case "csv":
+		cw = csv.NewWriter(w)
+		cw.Write(cols)
+	case "json":
+		out = []json.RawMessage{}
+	default:
+		return &ingest.UsageError{Msg: "--format: want table, csv, json or arrow"}
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		switch format {
+		case "table", "csv":
+			s := make([]string, len(vals))
+			for i, v := range vals {
+				s[i] = cell(v)
+			}
+			if tw != nil {
+				fmt.Fprintln(tw, strings.Join(s, "\t"))
+			} else {
+				cw.Write(s)
+			}
+		case "json":
+			var b strings.Builder
+			b.WriteByte('{')
+			for i, v := range vals {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				k, _ := json.Marshal(cols[i])
+				b.Write(k)
+				b.WriteByte(':')
+				b.Write(jsonValue(v))
+			}
+			b.WriteByte('}')
+			out = append(out, json.RawMessage(b.String()))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sql: %w", err)
+	}
+	switch {
+	case tw != nil:
+		return tw.Flush()
+	case cw != nil:
+		cw.Flush()
+		return cw.Error()
+	default:
+		printJSON(w, out)
+		return nil
+	}
+}
+
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case []byte:
+		return base64.StdEncoding.EncodeToString(x)
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	case duckdb.Decimal:
+		return decimalString(x)
+	case *big.Int:
+		return x.String()
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func jsonValue(v any) []byte {
+	switch x := v.(type) {
+	case duckdb.Decimal:
+		return []byte(decimalString(x))
+	case []byte:
+		b, _ := json.Marshal(base64.StdEncoding.EncodeToString(x))
+		return b
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(fmt.Sprint(v))
+	}
+	return b
+}
+
+// decimalString renders a DuckDB decimal exactly, without trailing zeros.
+func decimalString(d duckdb.Decimal) string {
+	r := new(big.Rat).SetFrac(d.Value, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale)), nil))
+	s := newSum()
+	s.v = r
+	return s.String()
+}

@@ -1,0 +1,188 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Rows of the small tables built from the lake's JSON markers.
+type manifestRow struct {
+	JobKey               string    `parquet:"job_key"`
+	Tenant               string    `parquet:"tenant"`
+	Provider             string    `parquet:"provider"`
+	Model                string    `parquet:"model"`
+	Endpoint             string    `parquet:"endpoint"`
+	PromptVersion        string    `parquet:"prompt_version"`
+	SourceVersion        string    `parquet:"source_version"`
+	DatasetVersion       string    `parquet:"dataset_version"`
+	GenerationConfigHash string    `parquet:"generation_config_hash"`
+	InputSHA256          string    `parquet:"input_sha256"`
+	ExpectedRecords      int64     `parquet:"expected_records"`
+	Attempt              int32     `parquet:"attempt"`
+	ParentJobKey         string    `parquet:"parent_job_key"`
+	CreatedAt            time.Time `parquet:"created_at,timestamp"`
+	SubmittedBy          string    `parquet:"submitted_by"`
+	CostCenter           string    `parquet:"cost_center"`
+	Retention            string    `parquet:"retention"`
+	OutputSchemaVersion  string    `parquet:"output_schema_version"`
+}
+
+type shardRow struct {
+	JobKey        string `parquet:"job_key"`
+	Tenant        string `parquet:"tenant"`
+	ShardID       string `parquet:"shard_id"`
+	FileSHA256    string `parquet:"file_sha256"`
+	Records       int64  `parquet:"records"`
+	Bytes         int64  `parquet:"bytes"`
+	ProviderJobID string `parquet:"provider_job_id"`
+	State         string `parquet:"state"`
+}
+
+type ledgerRow struct {
+	JobKey        string    `parquet:"job_key"`
+	Tenant        string    `parquet:"tenant"`
+	ShardID       string    `parquet:"shard_id"`
+	Seq           int64     `parquet:"seq"`
+	State         string    `parquet:"state"`
+	At            time.Time `parquet:"at,timestamp"`
+	Actor         string    `parquet:"actor"`
+	ProviderJobID string    `parquet:"provider_job_id"`
+	LeaseExpires  string    `parquet:"lease_expires"`
+	Detail        string    `parquet:"detail"`
+}
+
+// Scope limits the views to one tenant ("" for all).
+type Scope struct{ Tenant string }
+
+// Views creates the lake's views in the session (kind "TEMP VIEW") or in a
+// catalog database (kind "VIEW"). It returns every local file the views read,
+// so a read-only session can be limited to exactly those.
+func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir string) ([]string, error) {
+	l := e.lake
+	keys, err := l.List(ctx, lake.ManifestPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		expected, attempts, quarantine, outcomes, costs []string
+		mrows                                           []manifestRow
+		srows                                           []shardRow
+		lrows                                           []ledgerRow
+	)
+	g := lake.NewLedger(l, "")
+	for _, k := range keys {
+		d, ok := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
+		if ok != nil {
+			continue
+		}
+		m, err := l.GetManifest(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if scope.Tenant != "" && m.Tenant != scope.Tenant {
+			continue
+		}
+		mrows = append(mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
+			m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
+			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion})
+		expected = append(expected, m.ExpectedFiles...)
+		recs, err := l.IngestRecords(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.AttemptsFile != "" {
+				attempts = append(attempts, r.AttemptsFile)
+			}
+			if r.QuarantineFile != "" {
+				quarantine = append(quarantine, r.QuarantineFile)
+			}
+		}
+		var reportKey string
+		var reportAt time.Time
+		for _, s := range m.Shards {
+			evs, err := g.Events(ctx, d, s.ShardID)
+			if err != nil {
+				return nil, err
+			}
+			row := shardRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, FileSHA256: s.Object.Hex(), Records: s.Records, Bytes: s.Bytes}
+			for _, ev := range evs {
+				if ev.ProviderJobID != "" {
+					row.ProviderJobID = ev.ProviderJobID
+				}
+				row.State = string(ev.State)
+				if k := ev.Detail["report"]; k != "" && !ev.At.Before(reportAt) {
+					reportKey, reportAt = k, ev.At
+				}
+				det, _ := json.Marshal(ev.Detail)
+				lr := ledgerRow{JobKey: ev.JobKey, Tenant: m.Tenant, ShardID: ev.ShardID, Seq: int64(ev.Seq), State: string(ev.State), At: ev.At,
+					Actor: ev.Actor, ProviderJobID: ev.ProviderJobID, Detail: string(det)}
+				if ev.LeaseExpires != nil {
+					lr.LeaseExpires = ev.LeaseExpires.Format(time.RFC3339Nano)
+				}
+				lrows = append(lrows, lr)
+			}
+			srows = append(srows, row)
+		}
+		if reportKey != "" {
+			var r Report
+			if err := l.GetJSON(ctx, reportKey, lake.FormatReport, &r); err != nil {
+				return nil, err
+			}
+			if r.OutcomesFile != "" {
+				outcomes = append(outcomes, r.OutcomesFile)
+			}
+			if r.CostsFile != "" {
+				costs = append(costs, r.CostsFile)
+			}
+		}
+	}
+	var all []string
+	data := map[string]string{"Kind": kind}
+	for _, t := range []struct {
+		name  string
+		files func() ([]string, error)
+	}{
+		{"Expected", func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, expected) }},
+		{"Attempts", func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, attempts) }},
+		{"Quarantine", func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, quarantine) }},
+		{"Outcomes", func() ([]string, error) { return LocalFiles[lake.OutcomeRow](ctx, e, outcomes) }},
+		{"Costs", func() ([]string, error) { return LocalFiles[lake.CostRow](ctx, e, costs) }},
+		{"Manifests", func() ([]string, error) { return smallTable(smallDir, "manifests", mrows) }},
+		{"Shards", func() ([]string, error) { return smallTable(smallDir, "shards", srows) }},
+		{"Ledger", func() ([]string, error) { return smallTable(smallDir, "ledger", lrows) }},
+	} {
+		paths, err := t.files()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, paths...)
+		data[t.name] = sqlList(paths)
+	}
+	if err := e.ExecFile(ctx, "views.sql", data); err != nil {
+		return nil, err
+	}
+	sort.Strings(all)
+	return all, nil
+}
+
+// smallTable writes rows built from markers as one Parquet file in dir.
+func smallTable[T any](dir, name string, rows []T) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, name+".parquet")
+	if err := parquet.WriteFile(p, rows); err != nil {
+		return nil, err
+	}
+	return []string{p}, nil
+}
