@@ -12,7 +12,10 @@
 //     marker references is invisible and harmless;
 //   - ledger events are appended with an atomic create of the next sequence
 //     number, so of two writers exactly one wins (link(2) on a local folder,
-//     conditional PUT on object stores).
+//     conditional PUT on object stores);
+//   - Verify walks a whole lake and lists every problem it finds.
+//
+// The format is described in docs/lake.md.
 //
 // All object keys are built in keys.go and nowhere else.
 package lake

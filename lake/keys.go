@@ -3,6 +3,7 @@ package lake
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -101,6 +102,29 @@ func LedgerShardPrefix(job Digest, shard string) string {
 // LedgerKey is the key of event seq of a shard.
 func LedgerKey(job Digest, shard string, seq int) string {
 	return fmt.Sprintf("%s%010d.json", LedgerShardPrefix(job, shard), seq)
+}
+
+// ParseLedgerKey splits a ledger event key into its job, shard and sequence
+// number. It accepts exactly the keys LedgerKey builds, so temporary files and
+// stray names beside the events are rejected.
+func ParseLedgerKey(key string) (job Digest, shard string, seq int, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "ledger" {
+		return job, "", 0, false
+	}
+	job, err := ParseDigest(parts[1])
+	if err != nil || job.Hex() != parts[1] || ValidShardID(parts[2]) != nil {
+		return job, "", 0, false
+	}
+	num, found := strings.CutSuffix(parts[3], ".json")
+	if !found || len(num) != 10 || strings.Trim(num, "0123456789") != "" {
+		return job, "", 0, false
+	}
+	seq, err = strconv.Atoi(num)
+	if err != nil || seq < 1 {
+		return job, "", 0, false
+	}
+	return job, parts[2], seq, true
 }
 
 // ParseObjectKey returns the digest named by an object or table-file key.

@@ -3,6 +3,8 @@ package lake
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -72,6 +74,11 @@ type Event struct {
 	ProviderJobID string            `json:"provider_job_id,omitempty"`
 	LeaseExpires  *time.Time        `json:"lease_expires,omitempty"`
 	Detail        map[string]string `json:"detail,omitempty"`
+	// Nonce is random and new for every append, so that no two appends ever
+	// write the same bytes: finding our own bytes under the key then proves the
+	// event is ours (a retried request whose first response was lost), never
+	// a twin's — two writers with the same actor at the same instant.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // ErrConflict means another writer appended the same sequence number first.
@@ -90,11 +97,13 @@ type Ledger struct {
 	Now   func() time.Time
 }
 
-// NewLedger returns a ledger acting as actor (host:pid by default).
+// NewLedger returns a ledger acting as actor (host:pid:random by default: the
+// random part keeps two containers with the same host name and pid apart,
+// since a lease holder is recognised by its actor).
 func NewLedger(l *Lake, actor string) *Ledger {
 	if actor == "" {
 		h, _ := os.Hostname()
-		actor = h + ":" + strconv.Itoa(os.Getpid())
+		actor = h + ":" + strconv.Itoa(os.Getpid()) + ":" + randomHex(4)
 	}
 	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }}
 }
@@ -102,11 +111,10 @@ func NewLedger(l *Lake, actor string) *Ledger {
 // Events returns the events of a shard in sequence order, checking that the
 // sequence has no gaps.
 func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event, error) {
-	keys, err := g.Lake.List(ctx, LedgerShardPrefix(job, shard))
+	keys, err := g.eventKeys(ctx, job, shard)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(keys)
 	evs := make([]Event, 0, len(keys))
 	for i, k := range keys {
 		var e Event
@@ -146,7 +154,7 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(*last.LeaseExpires) {
 		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s: %w", job.Hex()[:12], shard, last.State, last.Actor, last.LeaseExpires.Format(time.RFC3339), ErrLeased)
 	}
-	e := Event{JobKey: job.Hex(), ShardID: shard, Seq: last.Seq + 1, State: to, At: now, Actor: g.Actor, ProviderJobID: providerJobID, Detail: detail}
+	e := Event{JobKey: job.Hex(), ShardID: shard, Seq: last.Seq + 1, State: to, At: now, Actor: g.Actor, ProviderJobID: providerJobID, Detail: detail, Nonce: randomHex(16)}
 	if providerJobID == "" {
 		e.ProviderJobID = last.ProviderJobID
 	}
@@ -159,6 +167,45 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 		return Event{}, err
 	}
 	return e, nil
+}
+
+// eventKeys lists the event keys of a shard in sequence order, leaving out
+// anything else in the folder (a concurrent or crashed append's temp file).
+// A local lake reads the folder directly: fileblob's listing stats every entry
+// and fails when a concurrent append's temp file vanishes under it.
+func (g *Ledger) eventKeys(ctx context.Context, job Digest, shard string) ([]string, error) {
+	prefix := LedgerShardPrefix(job, shard)
+	var names []string
+	if _, ok := g.Lake.LocalDir(); ok {
+		des, err := os.ReadDir(g.Lake.LocalPath(prefix))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("ledger list %s: %w", prefix, err)
+		}
+		for _, de := range des {
+			names = append(names, prefix+de.Name())
+		}
+	} else {
+		var err error
+		if names, err = g.Lake.List(ctx, prefix); err != nil {
+			return nil, err
+		}
+	}
+	keys := names[:0]
+	for _, k := range names {
+		if _, _, _, ok := ParseLedgerKey(k); ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("lake: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b)
 }
 
 func orNone(s State) State {
@@ -180,8 +227,8 @@ func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) 
 	}
 	created, err := g.Lake.PutOnce(ctx, key, data)
 	if errors.Is(err, ErrCorrupt) || (err == nil && !created) {
-		// Someone else's event is there (or ours from a lost response with
-		// identical bytes, which counts as ours).
+		// Someone else's event is there, or ours from a retried request
+		// whose first response was lost: the nonce makes identical bytes ours.
 		if err == nil {
 			return nil
 		}

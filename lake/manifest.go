@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -101,6 +102,9 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 	}
 	out := make([]IngestRecord, 0, len(keys))
 	for _, k := range keys {
+		if !strings.HasSuffix(k, ".json") {
+			continue // a concurrent write's temp file (fileblob)
+		}
 		var r IngestRecord
 		if err := l.GetJSON(ctx, k, FormatIngest, &r); err != nil {
 			return nil, err
