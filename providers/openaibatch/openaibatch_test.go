@@ -440,7 +440,7 @@ func TestLifecycle(t *testing.T) {
 			const seed = 7
 			_, c := setup(t, fakeopenai.Options{Seed: seed}, openaibatch.Config{})
 			ctx := context.Background()
-			data, ids := input(200)
+			data, ids := input(500) // enough for sim's 1% duplicates to show
 			b, err := c.Create(ctx, upload(t, c, data), chat, meta("job-1", "shard-0", tc.attempt))
 			if err != nil {
 				t.Fatal(err)
@@ -465,8 +465,36 @@ func TestLifecycle(t *testing.T) {
 			if b.Total != int64(len(ids)) || b.Completed != want.Completed || b.Failed != want.Failed {
 				t.Errorf("counts %d/%d/%d, want %d/%d/%d", b.Total, b.Completed, b.Failed, len(ids), want.Completed, want.Failed)
 			}
-			if got := download(t, c, b.OutputFileID); !bytes.Equal(got, want.Output) {
+			out := download(t, c, b.OutputFileID)
+			if !bytes.Equal(out, want.Output) {
 				t.Errorf("output file differs from sim.Run with the attempt's rates")
+			}
+			if tc.attempt == "1" {
+				// The defects a reconciler must survive reach the client.
+				sent := map[string]bool{}
+				for _, id := range ids {
+					sent[id] = true
+				}
+				seen := map[string]int{}
+				var order []string
+				unknown := 0
+				for _, l := range parseLines(t, out) {
+					seen[l.CustomID]++
+					order = append(order, l.CustomID)
+					if !sent[l.CustomID] {
+						unknown++
+					}
+				}
+				dups := 0
+				for _, n := range seen {
+					if n > 1 {
+						dups++
+					}
+				}
+				if unknown == 0 || dups == 0 || slices.IsSorted(order) {
+					t.Errorf("first-attempt output has %d unknown ids, %d duplicated ids, sorted=%v; want shuffled with both",
+						unknown, dups, slices.IsSorted(order))
+				}
 			}
 			if got := download(t, c, b.ErrorFileID); !bytes.Equal(got, want.Errors) {
 				t.Errorf("error file differs from sim.Run with the attempt's rates")
