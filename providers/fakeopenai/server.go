@@ -249,20 +249,6 @@ func (s *Server) Files() []File {
 	return out
 }
 
-// AddBatch stores a batch as if created earlier (for example by another
-// tool), with the given metadata and creation time, over an input file
-// already uploaded. It returns the batch id.
-func (s *Server) AddBatch(inputFileID, endpoint string, meta map[string]string, createdAt time.Time) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in, ok := s.files[inputFileID]
-	if !ok {
-		return "", fmt.Errorf("fakeopenai: add batch: no file %s", inputFileID)
-	}
-	b := s.newBatch(in, endpoint, meta, createdAt)
-	return b.ID, nil
-}
-
 // serve records the request, checks the bearer token and dispatches.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
