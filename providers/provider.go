@@ -21,6 +21,10 @@ type Batch struct {
 	Metadata     map[string]string
 	// Errors are batch-level errors (a batch failed at validation).
 	Errors []string
+	// Duplicates, set only by Find, are the ids of further batches created
+	// for the same job and shard (a create retried after a lost response
+	// elsewhere): each is a paid duplicate submission to cancel or collect.
+	Duplicates []string
 }
 
 // Terminal reports whether the provider will not change the batch any more.

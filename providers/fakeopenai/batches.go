@@ -1,0 +1,466 @@
+package fakeopenai
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/sim"
+)
+
+// Batch is a batch object as the API returns it.
+type Batch struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"`
+	Endpoint         string            `json:"endpoint"`
+	Model            string            `json:"model,omitempty"`
+	Errors           *BatchErrors      `json:"errors"`
+	InputFileID      string            `json:"input_file_id"`
+	CompletionWindow string            `json:"completion_window"`
+	Status           string            `json:"status"`
+	OutputFileID     *string           `json:"output_file_id"`
+	ErrorFileID      *string           `json:"error_file_id"`
+	CreatedAt        int64             `json:"created_at"`
+	InProgressAt     *int64            `json:"in_progress_at"`
+	ExpiresAt        *int64            `json:"expires_at"`
+	FinalizingAt     *int64            `json:"finalizing_at"`
+	CompletedAt      *int64            `json:"completed_at"`
+	FailedAt         *int64            `json:"failed_at"`
+	ExpiredAt        *int64            `json:"expired_at"`
+	CancellingAt     *int64            `json:"cancelling_at"`
+	CancelledAt      *int64            `json:"cancelled_at"`
+	RequestCounts    RequestCounts     `json:"request_counts"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// BatchErrors are a batch's batch-level errors (set when it failed validation).
+type BatchErrors struct {
+	Object string       `json:"object"`
+	Data   []BatchError `json:"data"`
+}
+
+// BatchError is one batch-level error.
+type BatchError struct {
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+	Line    *int64  `json:"line"`
+}
+
+// RequestCounts count a batch's requests.
+type RequestCounts struct {
+	Total     int64 `json:"total"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+}
+
+// batch is a batch with the server's bookkeeping. Fields of the embedded
+// Batch are replaced, never written through, so a copy of Batch can be
+// encoded outside the lock.
+type batch struct {
+	Batch
+	seq      int
+	input    []byte
+	ids      []string // custom_ids in input order
+	result   sim.Result
+	simErr   error
+	polls    int
+	finished int // requests done when a cancel arrived
+}
+
+var batchEndpoints = map[string]bool{
+	"/v1/responses": true, "/v1/chat/completions": true, "/v1/embeddings": true, "/v1/completions": true,
+	"/v1/moderations": true, "/v1/images/generations": true, "/v1/images/edits": true, "/v1/videos": true,
+}
+
+func (b *batch) terminal() bool {
+	switch b.Status {
+	case "completed", "failed", "expired", "cancelled":
+		return true
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// newBatch creates a batch over input file in; s.mu must be held. The
+// simulated result is computed now, so that what a batch produces does not
+// depend on when it is polled.
+func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, createdAt time.Time) *batch {
+	s.seq++
+	attempt, _ := strconv.Atoi(meta[providers.MetaAttempt])
+	rates := sim.DefaultRates
+	if s.opts.Rates != nil {
+		rates = *s.opts.Rates
+	}
+	if attempt > 1 {
+		rates = sim.RetryRates
+		if s.opts.RetryRates != nil {
+			rates = *s.opts.RetryRates
+		}
+	}
+	b := &batch{
+		Batch: Batch{
+			ID:               fmt.Sprintf("batch_fake%06d", s.seq),
+			Object:           "batch",
+			Endpoint:         endpoint,
+			InputFileID:      in.ID,
+			CompletionWindow: "24h",
+			Status:           "validating",
+			CreatedAt:        createdAt.Unix(),
+			ExpiresAt:        ptr(createdAt.Add(24 * time.Hour).Unix()),
+			Metadata:         maps.Clone(meta),
+		},
+		seq:   s.seq,
+		input: in.data,
+	}
+	b.ids, b.Model = scanInput(in.data)
+	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
+	s.batches[b.ID] = b
+	return b
+}
+
+// scanInput returns the custom_ids of an input file in order and its model.
+// Lines that do not parse are skipped here; sim.Run reports them.
+func scanInput(data []byte) (ids []string, model string) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		var l struct {
+			CustomID string `json:"custom_id"`
+			Body     struct {
+				Model string `json:"model"`
+			} `json:"body"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.CustomID == "" {
+			continue
+		}
+		ids = append(ids, l.CustomID)
+		if model == "" {
+			model = l.Body.Model
+		}
+	}
+	return ids, model
+}
+
+// sortedBatches lists batches newest first, as GET /v1/batches does; s.mu must be held.
+func (s *Server) sortedBatches() []*batch {
+	bs := make([]*batch, 0, len(s.batches))
+	for _, b := range s.batches {
+		bs = append(bs, b)
+	}
+	slices.SortFunc(bs, func(a, b *batch) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.seq, a.seq))
+	})
+	return bs
+}
+
+type createRequest struct {
+	InputFileID      string            `json:"input_file_id"`
+	Endpoint         string            `json:"endpoint"`
+	CompletionWindow string            `json:"completion_window"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// validate returns an error message for a create OpenAI would refuse; s.mu must be held.
+func (s *Server) validate(req createRequest) string {
+	f, ok := s.files[req.InputFileID]
+	switch {
+	case req.InputFileID == "":
+		return "Missing required parameter: 'input_file_id'."
+	case !ok:
+		return fmt.Sprintf("Invalid 'input_file_id': '%s'. File not found.", req.InputFileID)
+	case f.Purpose != "batch":
+		return fmt.Sprintf("Invalid 'input_file_id': '%s'. The file must be uploaded with purpose 'batch'.", req.InputFileID)
+	case !batchEndpoints[req.Endpoint]:
+		return fmt.Sprintf("Invalid value for 'endpoint': '%s'.", req.Endpoint)
+	case req.CompletionWindow != "24h":
+		return fmt.Sprintf("Invalid value for 'completion_window': '%s'. Supported values are: '24h'.", req.CompletionWindow)
+	case len(req.Metadata) > 16:
+		return "Invalid 'metadata': too many keys (at most 16)."
+	}
+	for k, v := range req.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			return fmt.Sprintf("Invalid 'metadata': key %q or its value is too long.", k)
+		}
+	}
+	return ""
+}
+
+func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
+		return
+	}
+	s.mu.Lock()
+	status := cmp.Or(s.faults.CreateStatus, http.StatusInternalServerError)
+	if s.faults.CreateRefused > 0 {
+		s.faults.CreateRefused--
+		s.mu.Unlock()
+		setFault(w, "create refused")
+		s.faultError(w, r, status)
+		return
+	}
+	if msg := s.validate(req); msg != "" {
+		s.mu.Unlock()
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", msg)
+		return
+	}
+	b := s.newBatch(s.files[req.InputFileID], req.Endpoint, req.Metadata, s.opts.Now())
+	out := b.Batch
+	fault := ""
+	switch {
+	case s.faults.CreateLost > 0:
+		s.faults.CreateLost--
+		fault = "create lost"
+	case s.faults.CreateSlow > 0:
+		s.faults.CreateSlow--
+		fault = "create slow"
+	case s.faults.CreateErrorAfter > 0:
+		s.faults.CreateErrorAfter--
+		fault = "create error after"
+	}
+	slow := cmp.Or(s.faults.SlowResponse, 2*time.Second)
+	s.mu.Unlock()
+
+	setFault(w, fault)
+	switch fault {
+	case "create lost":
+		// The batch exists; the client never hears of it.
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(http.ErrAbortHandler) // not HTTP/1: abort the stream instead
+		}
+		_ = conn.Close()
+		return
+	case "create slow":
+		t := time.NewTimer(slow)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return // the client gave up first
+		}
+	case "create error after":
+		s.faultError(w, r, status)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Invalid 'limit': must be between 1 and 100.")
+			return
+		}
+		limit = n
+	}
+	s.mu.Lock()
+	all := s.sortedBatches()
+	items := make([]Batch, len(all))
+	for i, b := range all {
+		items[i] = b.Batch
+	}
+	s.mu.Unlock()
+	l, err := page(items, func(b Batch) string { return b.ID }, q.Get("after"), limit)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Invalid 'after': "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	b, ok := s.batches[id]
+	var out Batch
+	if ok {
+		s.advance(b)
+		out = b.Batch
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("No batch found with id '%s'.", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	b, ok := s.batches[id]
+	if !ok {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("No batch found with id '%s'.", id))
+		return
+	}
+	now := s.opts.Now().Unix()
+	switch b.Status {
+	case "validating":
+		b.finished = 0
+	case "in_progress":
+		b.finished = s.partial(len(b.ids))
+	case "finalizing":
+		b.finished = len(b.ids)
+	case "cancelling":
+	default:
+		st := b.Status
+		s.mu.Unlock()
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("Cannot cancel a batch with status '%s'.", st))
+		return
+	}
+	if b.Status != "cancelling" {
+		b.Status = "cancelling"
+		b.CancellingAt = ptr(now)
+		b.polls = 0
+	}
+	out := b.Batch
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// partial is how many of n requests finished before an expiry or cancel.
+func (s *Server) partial(n int) int {
+	f := s.opts.PartialFraction
+	if f < 0 {
+		return 0
+	}
+	return min(n, int(math.Floor(float64(n)*f)))
+}
+
+// advance moves a batch on by one poll; s.mu must be held.
+func (s *Server) advance(b *batch) {
+	if b.terminal() {
+		return
+	}
+	b.polls++
+	if b.polls < s.opts.PollsPerStep {
+		return
+	}
+	b.polls = 0
+	now := s.opts.Now().Unix()
+	switch b.Status {
+	case "validating":
+		switch {
+		case b.simErr != nil:
+			s.fail(b, "invalid_json_line", b.simErr.Error())
+		case len(b.ids) == 0:
+			s.fail(b, "empty_file", "The input file is empty.")
+		case s.faults.FailValidation > 0:
+			s.faults.FailValidation--
+			code := cmp.Or(s.faults.FailCode, "token_limit_exceeded")
+			msg := "The batch failed validation."
+			if code == "token_limit_exceeded" {
+				msg = fmt.Sprintf("Enqueued token limit reached for %s in organization org-fake. Limit: 2,000,000 enqueued tokens. Please try again once some in_progress batches have been completed.", cmp.Or(b.Model, "the model"))
+			}
+			s.fail(b, code, msg)
+		default:
+			b.Status = "in_progress"
+			b.InProgressAt = ptr(now)
+			b.RequestCounts = RequestCounts{Total: int64(len(b.ids))}
+		}
+	case "in_progress":
+		if s.faults.Expire > 0 {
+			s.faults.Expire--
+			b.ExpiredAt = ptr(now)
+			s.finishPartial(b, "expired", s.partial(len(b.ids)), "batch_expired",
+				"This request could not be executed before the completion window expired.")
+			return
+		}
+		b.Status = "finalizing"
+		b.FinalizingAt = ptr(now)
+	case "finalizing":
+		b.Status = "completed"
+		b.CompletedAt = ptr(now)
+		b.RequestCounts = RequestCounts{Total: b.result.Total, Completed: b.result.Completed, Failed: b.result.Failed}
+		s.storeResults(b, b.result.Output, b.result.Errors)
+	case "cancelling":
+		b.CancelledAt = ptr(now)
+		s.finishPartial(b, "cancelled", b.finished, "batch_cancelled",
+			"This request was not executed because the batch was cancelled.")
+	}
+}
+
+func (s *Server) fail(b *batch, code, msg string) {
+	b.Status = "failed"
+	b.FailedAt = ptr(s.opts.Now().Unix())
+	b.Errors = &BatchErrors{Object: "list", Data: []BatchError{{Code: code, Message: msg}}}
+}
+
+// storeResults writes a batch's output and error files; s.mu must be held.
+// An empty channel gets no file (its id stays null), as OpenAI does.
+func (s *Server) storeResults(b *batch, output, errs []byte) {
+	if len(output) > 0 {
+		f := s.storeFile(b.ID+"_output.jsonl", "batch_output", output)
+		b.OutputFileID = ptr(f.ID)
+	}
+	if len(errs) > 0 {
+		f := s.storeFile(b.ID+"_error.jsonl", "batch_output", errs)
+		b.ErrorFileID = ptr(f.ID)
+	}
+}
+
+// finishPartial ends a batch whose first `finished` requests (in input
+// order) ran: their simulated lines are kept, the others become error lines
+// with code; lines for ids never sent (sim's unknown lines) are kept too.
+func (s *Server) finishPartial(b *batch, status string, finished int, code, msg string) {
+	b.Status = status
+	done := map[string]bool{}
+	sent := map[string]bool{}
+	for i, id := range b.ids {
+		sent[id] = true
+		if i < finished {
+			done[id] = true
+		}
+	}
+	keep := func(data []byte) (lines [][]byte, okIDs map[string]bool) {
+		okIDs = map[string]bool{}
+		for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+			if len(bytes.TrimSpace(l)) == 0 {
+				continue
+			}
+			var v struct {
+				CustomID string `json:"custom_id"`
+			}
+			_ = json.Unmarshal(l, &v)
+			if done[v.CustomID] || !sent[v.CustomID] {
+				lines = append(lines, l)
+				if done[v.CustomID] {
+					okIDs[v.CustomID] = true
+				}
+			}
+		}
+		return lines, okIDs
+	}
+	outLines, succeeded := keep(b.result.Output)
+	errLines, failed := keep(b.result.Errors)
+	for _, id := range b.ids[finished:] {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(b.ID + "\x00" + id))
+		l, _ := json.Marshal(map[string]any{
+			"id": fmt.Sprintf("batch_req_%016x", h.Sum64()), "custom_id": id, "response": nil,
+			"error": map[string]any{"code": code, "message": msg},
+		})
+		errLines = append(errLines, append(l, '\n'))
+		failed[id] = true
+	}
+	b.RequestCounts = RequestCounts{Total: int64(len(b.ids)), Completed: int64(len(succeeded)), Failed: int64(len(failed))}
+	s.storeResults(b, bytes.Join(outLines, nil), bytes.Join(errLines, nil))
+}

@@ -1,0 +1,22 @@
+// Package fakeopenai is an in-process OpenAI Files + Batch API server over
+// real HTTP, for tests and for batchlake's built-in simulated provider.
+//
+// It implements what providers/openaibatch uses — multipart uploads, file
+// listing and content, batch create/list/get/cancel with cursor paging —
+// and turns each batch's input file into output and error files with
+// providers/sim, so results carry the same seeded defects (shuffled,
+// duplicated, missing and unknown lines, retryable and permanent failures).
+//
+// Batches move validating → in_progress → finalizing → completed, one step
+// per Options.PollsPerStep GETs of the batch, so a client's polling loop
+// drives time. Faults are counters ("the next N creates lose their
+// response") that tests and demos set in Options.Faults or later with
+// UpdateFaults: lost and slow create responses, 5xx/429 on create and
+// upload, batches failing validation, expiry and cancel with partial
+// output, result files gone after retention. Every request is recorded
+// (Requests, CountRequests), so a test can prove that exactly one batch was
+// created.
+//
+// The server checks `Authorization: Bearer <key>` on every request. It has
+// no dependency on package testing, so the demo can run it in-process.
+package fakeopenai

@@ -1,0 +1,180 @@
+package fakeopenai
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// maxUpload is the largest file the server accepts: OpenAI's Files limit.
+const maxUpload = 512 << 20
+
+// File is a file object as the API returns it.
+type File struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Bytes     int64  `json:"bytes"`
+	CreatedAt int64  `json:"created_at"`
+	ExpiresAt *int64 `json:"expires_at"`
+	Filename  string `json:"filename"`
+	Purpose   string `json:"purpose"`
+	Status    string `json:"status"`
+}
+
+type file struct {
+	File
+	data []byte
+	seq  int
+}
+
+var filePurposes = map[string]bool{"assistants": true, "batch": true, "fine-tune": true, "vision": true, "user_data": true, "evals": true}
+
+// storeFile adds a file; s.mu must be held.
+func (s *Server) storeFile(name, purpose string, data []byte) *file {
+	s.seq++
+	now := s.opts.Now()
+	f := &file{File: File{
+		ID:        fmt.Sprintf("file-fake%06d", s.seq),
+		Object:    "file",
+		Bytes:     int64(len(data)),
+		CreatedAt: now.Unix(),
+		Filename:  name,
+		Purpose:   purpose,
+		Status:    "processed",
+	}, data: data, seq: s.seq}
+	if purpose == "batch" || purpose == "batch_output" {
+		// Batch files expire after 30 days by default.
+		exp := now.Add(30 * 24 * time.Hour).Unix()
+		f.ExpiresAt = &exp
+	}
+	s.files[f.ID] = f
+	return f
+}
+
+// sortedFiles lists files newest first; s.mu must be held.
+func (s *Server) sortedFiles() []*file {
+	fs := make([]*file, 0, len(s.files))
+	for _, f := range s.files {
+		fs = append(fs, f)
+	}
+	slices.SortFunc(fs, func(a, b *file) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.seq, a.seq))
+	})
+	return fs
+}
+
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.faults.UploadRefused > 0
+	status := cmp.Or(s.faults.UploadStatus, http.StatusInternalServerError)
+	if refuse {
+		s.faults.UploadRefused--
+	}
+	s.mu.Unlock()
+	if refuse {
+		setFault(w, "upload refused")
+		// Drain the body first, as a real front end would, so the client
+		// sees the status rather than a reset connection.
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.faultError(w, r, status)
+		return
+	}
+
+	r.Body = http.MaxBytesReader(w, r.Body, maxUpload+1<<20)
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Could not parse multipart form: "+err.Error())
+		return
+	}
+	defer func() { _ = r.MultipartForm.RemoveAll() }()
+	purpose := r.FormValue("purpose")
+	if !filePurposes[purpose] {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("%q is not one of the supported purposes.", purpose))
+		return
+	}
+	fh, hdr, err := r.FormFile("file")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Missing file: "+err.Error())
+		return
+	}
+	defer func() { _ = fh.Close() }()
+	data, err := io.ReadAll(fh)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Could not read file: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	f := s.storeFile(hdr.Filename, purpose, data)
+	out := f.File
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 10000
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Invalid limit: must be between 1 and 10000.")
+			return
+		}
+		limit = n
+	}
+	s.mu.Lock()
+	all := s.sortedFiles()
+	var items []File
+	for _, f := range all {
+		if p := q.Get("purpose"); p != "" && f.Purpose != p {
+			continue
+		}
+		items = append(items, f.File)
+	}
+	s.mu.Unlock()
+	if q.Get("order") == "asc" {
+		slices.Reverse(items)
+	}
+	l, err := page(items, func(f File) string { return f.ID }, q.Get("after"), limit)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "Invalid after: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+// lookFile finds a file the client may read, or answers 404 itself.
+func (s *Server) lookFile(w http.ResponseWriter, id string) (*file, bool) {
+	s.mu.Lock()
+	f, ok := s.files[id]
+	gone := ok && s.faults.FilesGone && f.Purpose == "batch_output"
+	s.mu.Unlock()
+	if !ok || gone {
+		if gone {
+			setFault(w, "file gone")
+		}
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "No such File object: "+id)
+		return nil, false
+	}
+	return f, true
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	if f, ok := s.lookFile(w, r.PathValue("id")); ok {
+		writeJSON(w, http.StatusOK, f.File)
+	}
+}
+
+func (s *Server) fileContent(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.lookFile(w, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	// File data is never changed after it is stored, so it is read unlocked.
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(f.data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(f.data)
+}

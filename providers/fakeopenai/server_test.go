@@ -1,0 +1,253 @@
+package fakeopenai_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/batchlake/batchlake/providers/fakeopenai"
+)
+
+// api is a bare HTTP client for the fake, so these tests need no SDK.
+type api struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+func start(t *testing.T, opts fakeopenai.Options) (*fakeopenai.Server, *api) {
+	t.Helper()
+	srv := fakeopenai.New(opts)
+	base, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !strings.HasSuffix(base, "/v1/") {
+		t.Fatalf("base URL %q does not end in /v1/", base)
+	}
+	return srv, &api{t: t, base: base, key: srv.APIKey()}
+}
+
+func (a *api) do(method, path, contentType string, body io.Reader, into any) int {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.base+path, body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if a.key != "" {
+		req.Header.Set("Authorization", "Bearer "+a.key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Error(err) // not Fatal: helpers also run on other goroutines
+		return 0
+	}
+	defer func() { _ = res.Body.Close() }()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		a.t.Error(err)
+		return 0
+	}
+	if into != nil && res.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, into); err != nil {
+			a.t.Errorf("%s %s: %v in %s", method, path, err, data)
+		}
+	}
+	return res.StatusCode
+}
+
+func (a *api) upload(name string, data []byte) fakeopenai.File {
+	a.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("purpose", "batch")
+	fw, _ := mw.CreateFormFile("file", name)
+	_, _ = fw.Write(data)
+	_ = mw.Close()
+	var f fakeopenai.File
+	if st := a.do("POST", "files", mw.FormDataContentType(), &body, &f); st != http.StatusOK {
+		a.t.Fatalf("upload: status %d", st)
+	}
+	return f
+}
+
+func (a *api) create(fileID string, meta map[string]string) fakeopenai.Batch {
+	a.t.Helper()
+	body, _ := json.Marshal(map[string]any{"input_file_id": fileID, "endpoint": "/v1/chat/completions", "completion_window": "24h", "metadata": meta})
+	var b fakeopenai.Batch
+	if st := a.do("POST", "batches", "application/json", bytes.NewReader(body), &b); st != http.StatusOK {
+		a.t.Errorf("create: status %d", st)
+	}
+	return b
+}
+
+func (a *api) get(id string) fakeopenai.Batch {
+	a.t.Helper()
+	var b fakeopenai.Batch
+	if st := a.do("GET", "batches/"+id, "", nil, &b); st != http.StatusOK {
+		a.t.Errorf("get %s: status %d", id, st)
+	}
+	return b
+}
+
+const line = `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[]}}` + "\n"
+
+func TestAuth(t *testing.T) {
+	cases := []struct {
+		name string
+		key  string
+		want int
+	}{
+		{"right key", "", http.StatusOK},
+		{"wrong key", "sk-wrong-000000000000", http.StatusUnauthorized},
+		{"no key", "-", http.StatusUnauthorized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, a := start(t, fakeopenai.Options{})
+			switch tc.key {
+			case "":
+			case "-":
+				a.key = ""
+			default:
+				a.key = tc.key
+			}
+			if got := a.do("GET", "batches", "", nil, nil); got != tc.want {
+				t.Fatalf("status %d, want %d", got, tc.want)
+			}
+			if r := srv.Requests(); len(r) != 1 || r[0].Status != tc.want || r[0].Path != "/v1/batches" {
+				t.Fatalf("recorded %+v", r)
+			}
+		})
+	}
+}
+
+// TestListPaging checks the cursor envelope: newest first, limit, after,
+// has_more, first_id and last_id.
+func TestListPaging(t *testing.T) {
+	_, a := start(t, fakeopenai.Options{})
+	f := a.upload("in.jsonl", []byte(line))
+	var ids []string
+	for i := range 5 {
+		ids = append([]string{a.create(f.ID, map[string]string{"n": fmt.Sprint(i)}).ID}, ids...) // newest first
+	}
+	type page struct {
+		Data    []fakeopenai.Batch `json:"data"`
+		FirstID *string            `json:"first_id"`
+		LastID  *string            `json:"last_id"`
+		HasMore bool               `json:"has_more"`
+	}
+	var got []string
+	after := ""
+	for n := 0; ; n++ {
+		var p page
+		q := "batches?limit=2"
+		if after != "" {
+			q += "&after=" + after
+		}
+		if st := a.do("GET", q, "", nil, &p); st != http.StatusOK {
+			t.Fatalf("list: status %d", st)
+		}
+		for _, b := range p.Data {
+			got = append(got, b.ID)
+		}
+		if len(p.Data) > 0 && (*p.FirstID != p.Data[0].ID || *p.LastID != p.Data[len(p.Data)-1].ID) {
+			t.Fatalf("first_id/last_id %v %v do not match page", *p.FirstID, *p.LastID)
+		}
+		if !p.HasMore {
+			if n != 2 {
+				t.Fatalf("%d pages, want 3", n+1)
+			}
+			break
+		}
+		after = *p.LastID
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Fatalf("listed %v, want %v", got, ids)
+	}
+	if st := a.do("GET", "batches?limit=101", "", nil, nil); st != http.StatusBadRequest {
+		t.Fatalf("limit 101: status %d, want 400", st)
+	}
+}
+
+// TestProgress checks that PollsPerStep GETs move a batch one status on.
+func TestProgress(t *testing.T) {
+	_, a := start(t, fakeopenai.Options{PollsPerStep: 2})
+	b := a.create(a.upload("in.jsonl", []byte(line)).ID, nil)
+	var walk []string
+	for range 6 {
+		walk = append(walk, a.get(b.ID).Status)
+	}
+	want := "[validating in_progress in_progress finalizing finalizing completed]"
+	if fmt.Sprint(walk) != want {
+		t.Fatalf("walk %v, want %s", walk, want)
+	}
+	if st := a.do("POST", "batches/"+b.ID+"/cancel", "", nil, nil); st != http.StatusBadRequest {
+		t.Fatalf("cancel of a completed batch: status %d, want 400", st)
+	}
+}
+
+// TestCreateLost checks that a lost create leaves a batch and no answer.
+func TestCreateLost(t *testing.T) {
+	srv, a := start(t, fakeopenai.Options{Faults: fakeopenai.Faults{CreateLost: 1}})
+	f := a.upload("in.jsonl", []byte(line))
+	body := strings.NewReader(`{"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	req, _ := http.NewRequest("POST", a.base+"batches", body)
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		_ = res.Body.Close()
+		t.Fatalf("lost create answered %d", res.StatusCode)
+	}
+	if n := len(srv.Batches()); n != 1 {
+		t.Fatalf("server holds %d batches, want 1", n)
+	}
+	r := srv.Requests()
+	if last := r[len(r)-1]; last.Status != 0 || last.Fault != "create lost" {
+		t.Fatalf("recorded %+v", last)
+	}
+	if srv.Faults().CreateLost != 0 {
+		t.Fatal("fault counter not used up")
+	}
+}
+
+// TestConcurrent hammers the server from several goroutines (run with -race).
+func TestConcurrent(t *testing.T) {
+	srv, a := start(t, fakeopenai.Options{})
+	f := a.upload("in.jsonl", []byte(line))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			b := a.create(f.ID, nil)
+			for range 4 {
+				a.get(b.ID)
+			}
+			a.do("GET", "batches?limit=3", "", nil, nil)
+		})
+	}
+	wg.Wait()
+	if n := len(srv.Batches()); n != 8 {
+		t.Fatalf("%d batches, want 8", n)
+	}
+	for _, b := range srv.Batches() {
+		if b.Status != "completed" {
+			t.Fatalf("batch %s is %s", b.ID, b.Status)
+		}
+	}
+	if srv.CountRequests("POST", "/v1/batches") != 8 {
+		t.Fatal("create count")
+	}
+}
