@@ -30,7 +30,12 @@ func run() error {
 	workers := flag.Int("workers", 0, "parallel renderers (0: all cores)")
 	unknown := flag.Int("unknown", -1, "distinct unknown ids (-1: 3 + n/200000)")
 	corrupt := flag.Int("corrupt", 2, "result lines that are not valid JSON")
+	version := flag.Bool("version", false, "print the generator version (it names the output format) and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println(gen.Version)
+		return nil
+	}
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
