@@ -69,7 +69,8 @@ fi
 
 # timed NAME OUTDIR CMD...: run CMD under /usr/bin/time -v, stdout to
 # OUTDIR/NAME.json, stderr to OUTDIR/NAME.log, the time report to
-# OUTDIR/NAME.time; sets RC, WALL (seconds) and RSS (KiB). Never fails.
+# OUTDIR/NAME.time; sets RC, WALL and CPU (user + system) seconds and RSS
+# (KiB). Never fails.
 timed() {
 	local name=$1 dir=$2
 	shift 2
@@ -80,11 +81,12 @@ timed() {
 		for (i = 1; i <= n; i++) s = s * 60 + p[i]
 		print s }' "$dir/$name.time")
 	RSS=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/$name.time")
-	[[ -n $WALL && -n $RSS ]] || { WALL=0; RSS=0; }
+	CPU=$(awk -F': ' '/(User|System) time \(seconds\)/ {s += $2} END {print s + 0}' "$dir/$name.time")
+	[[ -n $WALL && -n $RSS ]] || { WALL=0; RSS=0; CPU=0; }
 }
 
-# samples of one step: lines "wall rss" in $WORK/samples/STEP
-record() { echo "$2 $3" >>"$WORK/samples/$1"; }
+# samples of one step: lines "wall rss cpu" in $WORK/samples/STEP
+record() { echo "$2 $3 $4" >>"$WORK/samples/$1"; }
 
 median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) { print 0; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 maxof() { sort -g | tail -n 1; }
@@ -105,7 +107,7 @@ check() {
 }
 
 # ---- data ----------------------------------------------------------------------
-GEN_WALL="" GEN_RSS=""
+GEN_WALL="" GEN_RSS="" GEN_CPU=""
 want_gen=$("$BIN/blgen" -version)
 mkdir -p "$DATA"
 if [[ -f $DATA/truth.json ]] &&
@@ -116,7 +118,7 @@ else
 	mkdir -p "$WORK"
 	timed blgen "$WORK" "$BIN/blgen" -n "$N" -seed "$SEED" -out "$DATA"
 	[[ $RC == 0 ]] || { cat "$WORK/blgen.log" >&2; die "blgen failed (exit $RC)"; }
-	GEN_WALL=$WALL GEN_RSS=$RSS
+	GEN_WALL=$WALL GEN_RSS=$RSS GEN_CPU=$CPU
 fi
 jq -e --argjson n "$N" '.expected == $n' "$DATA/truth.json" >/dev/null || die "$DATA/truth.json does not describe $N records"
 
@@ -147,8 +149,8 @@ for ((r = 1; r <= RUNS; r++)); do
 			log "plan failed (exit $RC); see $run/plan.log"
 			FAILED=1
 		else
-			record plan "$WALL" "$RSS"
-			P_WALL=$WALL P_RSS=$RSS
+			record plan "$WALL" "$RSS" "$CPU"
+			P_WALL=$WALL P_RSS=$RSS P_CPU=$CPU
 			job=$(jq -r '.job_key // empty' "$run/plan.json")
 			[[ -n $job ]] || die "plan printed no job_key (see $run/plan.json)"
 			log "run $r/$RUNS: batchlake ingest (job $job)"
@@ -157,15 +159,16 @@ for ((r = 1; r <= RUNS; r++)); do
 				log "ingest failed (exit $RC); see $run/ingest.log"
 				FAILED=1
 			else
-				record ingest "$WALL" "$RSS"
-				I_WALL=$WALL I_RSS=$RSS
+				record ingest "$WALL" "$RSS" "$CPU"
+				I_WALL=$WALL I_RSS=$RSS I_CPU=$CPU
 				log "run $r/$RUNS: batchlake reconcile"
 				timed reconcile "$run" "$BATCHLAKE" reconcile --lake "$lake" --job "$job"
 				case $RC in
 				0 | 10 | 11)
-					record reconcile "$WALL" "$RSS"
+					record reconcile "$WALL" "$RSS" "$CPU"
 					record total "$(awk -v a="$P_WALL" -v b="$I_WALL" -v c="$WALL" 'BEGIN {print a + b + c}')" \
-						"$(printf '%s\n' "$P_RSS" "$I_RSS" "$RSS" | maxof)"
+						"$(printf '%s\n' "$P_RSS" "$I_RSS" "$RSS" | maxof)" \
+						"$(awk -v a="$P_CPU" -v b="$I_CPU" -v c="$CPU" 'BEGIN {print a + b + c}')"
 					check "run $r reconcile report" "$run/reconcile.json" "${TRUTH_KEYS[@]}"
 					;;
 				*)
@@ -185,7 +188,7 @@ for ((r = 1; r <= RUNS; r++)); do
 			log "baseline failed (exit $RC); see $run/baseline.log"
 			FAILED=1
 		else
-			record baseline "$WALL" "$RSS"
+			record baseline "$WALL" "$RSS" "$CPU"
 			LAST_BASELINE=$run/baseline.json
 			check "run $r baseline" "$run/baseline.json" expected missing unknown duplicate
 			for s in $(jq -r '.steps[].step' "$run/baseline.json"); do
@@ -197,36 +200,39 @@ for ((r = 1; r <= RUNS; r++)); do
 done
 
 # ---- report --------------------------------------------------------------------
-# row NAME WALL RSS_KIB BYTES
+# row NAME WALL RSS_KIB BYTES CPU
 row() {
-	awk -v name="$1" -v wall="$2" -v rss="$3" -v bytes="$4" -v n="$N" 'BEGIN {
+	awk -v name="$1" -v wall="$2" -v rss="$3" -v bytes="$4" -v cpu="$5" -v n="$N" 'BEGIN {
 		rps = wall > 0 ? n / wall : 0; mbs = (wall > 0 && bytes > 0) ? bytes / 1e6 / wall : 0
-		printf "%-24s %10.2f %12.0f %9.1f %11.0f\n", name, wall, rps, mbs, rss / 1024 }'
+		printf "%-24s %10.2f %12.0f %9.1f %11.0f %9.2f\n", name, wall, rps, mbs, rss / 1024, cpu }'
 }
 stepwall() { [[ -s $WORK/samples/$1 ]] && awk '{print $1}' "$WORK/samples/$1" | median || echo 0; }
 steprss() { [[ -s $WORK/samples/$1 ]] && awk '{print $2}' "$WORK/samples/$1" | maxof || echo 0; }
+stepcpu() { [[ -s $WORK/samples/$1 ]] && awk '{print $3}' "$WORK/samples/$1" | median || echo 0; }
+steprow() { row "$1" "$(stepwall "$2")" "$(steprss "$2")" "$3" "$(stepcpu "$2")"; }
 
 echo
 echo "batchlake bench: N=$N seed=$SEED runs=$RUNS, $(nproc) cores, files $(awk -v b="$B_ALL" 'BEGIN {printf "%.1f MB", b / 1e6}') (input $(awk -v b="$B_IN" 'BEGIN {printf "%.1f", b / 1e6}') MB), in page cache"
-echo "wall = median over runs (s), records/s = N / wall, MB/s = the step's input files / wall, peak RSS = max over runs (MiB)"
-printf "%-24s %10s %12s %9s %11s\n" step "wall s" records/s "MB/s" "peak RSS"
+echo "wall = median over runs (s), records/s = N / wall, MB/s = the step's input files / wall,"
+echo "peak RSS = max over runs (MiB), cpu = median user + system seconds (wall/cpu shows how contended the cores were)"
+printf "%-24s %10s %12s %9s %11s %9s\n" step "wall s" records/s "MB/s" "peak RSS" "cpu s"
 if [[ -n $GEN_WALL ]]; then
-	row "blgen (generate)" "$GEN_WALL" "$GEN_RSS" "$B_ALL"
+	row "blgen (generate)" "$GEN_WALL" "$GEN_RSS" "$B_ALL" "$GEN_CPU"
 fi
 BL_TOTAL="" BASE_TOTAL=""
 if [[ -z $SKIP_BATCHLAKE ]]; then
-	row "batchlake plan" "$(stepwall plan)" "$(steprss plan)" "$B_IN"
-	row "batchlake ingest" "$(stepwall ingest)" "$(steprss ingest)" "$B_RES"
-	row "batchlake reconcile" "$(stepwall reconcile)" "$(steprss reconcile)" "$B_ALL"
+	steprow "batchlake plan" plan "$B_IN"
+	steprow "batchlake ingest" ingest "$B_RES"
+	steprow "batchlake reconcile" reconcile "$B_ALL"
 	if [[ -s $WORK/samples/total ]]; then
 		# the total of each complete run, then the median of the totals
 		BL_TOTAL=$(stepwall total)
-		row "batchlake total" "$BL_TOTAL" "$(steprss total)" "$B_ALL"
+		steprow "batchlake total" total "$B_ALL"
 	fi
 fi
 if [[ -z $SKIP_BASELINE && -s $WORK/samples/baseline ]]; then
 	BASE_TOTAL=$(stepwall baseline)
-	row "duckdb baseline (total)" "$BASE_TOTAL" "$(steprss baseline)" "$B_ALL"
+	steprow "duckdb baseline (total)" baseline "$B_ALL"
 	for s in $(jq -r '.steps[].step' "$LAST_BASELINE"); do
 		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/$s")"
 	done
@@ -240,15 +246,15 @@ fi
 # A machine-readable summary beside the samples.
 jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson cores "$(nproc)" \
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
-	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --argjson mismatches "$MISMATCHES" \
+	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
-	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber)} end),
+	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
 	  batchlake_total_s: (if $bl == "" then null else ($bl | tonumber) end),
 	  baseline_total_s: (if $base == "" then null else ($base | tonumber) end),
 	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
 	  mismatches: $mismatches}' >"$WORK/bench.json.tmp"
 for f in "$WORK"/samples/*; do
-	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber)}]}' "$f"
+	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber), cpu_s: ((.[2] // "0") | tonumber)}]}' "$f"
 done | jq -s --slurpfile head "$WORK/bench.json.tmp" '$head[0] + {samples: (add // {})}' >"$WORK/bench.json"
 rm -f "$WORK/bench.json.tmp"
 echo "samples, logs and bench.json in $WORK"
