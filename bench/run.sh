@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# bench/run.sh — the end-to-end benchmark of issue 7.
+#
+# Builds blgen, blbaseline and batchlake; generates an N-record OpenAI batch
+# (reused when DATA already holds one made with the same N, seed and generator);
+# then RUNS times, each on a fresh lake, runs whole processes under
+# /usr/bin/time -v:
+#   batchlake plan      --lake L --provider openai --input input.jsonl --tenant bench --prompt-version v1
+#   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
+#   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
+#   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
+# and prints, per step, the median wall time, records/s, MB/s of the step's
+# input files and the peak RSS, the batchlake total beside the baseline and
+# their ratio. Every reconcile report (and every baseline result) is checked
+# against truth.json; any difference prints MISMATCH and fails the run.
+#
+# Environment (all optional):
+#   N=1000000 SEED=1 RUNS=3        size, generator seed, runs per step
+#   DATA=./bench-data              generated files (kept and reused)
+#   WORK=$DATA/runs                lakes, logs, timings and bench.json
+#   BIN=./bin/bench                where the binaries are built
+#   BATCHLAKE=path                 use this batchlake binary instead of building ./cmd/batchlake
+#   SKIP_BATCHLAKE=1 SKIP_BASELINE=1   leave a side out
+#   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags
+#   KEEP=1                         keep each run's lake and Parquet files
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+N=${N:-1000000}
+SEED=${SEED:-1}
+RUNS=${RUNS:-3}
+DATA=${DATA:-$ROOT/bench-data}
+WORK=${WORK:-$DATA/runs}
+BIN=${BIN:-$ROOT/bin/bench}
+SKIP_BATCHLAKE=${SKIP_BATCHLAKE:-}
+SKIP_BASELINE=${SKIP_BASELINE:-}
+BASELINE_FLAGS=${BASELINE_FLAGS:-}
+KEEP=${KEEP:-}
+TIME=/usr/bin/time
+
+die() { echo "bench: $*" >&2; exit 1; }
+log() { echo "bench: $*" >&2; }
+
+[[ $N =~ ^[1-9][0-9]*$ ]] || die "N must be a positive integer, got '$N'"
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
+[[ -x $TIME ]] || die "$TIME is missing (Debian/Ubuntu: apt-get install time)"
+command -v jq >/dev/null || die "jq is missing (Debian/Ubuntu: apt-get install jq)"
+command -v go >/dev/null || die "go is missing"
+
+# ---- build -------------------------------------------------------------------
+mkdir -p "$BIN"
+log "building blgen and blbaseline into $BIN"
+go build -o "$BIN/blgen" ./cmd/blgen
+[[ -n $SKIP_BASELINE ]] || go build -o "$BIN/blbaseline" ./cmd/blbaseline
+if [[ -z $SKIP_BATCHLAKE ]]; then
+	if [[ -n ${BATCHLAKE:-} ]]; then
+		[[ -x $BATCHLAKE ]] || die "BATCHLAKE=$BATCHLAKE is not an executable"
+	else
+		[[ -d cmd/batchlake ]] || die "cmd/batchlake does not exist in this checkout (set BATCHLAKE=path, or SKIP_BATCHLAKE=1 to run the generator and baseline only)"
+		log "building batchlake into $BIN"
+		go build -o "$BIN/batchlake" ./cmd/batchlake
+		BATCHLAKE=$BIN/batchlake
+	fi
+fi
+
+# ---- measurement helpers -------------------------------------------------------
+
+# timed NAME OUTDIR CMD...: run CMD under /usr/bin/time -v, stdout to
+# OUTDIR/NAME.json, stderr to OUTDIR/NAME.log, the time report to
+# OUTDIR/NAME.time; sets RC, WALL and CPU (user + system) seconds and RSS
+# (KiB). Never fails.
+timed() {
+	local name=$1 dir=$2
+	shift 2
+	RC=0
+	"$TIME" -v -o "$dir/$name.time" "$@" >"$dir/$name.json" 2>"$dir/$name.log" || RC=$?
+	WALL=$(awk -F': ' '/Elapsed \(wall clock\) time/ {
+		n = split($2, p, ":"); s = 0
+		for (i = 1; i <= n; i++) s = s * 60 + p[i]
+		print s }' "$dir/$name.time")
+	RSS=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/$name.time")
+	CPU=$(awk -F': ' '/(User|System) time \(seconds\)/ {s += $2} END {print s + 0}' "$dir/$name.time")
+	[[ -n $WALL && -n $RSS ]] || { WALL=0; RSS=0; CPU=0; }
+}
+
+# samples of one step: lines "wall rss cpu" in $WORK/samples/STEP
+record() { echo "$2 $3 $4" >>"$WORK/samples/$1"; }
+
+median() { sort -g | awk '{v[NR] = $1} END { if (NR == 0) { print 0; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+maxof() { sort -g | tail -n 1; }
+
+MISMATCHES=0
+# check WHAT JSONFILE KEYS...: compare keys of a JSON result with truth.json.
+check() {
+	local what=$1 file=$2 key got want
+	shift 2
+	for key in "$@"; do
+		got=$(jq -c --arg k "$key" 'if type == "object" and has($k) then .[$k] else "<absent>" end' "$file" 2>/dev/null || echo "<not JSON>")
+		want=$(jq -c --arg k "$key" '.[$k]' "$DATA/truth.json")
+		if [[ $got != "$want" ]]; then
+			echo "!!!!!!!! MISMATCH  $what: $key = $got, truth.json says $want" >&2
+			MISMATCHES=$((MISMATCHES + 1))
+		fi
+	done
+}
+
+# ---- data ----------------------------------------------------------------------
+GEN_WALL="" GEN_RSS="" GEN_CPU=""
+want_gen=$("$BIN/blgen" -version)
+mkdir -p "$DATA"
+if [[ -f $DATA/truth.json ]] &&
+	[[ $(jq -r '"\(.n) \(.seed) \(.generator)"' "$DATA/truth.json") == "$N $SEED $want_gen" ]]; then
+	log "reusing $DATA (n=$N seed=$SEED)"
+else
+	log "generating $N records into $DATA"
+	mkdir -p "$WORK"
+	timed blgen "$WORK" "$BIN/blgen" -n "$N" -seed "$SEED" -out "$DATA"
+	[[ $RC == 0 ]] || { cat "$WORK/blgen.log" >&2; die "blgen failed (exit $RC)"; }
+	GEN_WALL=$WALL GEN_RSS=$RSS GEN_CPU=$CPU
+fi
+jq -e --argjson n "$N" '.expected == $n' "$DATA/truth.json" >/dev/null || die "$DATA/truth.json does not describe $N records"
+
+IN=$DATA/input.jsonl OUT=$DATA/output.jsonl ERR=$DATA/errors.jsonl
+size() { stat -c %s "$1"; }
+B_IN=$(size "$IN")
+B_RES=$(($(size "$OUT") + $(size "$ERR")))
+B_ALL=$((B_IN + B_RES))
+log "files: $(awk -v b="$B_ALL" 'BEGIN {printf "%.1f MB", b / 1e6}') in total; reading them once into the page cache"
+cat "$IN" "$OUT" "$ERR" >/dev/null
+
+rm -rf "$WORK/samples" "$WORK/inner"
+mkdir -p "$WORK/samples" "$WORK/inner"
+
+# ---- runs ----------------------------------------------------------------------
+TRUTH_KEYS=(expected succeeded quality_failed failed_retryable failed_permanent missing unknown duplicate quarantined retry_records closed)
+FAILED=0
+LAST_BASELINE=""
+for ((r = 1; r <= RUNS; r++)); do
+	run=$WORK/run-$r
+	rm -rf "$run"
+	mkdir -p "$run"
+	if [[ -z $SKIP_BATCHLAKE ]]; then
+		lake=$run/lake
+		log "run $r/$RUNS: batchlake plan"
+		timed plan "$run" "$BATCHLAKE" plan --lake "$lake" --provider openai --input "$IN" --tenant bench --prompt-version v1
+		if [[ $RC != 0 ]]; then
+			log "plan failed (exit $RC); see $run/plan.log"
+			FAILED=1
+		else
+			record plan "$WALL" "$RSS" "$CPU"
+			P_WALL=$WALL P_RSS=$RSS P_CPU=$CPU
+			job=$(jq -r '.job_key // empty' "$run/plan.json")
+			[[ -n $job ]] || die "plan printed no job_key (see $run/plan.json)"
+			log "run $r/$RUNS: batchlake ingest (job $job)"
+			timed ingest "$run" "$BATCHLAKE" ingest --lake "$lake" --job "$job" --output "$OUT" --errors "$ERR"
+			if [[ $RC != 0 ]]; then
+				log "ingest failed (exit $RC); see $run/ingest.log"
+				FAILED=1
+			else
+				record ingest "$WALL" "$RSS" "$CPU"
+				I_WALL=$WALL I_RSS=$RSS I_CPU=$CPU
+				log "run $r/$RUNS: batchlake reconcile"
+				timed reconcile "$run" "$BATCHLAKE" reconcile --lake "$lake" --job "$job"
+				case $RC in
+				0 | 10 | 11)
+					record reconcile "$WALL" "$RSS" "$CPU"
+					record total "$(awk -v a="$P_WALL" -v b="$I_WALL" -v c="$WALL" 'BEGIN {print a + b + c}')" \
+						"$(printf '%s\n' "$P_RSS" "$I_RSS" "$RSS" | maxof)" \
+						"$(awk -v a="$P_CPU" -v b="$I_CPU" -v c="$CPU" 'BEGIN {print a + b + c}')"
+					check "run $r reconcile report" "$run/reconcile.json" "${TRUTH_KEYS[@]}"
+					;;
+				*)
+					log "reconcile failed (exit $RC); see $run/reconcile.log"
+					FAILED=1
+					;;
+				esac
+			fi
+		fi
+		[[ -n $KEEP ]] || rm -rf "$lake"
+	fi
+	if [[ -z $SKIP_BASELINE ]]; then
+		log "run $r/$RUNS: DuckDB baseline"
+		# shellcheck disable=SC2086 # BASELINE_FLAGS is a list of flags
+		timed baseline "$run" "$BIN/blbaseline" -input "$IN" -output "$OUT" -errors "$ERR" -work "$run/baseline" $BASELINE_FLAGS
+		if [[ $RC != 0 ]]; then
+			log "baseline failed (exit $RC); see $run/baseline.log"
+			FAILED=1
+		else
+			record baseline "$WALL" "$RSS" "$CPU"
+			LAST_BASELINE=$run/baseline.json
+			check "run $r baseline" "$run/baseline.json" expected missing unknown duplicate
+			for s in $(jq -r '.steps[].step' "$run/baseline.json"); do
+				jq -r --arg s "$s" '.steps[] | select(.step == $s) | .seconds' "$run/baseline.json" >>"$WORK/inner/$s"
+			done
+		fi
+		[[ -n $KEEP ]] || rm -rf "$run/baseline"
+	fi
+done
+
+# ---- report --------------------------------------------------------------------
+# row NAME WALL RSS_KIB BYTES CPU
+row() {
+	awk -v name="$1" -v wall="$2" -v rss="$3" -v bytes="$4" -v cpu="$5" -v n="$N" 'BEGIN {
+		rps = wall > 0 ? n / wall : 0; mbs = (wall > 0 && bytes > 0) ? bytes / 1e6 / wall : 0
+		printf "%-24s %10.2f %12.0f %9.1f %11.0f %9.2f\n", name, wall, rps, mbs, rss / 1024, cpu }'
+}
+stepwall() { [[ -s $WORK/samples/$1 ]] && awk '{print $1}' "$WORK/samples/$1" | median || echo 0; }
+steprss() { [[ -s $WORK/samples/$1 ]] && awk '{print $2}' "$WORK/samples/$1" | maxof || echo 0; }
+stepcpu() { [[ -s $WORK/samples/$1 ]] && awk '{print $3}' "$WORK/samples/$1" | median || echo 0; }
+steprow() { row "$1" "$(stepwall "$2")" "$(steprss "$2")" "$3" "$(stepcpu "$2")"; }
+
+echo
+echo "batchlake bench: N=$N seed=$SEED runs=$RUNS, $(nproc) cores, files $(awk -v b="$B_ALL" 'BEGIN {printf "%.1f MB", b / 1e6}') (input $(awk -v b="$B_IN" 'BEGIN {printf "%.1f", b / 1e6}') MB), in page cache"
+echo "wall = median over runs (s), records/s = N / wall, MB/s = the step's input files / wall,"
+echo "peak RSS = max over runs (MiB), cpu = median user + system seconds (wall/cpu shows how contended the cores were)"
+printf "%-24s %10s %12s %9s %11s %9s\n" step "wall s" records/s "MB/s" "peak RSS" "cpu s"
+if [[ -n $GEN_WALL ]]; then
+	row "blgen (generate)" "$GEN_WALL" "$GEN_RSS" "$B_ALL" "$GEN_CPU"
+fi
+BL_TOTAL="" BASE_TOTAL=""
+if [[ -z $SKIP_BATCHLAKE ]]; then
+	steprow "batchlake plan" plan "$B_IN"
+	steprow "batchlake ingest" ingest "$B_RES"
+	steprow "batchlake reconcile" reconcile "$B_ALL"
+	if [[ -s $WORK/samples/total ]]; then
+		# the total of each complete run, then the median of the totals
+		BL_TOTAL=$(stepwall total)
+		steprow "batchlake total" total "$B_ALL"
+	fi
+fi
+if [[ -z $SKIP_BASELINE && -s $WORK/samples/baseline ]]; then
+	BASE_TOTAL=$(stepwall baseline)
+	steprow "duckdb baseline (total)" baseline "$B_ALL"
+	for s in $(jq -r '.steps[].step' "$LAST_BASELINE"); do
+		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/$s")"
+	done
+fi
+RATIO=""
+if [[ -n $BL_TOTAL && -n $BASE_TOTAL ]]; then
+	RATIO=$(awk -v a="$BL_TOTAL" -v b="$BASE_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+	echo "batchlake / baseline wall time: ${RATIO}x (target: <= 1.00)"
+fi
+
+# A machine-readable summary beside the samples.
+jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson cores "$(nproc)" \
+	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
+	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
+	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
+	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
+	  batchlake_total_s: (if $bl == "" then null else ($bl | tonumber) end),
+	  baseline_total_s: (if $base == "" then null else ($base | tonumber) end),
+	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
+	  mismatches: $mismatches}' >"$WORK/bench.json.tmp"
+for f in "$WORK"/samples/*; do
+	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber), cpu_s: ((.[2] // "0") | tonumber)}]}' "$f"
+done | jq -s --slurpfile head "$WORK/bench.json.tmp" '$head[0] + {samples: (add // {})}' >"$WORK/bench.json"
+rm -f "$WORK/bench.json.tmp"
+echo "samples, logs and bench.json in $WORK"
+
+if ((MISMATCHES > 0)); then
+	echo
+	echo "!!!!!!!! MISMATCH: $MISMATCHES count(s) differ from $DATA/truth.json — see above" >&2
+	exit 3
+fi
+if ((FAILED)); then
+	die "a step failed; see the logs in $WORK"
+fi
