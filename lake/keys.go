@@ -134,3 +134,8 @@ func ParseObjectKey(key string) (Digest, bool) {
 	d, err := ParseDigest(base)
 	return d, err == nil
 }
+
+// SimStatePrefix holds the built-in simulator's pretend server state: inside
+// the lake so separate commands see the same simulated batches, outside its
+// contract (not write-once, not verified).
+const SimStatePrefix = "_sim/"

@@ -13,6 +13,7 @@ import (
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/providers/sim"
 )
 
@@ -42,9 +43,9 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	case "sim":
 		c = sim.New(l, p.simSeed)
 	case "openai":
-		oc, err := openAIClient()
+		oc, err := openaibatch.New(openaibatch.Config{Logger: g.log})
 		if err != nil {
-			return nil, err
+			return nil, &ingest.UsageError{Msg: "--provider openai: " + err.Error()}
 		}
 		c = oc
 	default:
@@ -136,8 +137,4 @@ func cancelCmd(ctx context.Context, g *globals) *cobra.Command {
 		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
 			return d.Cancel(ctx, j)
 		}, 0)
-}
-
-func openAIClient() (providers.Client, error) {
-	return nil, fmt.Errorf("--provider openai: the OpenAI adapter is not built into this binary yet")
 }

@@ -20,10 +20,7 @@ import (
 	"github.com/batchlake/batchlake/providers"
 )
 
-// statePrefix is where the simulator keeps its pretend server state, inside
-// the lake but outside the lake's contract, so that separate batchlake
-// commands (submit, status, collect) see the same simulated batches.
-const statePrefix = "_sim/"
+const statePrefix = lake.SimStatePrefix
 
 // Client is a simulated provider implementing providers.Client. Batches move
 // validating -> in_progress -> completed on successive polls.

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+func verifyCmd(ctx context.Context, g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Re-hash every object in the lake and check manifests, tables and ledger agree (non-zero exit on any problem)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			rep, err := lake.Verify(ctx, l)
+			if err != nil {
+				return err
+			}
+			for _, p := range rep.Problems {
+				g.log.Warn(p.Message, "key", p.Key, "severity", p.Severity)
+			}
+			g.log.Info("verified", "objects", rep.Objects, "table_files", rep.TableFiles, "manifests", rep.Manifests,
+				"ledger_events", rep.LedgerEvents, "errors", rep.Errors(), "warnings", rep.Warnings())
+			printJSON(g.stdout, struct {
+				lake.Report
+				OK bool `json:"ok"`
+			}{rep, rep.OK()})
+			if !rep.OK() {
+				return exitErr{exitError}
+			}
+			return nil
+		},
+	}
+}
