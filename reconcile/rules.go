@@ -71,9 +71,16 @@ func isDigits(s string) bool {
 
 // String is a canonical rendering, part of a reconcile run's identity.
 func (r Rules) String() string {
-	st := make([]string, len(r.Statuses))
-	for i, s := range r.Statuses {
-		st[i] = strconv.Itoa(s)
+	var st []string
+	for i := 0; i < len(r.Statuses); i++ {
+		s := r.Statuses[i]
+		// A whole class (500..599) prints as 5xx.
+		if s%100 == 0 && i+99 < len(r.Statuses) && r.Statuses[i+99] == s+99 {
+			st = append(st, strconv.Itoa(s/100)+"xx")
+			i += 99
+			continue
+		}
+		st = append(st, strconv.Itoa(s))
 	}
 	return "status=" + strings.Join(st, ",") + ";codes=" + strings.Join(r.Codes, ",") + ";permanent=" + strings.Join(r.Permanent, ",")
 }
