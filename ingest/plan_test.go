@@ -1,0 +1,272 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+func openaiLine(id, model, content string) string {
+	return fmt.Sprintf(`{"custom_id": %q, "method": "POST", "url": "/v1/chat/completions", "body": {"model": %q, "messages": [{"role": "user", "content": %q}], "max_tokens": 100}}`, id, model, content)
+}
+
+func writeFile(t *testing.T, name string, lines []string, eol string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(strings.Join(lines, eol)+eol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newLake(t *testing.T) *lake.Lake {
+	t.Helper()
+	l, err := lake.Open(context.Background(), filepath.Join(t.TempDir(), "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func keys(t *testing.T, l *lake.Lake) []string {
+	t.Helper()
+	k, err := l.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// lp is an independent rendering of CONTRACT §2's length-prefixed sha256.
+func lp(fields ...string) string {
+	h := sha256.New()
+	for _, f := range fields {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func opts(input string) PlanOptions {
+	return PlanOptions{Provider: "openai", Input: input, Tenant: "acme", PromptVersion: "p1", SourceVersion: "s1", DatasetVersion: "d1", TmpDir: os.TempDir()}
+}
+
+func TestIdentity(t *testing.T) {
+	ctx := context.Background()
+	lines := []string{openaiLine("a", "gpt-4o-mini", "one"), openaiLine("b", "gpt-4o-mini", "two"), openaiLine("c", "gpt-4o-mini", "three")}
+	l := newLake(t)
+	res, err := Plan(ctx, l, opts(writeFile(t, "in.jsonl", lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created || res.Records != 3 {
+		t.Fatalf("plan: %+v", res)
+	}
+
+	// record_id and job_key recomputed independently from the contract.
+	cfg := lp("/v1/chat/completions", `{"max_tokens":100,"model":"gpt-4o-mini"}`)
+	m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GenerationConfigHash != cfg {
+		t.Errorf("generation config hash %s, want %s", m.GenerationConfigHash, cfg)
+	}
+	in := sha256.New()
+	for i, id := range []string{"a", "b", "c"} {
+		body := []string{`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"one"}],"max_tokens":100}`,
+			`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"two"}],"max_tokens":100}`,
+			`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"three"}],"max_tokens":100}`}[i]
+		req, _ := hex.DecodeString(lp("POST", "/v1/chat/completions", body))
+		for _, f := range [][]byte{[]byte(id), req} {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+			in.Write(n[:])
+			in.Write(f)
+		}
+	}
+	inputHash := hex.EncodeToString(in.Sum(nil))
+	if m.InputSHA256 != inputHash {
+		t.Errorf("input hash %s, want %s", m.InputSHA256, inputHash)
+	}
+	if want := lp("acme", "d1", inputHash, "gpt-4o-mini", "p1", cfg); res.JobKey != want {
+		t.Errorf("job_key %s, want %s", res.JobKey, want)
+	}
+	if lp("ab", "c") == lp("a", "bc") {
+		t.Fatal("length prefix does not separate fields")
+	}
+
+	// The same records in another order with CRLF line ends: same job, nothing written.
+	before := keys(t, l)
+	shuffled := []string{lines[2], lines[0], lines[1]}
+	again, err := Plan(ctx, l, opts(writeFile(t, "in2.jsonl", shuffled, "\r\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.JobKey != res.JobKey || again.Created {
+		t.Fatalf("replan: job %s created %v, want %s not created", again.JobKey, again.Created, res.JobKey)
+	}
+	if after := keys(t, l); len(after) != len(before) {
+		t.Fatalf("replan wrote %d new keys", len(after)-len(before))
+	}
+
+	// A new prompt version gives a new job and new record ids.
+	o := opts(writeFile(t, "in3.jsonl", lines, "\n"))
+	o.PromptVersion = "p2"
+	other, err := Plan(ctx, l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.JobKey == res.JobKey {
+		t.Fatal("prompt version did not change the job key")
+	}
+}
+
+func mustDigest(t *testing.T, s string) lake.Digest {
+	t.Helper()
+	d, err := lake.ParseDigest(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestPlanRefusesBadInput(t *testing.T) {
+	good := openaiLine("a", "gpt-4o-mini", "x")
+	cases := []struct {
+		name  string
+		lines []string
+		edit  func(*PlanOptions)
+		want  []string // substrings of the error
+	}{
+		{"malformed line", []string{good, `{"custom_id": "b", "method": "POST",`}, nil, []string{"line 2", "not valid JSON"}},
+		{"duplicate id names both lines", []string{good, openaiLine("z", "gpt-4o-mini", "y"), openaiLine("a", "gpt-4o-mini", "other")}, nil, []string{"line 3", "custom_id", `duplicate "a", first on line 1`}},
+		{"missing custom_id", []string{`{"method": "POST", "url": "/v1/chat/completions", "body": {"model": "m"}}`}, nil, []string{"line 1", "field custom_id", "missing"}},
+		{"wrong method", []string{strings.Replace(good, `"POST"`, `"GET"`, 1)}, nil, []string{"field method"}},
+		{"unknown endpoint", []string{strings.Replace(good, "/v1/chat/completions", "/v1/nope", 1)}, nil, []string{"field url"}},
+		{"two models", []string{good, openaiLine("b", "gpt-4o", "y")}, nil, []string{"line 2", "body.model", "one model per file"}},
+		{"control character in id", []string{strings.Replace(good, `"a"`, `"a\u0001b"`, 1)}, nil, []string{"field custom_id", "control character"}},
+		{"missing tenant", []string{good}, func(o *PlanOptions) { o.Tenant = "" }, []string{"--tenant"}},
+		{"path in tenant", []string{good}, func(o *PlanOptions) { o.Tenant = "../etc" }, []string{"tenant"}},
+		{"missing prompt version", []string{good}, func(o *PlanOptions) { o.PromptVersion = "" }, []string{"--prompt-version"}},
+		{"empty file", []string{""}, nil, []string{"no requests"}},
+		{"key field missing", []string{good}, func(o *PlanOptions) { o.KeyField = "body.metadata.doc" }, []string{"field body.metadata.doc", "missing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLake(t)
+			o := opts(writeFile(t, "in.jsonl", c.lines, "\n"))
+			if c.edit != nil {
+				c.edit(&o)
+			}
+			_, err := Plan(context.Background(), l, o)
+			if err == nil {
+				t.Fatal("plan accepted bad input")
+			}
+			if !errors.Is(err, ErrBadInput) {
+				t.Errorf("error %v is not ErrBadInput (exit 2)", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if k := keys(t, l); len(k) != 0 {
+				t.Errorf("refused plan wrote %v", k)
+			}
+		})
+	}
+}
+
+func TestPlanShardsWithinLimits(t *testing.T) {
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, openaiLine(fmt.Sprintf("r%02d", i), "gpt-4o-mini", strings.Repeat("x", rand.IntN(50))))
+	}
+	cases := []struct {
+		name     string
+		records  int
+		bytes    int64
+		wantRecs []int64
+	}{
+		{"records", 4, 0, []int64{4, 4, 2}},
+		{"bytes", 0, 500, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLake(t)
+			o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+			o.ShardMaxRecords, o.ShardMaxBytes = c.records, c.bytes
+			res, err := Plan(context.Background(), l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			for i, s := range res.Shards {
+				total += s.Records
+				if c.wantRecs != nil && s.Records != c.wantRecs[i] {
+					t.Errorf("shard %d has %d records, want %d", i, s.Records, c.wantRecs[i])
+				}
+				if c.bytes > 0 && s.Bytes > c.bytes {
+					t.Errorf("shard %s is %d bytes, over %d", s.ShardID, s.Bytes, c.bytes)
+				}
+			}
+			if total != 10 {
+				t.Errorf("shards hold %d records, want 10", total)
+			}
+			if c.wantRecs != nil && len(res.Shards) != len(c.wantRecs) {
+				t.Errorf("%d shards, want %d", len(res.Shards), len(c.wantRecs))
+			}
+		})
+	}
+}
+
+func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	l := newLake(t)
+	res, err := Plan(ctx, l, opts(writeFile(t, "in.jsonl", []string{openaiLine("a", "gpt-4o-mini", "x")}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := writeFile(t, "out.jsonl", []string{
+		"\ufeff" + `{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`,
+		`{"id":"r2","custom_id":"b","response":`,
+		`{"id":"r3","response":null,"error":{"code":"batch_expired","message":"x"}}`,
+		strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
+	}, "\r\n")
+	fr, err := IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr.Lines != 4 || fr.Rows != 1 || fr.Quarantined != 3 || !fr.Created {
+		t.Fatalf("ingest: %+v, want 4 lines, 1 row, 3 quarantined", fr)
+	}
+	before := keys(t, l)
+	again, err := IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Created || again.Rows != 1 {
+		t.Fatalf("second ingest: %+v", again)
+	}
+	if after := keys(t, l); len(after) != len(before) {
+		t.Fatalf("second ingest wrote %d keys", len(after)-len(before))
+	}
+}
