@@ -1,2 +1,2 @@
 -- The syntax tree of a candidate quality-gate query, as JSON.
-SELECT json_serialize_sql({{.Query}});
+SELECT CAST(json_serialize_sql({{.Query}}) AS VARCHAR);

@@ -1,0 +1,123 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+func smallLake(t *testing.T) (*lake.Lake, *lake.Manifest, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := lake.Open(context.Background(), filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	g := generate(rand.New(rand.NewPCG(7, 7)), 40, 1, 1)
+	return l, planAndIngest(t, l, dir, g, 0), dir
+}
+
+func TestQualityGate(t *testing.T) {
+	l, m, dir := smallLake(t)
+	secret := filepath.Join(dir, "secret.csv")
+	os.WriteFile(secret, []byte("a\n1\n"), 0o644)
+	cases := []struct {
+		gate string
+		ok   bool
+	}{
+		{"finish_reason <> 'length'", true},
+		{"length(output_text) > 3 AND output_tokens < 10000", true},
+		{"true) OR (1=1", true}, // still just a predicate
+		{"1; DROP TABLE expected", false},
+		{"(SELECT count(*) FROM read_csv('" + secret + "')) > 0", false},
+		{"exists (SELECT 1 FROM expected)", false},
+		{"true) UNION SELECT * FROM attempts_raw WHERE (true", false},
+		{"true) ORDER BY (1", false},
+		{"getenv('HOME') IS NOT NULL", false},
+		{"current_setting('threads') > 0", false},
+		{"no_such_column = 1", false},
+		{"true --", false},
+	}
+	for _, c := range cases {
+		t.Run(c.gate, func(t *testing.T) {
+			_, err := Run(context.Background(), l, Options{JobKey: m.JobKey, QualityGate: c.gate, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+			if c.ok && err != nil {
+				t.Fatalf("refused a predicate: %v", err)
+			}
+			if !c.ok {
+				if err == nil {
+					t.Fatal("accepted")
+				}
+				if !errors.Is(err, ingest.ErrBadInput) || !strings.Contains(err.Error(), "--quality-gate") {
+					t.Fatalf("error %v: want a --quality-gate usage error", err)
+				}
+			}
+		})
+	}
+}
+
+func TestSQLSessionIsReadOnly(t *testing.T) {
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	secret := filepath.Join(dir, "secret.csv")
+	os.WriteFile(secret, []byte("a\n1\n"), 0o644)
+	victim := filepath.Join(dir, "written.csv")
+	for _, q := range []string{
+		"SELECT count(*) FROM records",
+		"SELECT final_state, count(*) FROM records GROUP BY ALL",
+		"SELECT category, sum(cost_usd) FROM costs GROUP BY 1",
+		"SELECT count(*) FROM ledger",
+		"SELECT count(*) FROM attempts WHERE record_id IS NULL",
+		"SELECT count(*) FROM manifests JOIN shards USING (job_key)",
+	} {
+		rows, err := e.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		rows.Close()
+	}
+	for _, q := range []string{
+		"COPY (SELECT 1) TO '" + victim + "'",
+		"SELECT * FROM read_csv('" + secret + "')",
+		"SELECT * FROM read_text('/etc/passwd')",
+		"ATTACH '" + filepath.Join(dir, "x.db") + "'",
+		"INSTALL httpfs",
+		"LOAD httpfs",
+		"CREATE TABLE t AS SELECT 1",
+		"DROP VIEW records",
+		"SET enable_external_access = true",
+		"SELECT 1; COPY (SELECT 1) TO '" + victim + "'",
+		"PRAGMA threads=1",
+		"SELECT * FROM glob('/etc/*')",
+	} {
+		rows, err := e.Query(ctx, q)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+			rows.Close()
+		}
+		if err == nil {
+			t.Errorf("%s: allowed", q)
+		}
+	}
+	if _, err := os.Stat(victim); err == nil {
+		t.Fatal("a query wrote a file")
+	}
+}
