@@ -23,6 +23,7 @@ type EngineOptions struct {
 	TempDir     string // spill directory; "" uses a fresh temporary directory
 	CacheDir    string // local cache for remote lakes; "" uses the user cache dir
 	CacheBytes  int64  // cache bound; 0 means 4 GiB
+	Database    string // a DuckDB database file; "" for in-memory
 }
 
 // Engine is one DuckDB session over a lake.
@@ -44,7 +45,7 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	dsn := fmt.Sprintf("?threads=%d&temp_directory=%s&autoinstall_known_extensions=false&autoload_known_extensions=false", threads, filepath.Join(tmp, "spill"))
+	dsn := o.Database + fmt.Sprintf("?threads=%d&temp_directory=%s&autoinstall_known_extensions=false&autoload_known_extensions=false", threads, filepath.Join(tmp, "spill"))
 	if o.MemoryLimit != "" {
 		dsn += "&memory_limit=" + o.MemoryLimit
 	}

@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pf.StringVar(&g.memLimit, "memory-limit", "", "DuckDB memory limit, e.g. 1GB (default: DuckDB's); DuckDB spills beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
-		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g))
+		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g))
 	err := root.Execute()
 	code := exitCode(err)
 	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+func catalogCmd(ctx context.Context, g *globals) *cobra.Command {
+	var out, tenant string
+	c := &cobra.Command{
+		Use:   "catalog --out analytics.duckdb",
+		Short: "Write a DuckDB database whose views read the lake, for analysts' own tools",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return &ingest.UsageError{Msg: "catalog: missing required flag --out"}
+			}
+			if tenant != "" {
+				if err := lake.ValidTenant(tenant); err != nil {
+					return &ingest.UsageError{Msg: "--tenant: " + err.Error()}
+				}
+			}
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			res, err := reconcile.Catalog(ctx, l, out, g.engineOptions(), reconcile.Scope{Tenant: tenant})
+			if err != nil {
+				return err
+			}
+			g.log.Info("catalog written", "database", res.Database, "files", res.Files)
+			printJSON(g.stdout, res)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&out, "out", "", "the DuckDB database file to write (required)")
+	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant's data")
+	return c
+}

@@ -1,0 +1,58 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// CatalogResult is what the catalog command prints.
+type CatalogResult struct {
+	Database string   `json:"database"`
+	Files    int      `json:"files"`
+	Views    []string `json:"views"`
+	Sidecar  string   `json:"sidecar"`
+}
+
+// Catalog writes a DuckDB database whose views read the lake's committed
+// files, for the DuckDB CLI, DBeaver or Python. Small tables built from the
+// lake's JSON markers (manifests, shards, ledger) are written as Parquet in a
+// sidecar folder next to it. A remote lake's files are read from the cache.
+// Re-run it to see newer jobs: the views list the files committed when it ran.
+func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, scope Scope) (*CatalogResult, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, err
+	}
+	tmp := abs + ".tmp"
+	os.Remove(tmp)
+	o.Database = tmp
+	e, err := OpenEngine(l, o)
+	if err != nil {
+		return nil, err
+	}
+	side := abs + ".d"
+	files, err := e.Views(ctx, scope, "VIEW", side)
+	if err == nil {
+		_, err = e.DB.ExecContext(ctx, "CHECKPOINT")
+	}
+	if cerr := e.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("catalog %s: %w", out, err)
+	}
+	// Appear complete or not at all.
+	if err := os.Rename(tmp, abs); err != nil {
+		return nil, err
+	}
+	return &CatalogResult{Database: abs, Files: len(files), Sidecar: side,
+		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger"}}, nil
+}

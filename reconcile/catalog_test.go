@@ -1,0 +1,42 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+)
+
+// TestCatalog: the catalog database opens in a fresh DuckDB and its views
+// give the same numbers as the report.
+func TestCatalog(t *testing.T) {
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "sub", "analytics.duckdb")
+	if _, err := Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: dir}, Scope{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("duckdb", out+"?access_mode=READ_ONLY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var succeeded, expected, events int64
+	var total string
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM records WHERE final_state = 'succeeded'),
+		(SELECT count(*) FROM expected),
+		(SELECT count(*) FROM ledger),
+		(SELECT CAST(sum(cost_usd) AS VARCHAR) FROM costs)`).Scan(&succeeded, &expected, &events, &total); err != nil {
+		t.Fatal(err)
+	}
+	if succeeded != rep.Succeeded || expected != rep.Expected || events == 0 || trimDecimal(total) != string(rep.CostUSD["total"]) {
+		t.Fatalf("catalog: succeeded %d expected %d events %d cost %s; report %d %d %s", succeeded, expected, events, total, rep.Succeeded, rep.Expected, rep.CostUSD["total"])
+	}
+}
