@@ -32,6 +32,8 @@ type Engine struct {
 	lake  *lake.Lake
 	tmp   string
 	stage *stager
+	// emptyDir holds the empty schema files; a catalog needs them to outlive the session.
+	emptyDir string
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and
@@ -112,7 +114,11 @@ func (e *Engine) QueryFile(ctx context.Context, name string, data any) (*sql.Row
 // paths, each verified against the digest in its name; the list starts with
 // an empty file of the table's schema so that an empty list still has columns.
 func LocalFiles[T any](ctx context.Context, e *Engine, keys []string) ([]string, error) {
-	empty, err := emptyFile[T](e.tmp)
+	dir := e.emptyDir
+	if dir == "" {
+		dir = e.tmp
+	}
+	empty, err := emptyFile[T](dir)
 	if err != nil {
 		return nil, err
 	}

@@ -22,16 +22,16 @@ import (
 type fate int
 
 const (
-	fSuccess fate = iota
-	fEmpty          // 200 with no content: fails the default quality gate
-	f500            // retryable
-	f429            // retryable
-	fExpired        // batch_expired error line: retryable
-	fQuota          // 429 insufficient_quota: permanent
-	f400            // permanent
-	fMissing        // no line
-	fDupSuccess     // the success line twice
-	fSuccessAndErr  // a success and an expired line: succeeded and duplicate
+	fSuccess       fate = iota
+	fEmpty              // 200 with no content: fails the default quality gate
+	f500                // retryable
+	f429                // retryable
+	fExpired            // batch_expired error line: retryable
+	fQuota              // 429 insufficient_quota: permanent
+	f400                // permanent
+	fMissing            // no line
+	fDupSuccess         // the success line twice
+	fSuccessAndErr      // a success and an expired line: succeeded and duplicate
 	nFates
 )
 

@@ -68,6 +68,10 @@ type Scope struct{ Tenant string }
 // so a read-only session can be limited to exactly those.
 func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir string) ([]string, error) {
 	l := e.lake
+	if err := os.MkdirAll(smallDir, 0o755); err != nil {
+		return nil, err
+	}
+	e.emptyDir = smallDir
 	keys, err := l.List(ctx, lake.ManifestPrefix)
 	if err != nil {
 		return nil, err
