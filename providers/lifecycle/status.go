@@ -9,6 +9,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 	"github.com/batchlake/batchlake/providers"
 )
 
@@ -147,7 +148,12 @@ func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, batchID, fil
 	if err := f.Close(); err != nil {
 		return ingest.FileResult{}, err
 	}
-	return ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	failpoint.Hit(failpoint.CollectAfterDownload)
+	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	if err == nil {
+		failpoint.Hit(failpoint.CollectAfterIngest)
+	}
+	return fr, err
 }
 
 // Cancel asks the provider to cancel every bound, unfinished batch; status
