@@ -38,6 +38,10 @@ func TestCrashMatrix(t *testing.T) {
 		if rows := h.attemptRows(p.JobKey); rows != wantRows {
 			h.t.Errorf("%d attempt rows, uninterrupted run %d: result lines lost or ingested twice", rows, wantRows)
 		}
+		// Whatever the crash left behind, the lake is consistent.
+		if r := h.run("verify"); r.code != 0 {
+			h.t.Errorf("verify after the crash: %s", r)
+		}
 	}
 
 	for _, c := range []struct {
