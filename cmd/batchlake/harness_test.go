@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -479,12 +478,6 @@ func (h *harness) ledgerStates(job, shard string) []string {
 		out[i] = r.State
 	}
 	return out
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	sort.Strings(c)
-	return c
 }
 
 // attemptRows counts the attempts rows of a job (every ingested result line).
