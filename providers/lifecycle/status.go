@@ -9,6 +9,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 	"github.com/batchlake/batchlake/providers"
 )
 
@@ -99,9 +100,22 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 	}
 	res := &Result{JobKey: m.JobKey}
 	for _, s := range m.Shards {
-		last, err := d.Ledger.Last(ctx, job, s.ShardID)
+		evs, err := d.Ledger.Events(ctx, job, s.ShardID)
 		if err != nil {
 			return nil, err
+		}
+		// The provider's view of the batch (status, file ids) is on the
+		// newest event that recorded it: reconcile's events carry none, and
+		// collecting again after reconcile must still find the files.
+		var last lake.Event
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Detail["provider_status"] != "" {
+				last = evs[i]
+				break
+			}
+		}
+		if len(evs) > 0 {
+			last.State = evs[len(evs)-1].State
 		}
 		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"]}
 		if last.ProviderJobID == "" || !(&providers.Batch{Status: sr.ProviderStatus}).Terminal() {
@@ -126,7 +140,12 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 			got = append(got, fmt.Sprintf("%s:%d lines", f.channel, fr.Lines))
 		}
 		sr.Action = "collected"
-		if len(got) == 0 && sr.Detail == "" {
+		switch {
+		case last.Detail["output_file_id"] == "" && last.Detail["error_file_id"] == "":
+			// A batch failed at validation (or cancelled before it ran) has
+			// no result files: its records count as missing.
+			sr.Action = "no_results"
+		case len(got) == 0 && sr.Detail == "":
 			sr.Action = "already_collected"
 		}
 		res.Shards = append(res.Shards, sr)
@@ -147,7 +166,12 @@ func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, batchID, fil
 	if err := f.Close(); err != nil {
 		return ingest.FileResult{}, err
 	}
-	return ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	failpoint.Hit(failpoint.CollectAfterDownload)
+	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	if err == nil {
+		failpoint.Hit(failpoint.CollectAfterIngest)
+	}
+	return fr, err
 }
 
 // Cancel asks the provider to cancel every bound, unfinished batch; status

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 	"github.com/batchlake/batchlake/providers"
 )
 
@@ -103,6 +104,7 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 	}
 	// SUBMITTING before any provider call. Taking over a SUBMITTING shard
 	// whose lease expired is allowed; a live lease of another actor is not.
+	failpoint.Hit(failpoint.SubmitBeforeSubmitting)
 	ev, err := d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitting, d.Lease, "",
 		map[string]string{"target": d.Target, "attempt": strconv.Itoa(m.Attempt)})
 	if errors.Is(err, lake.ErrLeased) || errors.Is(err, lake.ErrConflict) {
@@ -113,6 +115,7 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		return sr, err
 	}
 	sr.State = lake.Submitting
+	failpoint.Hit(failpoint.SubmitAfterSubmitting)
 	// Look back to the first SUBMITTING of this streak: a create sent by a
 	// crashed or timed-out predecessor happened after it.
 	since := ev.At
@@ -140,6 +143,7 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 			return d.giveUp(ctx, job, sr, "create refused: "+err.Error(), err)
 		}
 		action = "created"
+		failpoint.Hit(failpoint.SubmitAfterCreate)
 	}
 	ev, err = d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitted, 0, b.ID, map[string]string{"target": d.Target, "provider_status": b.Status, "action": action})
 	if err != nil {

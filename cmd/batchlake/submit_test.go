@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/providers/fakeopenai"
+)
+
+// TestLostCreatesEndWithOneBatchPerShard is issue 4's "done when": a job of
+// three shards submitted against a server that drops the first two create
+// responses ends with exactly three provider batches and a report that
+// accounts for every record.
+func TestLostCreatesEndWithOneBatchPerShard(t *testing.T) {
+	h := newHarness(t, fakeopenai.Options{Seed: 7, Faults: fakeopenai.Faults{CreateLost: 2}})
+	p := h.plan(30, 10)
+
+	tempfails, _ := h.submitUntilBound(p.JobKey, "1s")
+	if tempfails == 0 {
+		t.Errorf("submit exited 0 at once, but two create responses were lost: want 75 first")
+	}
+	if got := h.srv.Faults().CreateLost; got != 0 {
+		t.Fatalf("%d lost creates left unused: the fault never fired", got)
+	}
+	if got := h.creates(); got != 3 {
+		t.Errorf("provider received %d creates, want 3 (lost ones looked up, never re-sent)", got)
+	}
+	h.assertOneBatchPerShard(p)
+
+	h.statusUntilTerminal(p.JobKey)
+	h.must([]int{0}, lifecycleArgs("collect", p.JobKey)...)
+	rep := h.reconcile(p.JobKey, p.Records)
+	t.Logf("submit ran %d times with exit 75 first; report %s", tempfails, rep.counts())
+	if rep.Succeeded == 0 || len(rep.Files.Output) != 3 {
+		t.Errorf("want successes from three output files, got %s files %v", rep.counts(), rep.Files.Output)
+	}
+	h.assertOneBatchPerShard(p)
+
+	// Idempotent afterwards: every step run again after reconcile succeeds
+	// and changes nothing; submit creates nothing.
+	r := h.must([]int{0}, lifecycleArgs("submit", p.JobKey, "--lease", "1s")...)
+	if strings.Contains(r.stdout, `"created"`) || h.creates() != 3 {
+		t.Errorf("submit after the job ran created again: %s", r)
+	}
+	h.must([]int{0}, lifecycleArgs("status", p.JobKey)...)
+	r = h.must([]int{0}, lifecycleArgs("collect", p.JobKey)...)
+	var c stepOut
+	decode(t, r, &c)
+	for _, s := range c.Shards {
+		if s.Action != "already_collected" {
+			t.Errorf("collect after reconcile: shard %s %s, want already_collected", s.ShardID, s.Action)
+		}
+	}
+	if again := h.reconcile(p.JobKey, p.Records); again.counts() != rep.counts() {
+		t.Errorf("reconcile again: %s, first %s", again.counts(), rep.counts())
+	}
+}
+
+// TestSubmitAgainCreatesNothing runs submit two and three times in a row:
+// the later runs find every shard bound and call create no more.
+func TestSubmitAgainCreatesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeopenai.Options{Seed: 3})
+	p := h.plan(9, 3)
+	for run := 1; run <= 3; run++ {
+		r := h.must([]int{0}, lifecycleArgs("submit", p.JobKey, "--lease", "1m")...)
+		var s stepOut
+		decode(t, r, &s)
+		want := "created"
+		if run > 1 {
+			want = "already_bound"
+		}
+		for _, sh := range s.Shards {
+			if sh.Action != want || sh.ProviderJobID == "" {
+				t.Errorf("run %d: shard %s action %q batch %q, want %s with a batch id", run, sh.ShardID, sh.Action, sh.ProviderJobID, want)
+			}
+		}
+		if got := h.creates(); got != len(p.Shards) {
+			t.Errorf("after run %d: %d creates, want %d", run, got, len(p.Shards))
+		}
+	}
+	h.assertOneBatchPerShard(p)
+}
+
+// TestConcurrentSubmitters starts several submit processes on the same job
+// at the same instant: the ledger's conditional appends and leases let one
+// of them bind each shard; the others step back (exit 75) and a later run
+// finds every shard bound.
+func TestConcurrentSubmitters(t *testing.T) {
+	for _, procs := range []int{2, 2, 3} {
+		t.Run(fmt.Sprintf("%d processes", procs), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakeopenai.Options{Seed: 5})
+			p := h.plan(12, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			type started struct {
+				cmd            *exec.Cmd
+				stdout, stderr *bytes.Buffer
+				args           []string
+			}
+			var all []started
+			args := lifecycleArgs("submit", p.JobKey, "--lease", "1m")
+			for range procs {
+				cmd, o, e := h.start(ctx, nil, args...)
+				all = append(all, started{cmd, o, e, args})
+			}
+			bound := map[string]int{}
+			for _, s := range all {
+				r := h.wait(s.cmd, s.stdout, s.stderr, s.args)
+				if r.code != 0 && r.code != exitTempFail {
+					t.Fatalf("concurrent submit: %s", r)
+				}
+				var out stepOut
+				decode(t, r, &out)
+				t.Logf("concurrent submit exit %d: %v", r.code, actions(out))
+				for _, sh := range out.Shards {
+					if sh.Action == "created" || sh.Action == "found" {
+						bound[sh.ShardID]++
+					}
+				}
+			}
+			for _, s := range p.Shards {
+				if bound[s.ShardID] != 1 {
+					t.Errorf("shard %s bound by %d of the concurrent runs, want exactly 1", s.ShardID, bound[s.ShardID])
+				}
+			}
+			// Every shard is bound now, so one more run succeeds at once.
+			if tempfails, _ := h.submitUntilBound(p.JobKey, "1m"); tempfails != 0 {
+				t.Errorf("submit after the concurrent runs exited 75 %d times", tempfails)
+			}
+			if got := h.creates(); got != len(p.Shards) {
+				t.Errorf("%d creates for %d shards", got, len(p.Shards))
+			}
+			h.assertOneBatchPerShard(p)
+		})
+	}
+}
+
+// TestLeaseRunsOutDuringSlowCreate: a live submitter whose create answers
+// after its lease ran out. A second submitter takes the shard over, finds
+// the batch the slow create made and binds it; when the first one hears
+// back, it records the same batch. One batch per shard, both runs exit 0.
+func TestLeaseRunsOutDuringSlowCreate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeopenai.Options{Seed: 29, Faults: fakeopenai.Faults{CreateSlow: 1, SlowResponse: 3 * time.Second}})
+	p := h.plan(9, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := lifecycleArgs("submit", p.JobKey, "--lease", "1s")
+	slow, so, se := h.start(ctx, nil, args...)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.creates() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1200 * time.Millisecond) // the slow submitter's lease runs out
+	second := h.must([]int{0}, args...)
+	var s stepOut
+	decode(t, second, &s)
+	if a := actions(s)[p.Shards[0].ShardID]; a != "found" {
+		t.Errorf("second submitter: shard %s %s, want found (the slow create's batch)", p.Shards[0].ShardID, a)
+	}
+	first := h.wait(slow, so, se, args)
+	if first.code != 0 {
+		t.Errorf("slow submitter: %s", first)
+	}
+	if got := h.creates(); got != len(p.Shards) {
+		t.Errorf("%d creates for %d shards", got, len(p.Shards))
+	}
+	h.assertOneBatchPerShard(p)
+}
