@@ -154,6 +154,12 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(*last.LeaseExpires) {
 		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s: %w", job.Hex()[:12], shard, last.State, last.Actor, last.LeaseExpires.Format(time.RFC3339), ErrLeased)
 	}
+	if leased(last.State) && last.Actor != g.Actor && to != last.State {
+		// Only the holder leaves a leased state; anyone else must take the
+		// (expired) lease over first. A worker whose lease was taken over
+		// while it was slow cannot complete the step behind the taker's back.
+		return Event{}, fmt.Errorf("ledger %s/%s: %s is held by %s; take the lease over before moving to %s: %w", job.Hex()[:12], shard, last.State, last.Actor, to, ErrLeased)
+	}
 	e := Event{JobKey: job.Hex(), ShardID: shard, Seq: last.Seq + 1, State: to, At: now, Actor: g.Actor, ProviderJobID: providerJobID, Detail: detail, Nonce: randomHex(16)}
 	if providerJobID == "" {
 		e.ProviderJobID = last.ProviderJobID

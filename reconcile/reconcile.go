@@ -322,8 +322,9 @@ func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Repo
 		if last.State == r.State && last.Detail["report"] == r.Report {
 			continue
 		}
-		if last.State != lake.Reconciling {
-			// Reconciled again with the same inputs: re-open, then close.
+		if last.State != lake.Reconciling || last.Actor != g.Actor {
+			// Reconciled again with the same inputs, or a crashed run's
+			// expired lease: (re)open as this actor, then close.
 			if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, time.Minute, "", map[string]string{"run": r.Report}); err != nil {
 				return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 			}

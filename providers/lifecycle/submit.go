@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
@@ -145,7 +146,13 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		action = "created"
 		failpoint.Hit(failpoint.SubmitAfterCreate)
 	}
-	ev, err = d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitted, 0, b.ID, map[string]string{"target": d.Target, "provider_status": b.Status, "action": action})
+	detail := map[string]string{"target": d.Target, "provider_status": b.Status, "action": action}
+	if len(b.Duplicates) > 0 {
+		// More than one batch exists for this shard (created outside this
+		// protocol or before it): bind the oldest and leave the rest for a person.
+		detail["duplicate_batches"] = strings.Join(b.Duplicates, ",")
+	}
+	ev, err = d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitted, 0, b.ID, detail)
 	if err != nil {
 		return sr, err
 	}
