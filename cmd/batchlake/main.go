@@ -59,43 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g := &globals{stdout: stdout}
-	root := &cobra.Command{
-		Use:           "batchlake",
-		Short:         "Trustworthy LLM batch inference on a data lake",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var h slog.Handler
-			switch g.logFormat {
-			case "json":
-				h = slog.NewJSONHandler(stderr, nil)
-			case "text", "":
-				h = slog.NewTextHandler(stderr, nil)
-			default:
-				return &ingest.UsageError{Msg: "--log-format: want text or json"}
-			}
-			g.log = slog.New(h)
-			switch g.progress {
-			case "auto", "always", "never":
-			default:
-				return &ingest.UsageError{Msg: "--progress: want never, always or auto"}
-			}
-			return nil
-		},
-	}
-	root.SetOut(stderr)
-	root.SetErr(stderr)
+	root := newRoot(ctx, g, stderr)
 	root.SetArgs(args)
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.lakeURL, "lake", envOr("BATCHLAKE_LAKE", "./lake"), "lake URL: a folder, file:///…, mem://, s3://…, gs://…, azblob://… (env BATCHLAKE_LAKE)")
-	pf.StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
-	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
-	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's)")
-	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
-	pf.StringVar(&g.memLimit, "memory-limit", "", "DuckDB memory limit, e.g. 1GB (default: DuckDB's); DuckDB spills beyond it")
-	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
-	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
-		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g))
 	err := root.Execute()
 	code := exitCode(err)
 	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail {
@@ -165,4 +130,46 @@ func jobDigest(s string) (lake.Digest, error) {
 		return d, &ingest.UsageError{Msg: "--job: " + err.Error()}
 	}
 	return d, nil
+}
+
+// newRoot builds the command tree; deploy tests walk it to check that every
+// command and flag the Argo and Airflow files use exists.
+func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "batchlake",
+		Short:         "Trustworthy LLM batch inference on a data lake",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var h slog.Handler
+			switch g.logFormat {
+			case "json":
+				h = slog.NewJSONHandler(stderr, nil)
+			case "text", "":
+				h = slog.NewTextHandler(stderr, nil)
+			default:
+				return &ingest.UsageError{Msg: "--log-format: want text or json"}
+			}
+			g.log = slog.New(h)
+			switch g.progress {
+			case "auto", "always", "never":
+			default:
+				return &ingest.UsageError{Msg: "--progress: want never, always or auto"}
+			}
+			return nil
+		},
+	}
+	root.SetOut(stderr)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.lakeURL, "lake", envOr("BATCHLAKE_LAKE", "./lake"), "lake URL: a folder, file:///…, mem://, s3://…, gs://…, azblob://… (env BATCHLAKE_LAKE)")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
+	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
+	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's)")
+	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
+	pf.StringVar(&g.memLimit, "memory-limit", "", "DuckDB memory limit, e.g. 1GB (default: DuckDB's); DuckDB spills beyond it")
+	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
+	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
+		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g))
+	return root
 }
