@@ -62,7 +62,9 @@ func TestCrashMatrix(t *testing.T) {
 			h := newHarness(t, fakeopenai.Options{Seed: seed})
 			p := h.plan(n, per)
 			crashed := p.Shards[c.shard-1].ShardID
-			h.crash(c.fp, lifecycleArgs("submit", p.JobKey, "--lease", "1s")...)
+			// The lease must outlive the rerun's start on a loaded 2-core
+			// machine, or the rerun would (rightly) take it over at once.
+			h.crash(c.fp, lifecycleArgs("submit", p.JobKey, "--lease", "6s")...)
 			wantCreates := c.shard - 1
 			if c.found {
 				wantCreates++
@@ -71,7 +73,7 @@ func TestCrashMatrix(t *testing.T) {
 				t.Fatalf("killed at %s: provider received %d creates, want %d", c.fp, got, wantCreates)
 			}
 
-			tempfails, last := h.submitUntilBound(p.JobKey, "1s")
+			tempfails, last := h.submitUntilBound(p.JobKey, "6s")
 			if held := tempfails > 0; held != c.held {
 				t.Errorf("after the crash submit exited 75 %d times; want a wait for the lease: %v", tempfails, c.held)
 			}
