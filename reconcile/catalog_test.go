@@ -40,3 +40,41 @@ func TestCatalog(t *testing.T) {
 		t.Fatalf("catalog: succeeded %d expected %d events %d cost %s; report %d %d %s", succeeded, expected, events, total, rep.Succeeded, rep.Expected, rep.CostUSD["total"])
 	}
 }
+
+// TestCostQuery: grouped cost equals the report's per-category cost, and an
+// unknown dimension is a usage error.
+func TestCostQuery(t *testing.T) {
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rows, err := e.CostQuery(ctx, []string{"category"}, m.JobKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var cat, cost string
+		var lines, recs int64
+		if err := rows.Scan(&cat, &lines, &recs, &cost); err != nil {
+			t.Fatal(err)
+		}
+		got[cat] = trimDecimal(cost)
+	}
+	rows.Close()
+	for _, c := range Categories {
+		if want := string(rep.CostUSD[c]); want != "0" && got[c] != want {
+			t.Errorf("cost by category %s = %s, report %s", c, got[c], want)
+		}
+	}
+	if _, err := e.CostQuery(ctx, []string{"job_key; DROP"}, "", ""); err == nil {
+		t.Error("accepted an unknown dimension")
+	}
+}
