@@ -3,10 +3,11 @@ package reconcile
 import (
 	"context"
 	"database/sql"
+	"math/big"
 	"path/filepath"
 	"testing"
 
-	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/duckdb/duckdb-go/v2"
 )
 
 // TestCatalog: the catalog database opens in a fresh DuckDB and its views
@@ -61,12 +62,14 @@ func TestCostQuery(t *testing.T) {
 	}
 	got := map[string]string{}
 	for rows.Next() {
-		var cat, cost string
+		var cat string
 		var lines, recs int64
+		var cost duckdb.Decimal
 		if err := rows.Scan(&cat, &lines, &recs, &cost); err != nil {
 			t.Fatal(err)
 		}
-		got[cat] = trimDecimal(cost)
+		r := new(big.Rat).SetFrac(cost.Value, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(cost.Scale)), nil))
+		got[cat] = trimDecimal(r.FloatString(18))
 	}
 	rows.Close()
 	for _, c := range Categories {
