@@ -318,7 +318,7 @@ func converseUsage(row *lake.AttemptRow, in, out, read, write int64, total *int6
 	if err != nil {
 		return err
 	}
-	inclusive := total != nil && read+write > 0 && *total == in+out
+	inclusive := total != nil && read+write > 0 && read+write <= in && *total == in+out
 	if inclusive {
 		sum = in
 	}
