@@ -127,7 +127,7 @@ func TestAnthropicInput(t *testing.T) {
 		{name: "messages empty", line: line(`"r1"`, `{"model":"m","max_tokens":1,"messages":[]}`), field: "params.messages"},
 		{name: "not JSON", line: `{"custom_id":`, field: "-"},
 		{name: "business key from a field", keyField: "params.metadata.user_id",
-			line: line(`"r1"`, `{"model":"m","max_tokens":1,"metadata":{"user_id":"u-9"},"messages":[{}]}`),
+			line:  line(`"r1"`, `{"model":"m","max_tokens":1,"metadata":{"user_id":"u-9"},"messages":[{}]}`),
 			check: func(t *testing.T, r InputRecord) { eq(t, "business key", r.BusinessKey, "u-9") }},
 		{name: "other content, same config", line: line(`"r1"`, `{"model":"claude-sonnet-4-6","max_tokens":64,"messages":[{"role":"user","content":"bye"}]}`),
 			check: func(t *testing.T, r InputRecord) {
