@@ -53,18 +53,13 @@ func ValidAnthropicID(id string) bool {
 	return true
 }
 
-type anthropicInputLine struct {
-	CustomID json.RawMessage `json:"custom_id"`
-	Params   json.RawMessage `json:"params"`
-}
-
 func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
-	var in anthropicInputLine
-	if err := json.Unmarshal(line, &in); err != nil {
-		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
+	f, ierr := topFields(line, "custom_id", "params")
+	if ierr != nil {
+		return InputRecord{}, ierr
 	}
 	var rec InputRecord
-	id, ierr := stringField(in.CustomID, "custom_id")
+	id, ierr := stringField(f[0], "custom_id")
 	if ierr != nil {
 		return rec, ierr
 	}
@@ -72,7 +67,7 @@ func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *I
 		return rec, &InputError{Field: "custom_id", Msg: fmt.Sprintf("%q does not match ^[a-zA-Z0-9_-]{1,64}$ (Anthropic allows only letters, digits, '_' and '-', at most 64)", abbrev([]byte(id)))}
 	}
 	rec.CustomID = id
-	params, ierr := objectField(in.Params, "params")
+	params, ierr := objectField(f[1], "params")
 	if ierr != nil {
 		return rec, ierr
 	}
@@ -101,7 +96,7 @@ func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *I
 		return rec, &InputError{Field: "params", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(anthropicEndpoint, string(cfg))
-	if rec.RequestDigest, err = requestDigest(in.Params, "POST", anthropicEndpoint); err != nil {
+	if rec.RequestDigest, err = requestDigest(f[1], "POST", anthropicEndpoint); err != nil {
 		return rec, &InputError{Field: "params", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "custom_id", id); ierr != nil {

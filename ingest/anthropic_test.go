@@ -126,6 +126,8 @@ func TestAnthropicInput(t *testing.T) {
 		{name: "messages missing", line: line(`"r1"`, `{"model":"m","max_tokens":1}`), field: "params.messages"},
 		{name: "messages empty", line: line(`"r1"`, `{"model":"m","max_tokens":1,"messages":[]}`), field: "params.messages"},
 		{name: "not JSON", line: `{"custom_id":`, field: "-"},
+		{name: "not an object", line: `[1]`, field: "-"},
+		{name: "keys match exactly", line: `{"Custom_ID":"r1","params":` + ok + `}`, field: "custom_id"},
 		{name: "business key from a field", keyField: "params.metadata.user_id",
 			line:  line(`"r1"`, `{"model":"m","max_tokens":1,"metadata":{"user_id":"u-9"},"messages":[{}]}`),
 			check: func(t *testing.T, r InputRecord) { eq(t, "business key", r.BusinessKey, "u-9") }},

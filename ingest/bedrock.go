@@ -82,18 +82,13 @@ func bedrockInvocationType(body map[string]json.RawMessage) string {
 	return BedrockInvokeModel
 }
 
-type bedrockInputLine struct {
-	RecordID   json.RawMessage `json:"recordId"`
-	ModelInput json.RawMessage `json:"modelInput"`
-}
-
 func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
-	var in bedrockInputLine
-	if err := json.Unmarshal(line, &in); err != nil {
-		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
+	f, ierr := topFields(line, "recordId", "modelInput")
+	if ierr != nil {
+		return InputRecord{}, ierr
 	}
 	var rec InputRecord
-	id, ierr := stringField(in.RecordID, "recordId")
+	id, ierr := stringField(f[0], "recordId")
 	if ierr != nil {
 		if ierr.Msg == "missing" {
 			// Bedrock would invent one, and the result could then never be
@@ -106,7 +101,7 @@ func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inp
 		return rec, &InputError{Field: "recordId", Msg: err.Error()}
 	}
 	rec.CustomID = id
-	body, ierr := objectField(in.ModelInput, "modelInput")
+	body, ierr := objectField(f[1], "modelInput")
 	if ierr != nil {
 		return rec, ierr
 	}
@@ -119,7 +114,7 @@ func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inp
 		return rec, &InputError{Field: "modelInput", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(rec.Endpoint, string(cfg))
-	if rec.RequestDigest, err = requestDigest(in.ModelInput, rec.Endpoint); err != nil {
+	if rec.RequestDigest, err = requestDigest(f[1], rec.Endpoint); err != nil {
 		return rec, &InputError{Field: "modelInput", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "recordId", id); ierr != nil {

@@ -47,6 +47,8 @@ func TestBedrockInput(t *testing.T) {
 		{name: "modelInput missing", line: `{"recordId":"rec-1"}`, field: "modelInput"},
 		{name: "modelInput a string", line: line(`"hi"`), field: "modelInput"},
 		{name: "not JSON", line: `{`, field: "-"},
+		{name: "keys match exactly", line: `{"recordId":"rec-1","modelInput":` + claude + `,"MODELINPUT":{"modelId":"x"}}`},
+		{name: "null", line: `null`, field: "-"},
 		{name: "business key from a field", keyField: "modelInput.metadata.id", line: line(`{"inputText":"x","metadata":{"id":42}}`),
 			check: func(t *testing.T, r InputRecord) { eq(t, "business key", r.BusinessKey, "42") }},
 	})

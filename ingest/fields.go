@@ -10,6 +10,25 @@ import (
 
 // Helpers shared by the Anthropic, Bedrock and Gemini formats.
 
+// topFields decodes a line's top-level object and returns the named fields,
+// matched exactly: unlike decoding into a struct, "RecordID" is not
+// "recordId", so a line means one thing to plan, to WithCustomID and to the
+// provider.
+func topFields(line []byte, names ...string) ([]json.RawMessage, *InputError) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return nil, &InputError{Msg: "not valid JSON: " + err.Error()}
+	}
+	if obj == nil {
+		return nil, &InputError{Msg: "want a JSON object"}
+	}
+	out := make([]json.RawMessage, len(names))
+	for i, n := range names {
+		out[i] = obj[n]
+	}
+	return out, nil
+}
+
 // objectField decodes raw as a JSON object; field names it in the error.
 func objectField(raw json.RawMessage, field string) (map[string]json.RawMessage, *InputError) {
 	if len(raw) == 0 || string(raw) == "null" {

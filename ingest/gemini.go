@@ -37,18 +37,13 @@ const geminiEndpoint = "generateContent"
 // systemInstruction, generationConfig, tools and safety settings are config.
 var geminiContentFields = []string{"contents"}
 
-type geminiInputLine struct {
-	Key     json.RawMessage `json:"key"`
-	Request json.RawMessage `json:"request"`
-}
-
 func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
-	var in geminiInputLine
-	if err := json.Unmarshal(line, &in); err != nil {
-		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
+	f, ierr := topFields(line, "key", "request")
+	if ierr != nil {
+		return InputRecord{}, ierr
 	}
 	var rec InputRecord
-	id, ierr := stringField(in.Key, "key")
+	id, ierr := stringField(f[0], "key")
 	if ierr != nil {
 		if ierr.Msg == "missing" {
 			ierr.Msg = "missing: batchlake needs every request to carry its own key to join its response"
@@ -59,7 +54,7 @@ func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inpu
 		return rec, &InputError{Field: "key", Msg: err.Error()}
 	}
 	rec.CustomID = id
-	req, ierr := objectField(in.Request, "request")
+	req, ierr := objectField(f[1], "request")
 	if ierr != nil {
 		return rec, ierr
 	}
@@ -80,7 +75,7 @@ func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inpu
 		return rec, &InputError{Field: "request", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(geminiEndpoint, string(cfg))
-	if rec.RequestDigest, err = requestDigest(in.Request, geminiEndpoint); err != nil {
+	if rec.RequestDigest, err = requestDigest(f[1], geminiEndpoint); err != nil {
 		return rec, &InputError{Field: "request", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "key", id); ierr != nil {
