@@ -13,7 +13,10 @@ type InputRecord struct {
 	CustomID    string
 	BusinessKey string
 	Endpoint    string
-	Model       string
+	// Model is the model the line names; empty where the provider's lines
+	// name none (Bedrock, Gemini): plan then uses PlanOptions.Model and folds
+	// it into ConfigHash.
+	Model string
 	// ConfigHash is the model-config hash (CONTRACT §2): the canonical request
 	// body without its per-record content, plus the endpoint.
 	ConfigHash lake.Digest
@@ -21,7 +24,9 @@ type InputRecord struct {
 	RequestDigest lake.Digest
 }
 
-// Format is one provider's file formats.
+// Format is one provider's file formats. The providers: openai (openai.go),
+// anthropic (anthropic.go), bedrock (bedrock.go), gemini (gemini.go); their
+// error taxonomies are in taxonomy.go and docs/errors.md.
 type Format interface {
 	// Name is the provider name used on the command line and in the lake.
 	Name() string

@@ -25,6 +25,7 @@ type PlanOptions struct {
 	SourceVersion       string
 	DatasetVersion      string
 	KeyField            string
+	Model               string // the job's model where lines name none (Bedrock, Gemini: --model)
 	ShardMaxRecords     int
 	ShardMaxBytes       int64
 	SubmittedBy         string
@@ -157,6 +158,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			return nil
 		}
 		r := p.rec
+		if r.Model == "" { // Bedrock and Gemini lines name no model: the job's is part of their config
+			r.Model, r.ConfigHash = o.Model, lake.HashFields(r.ConfigHash.Hex(), o.Model)
+		}
 		if model == "" {
 			model, endpoint, modelLine = r.Model, r.Endpoint, ln.No
 		} else if r.Model != model {

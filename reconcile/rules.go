@@ -20,7 +20,9 @@ type Rules struct {
 var DefaultRetryable = []string{"408", "429", "5xx",
 	"batch_expired", "batch_cancelled", "rate_limit_exceeded", "server_error", "timeout",
 	"overloaded", "overloaded_error", "api_error", "rate_limit_error", "timeout_error",
-	"expired", "canceled", "internal_error", "service_unavailable"}
+	"expired", "canceled", "internal_error", "service_unavailable",
+	// Gemini's per-line errors carry gRPC code names (ingest.ErrorTaxonomy).
+	"CANCELLED", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNAVAILABLE"}
 
 // DefaultPermanent are codes that are never retried, whatever their status
 // (a 429 for an exhausted quota will not succeed on retry).
