@@ -158,6 +158,10 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			return nil
 		}
 		r := p.rec
+		if r.Model == "" && o.Model == "" {
+			bad.add(&InputError{File: name, Line: ln.No, Field: "model", Msg: "the line names no model: pass --model"})
+			return nil
+		}
 		if r.Model == "" { // Bedrock and Gemini lines name no model: the job's is part of their config
 			r.Model, r.ConfigHash = o.Model, lake.HashFields(r.ConfigHash.Hex(), o.Model)
 		}

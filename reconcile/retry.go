@@ -78,7 +78,7 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 		return nil, err
 	}
 	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
-		Provider: m.Provider, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
+		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
 		TmpDir: tmpDir, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey,

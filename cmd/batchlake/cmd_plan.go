@@ -36,7 +36,7 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 		},
 	}
 	registerPlanFlags(c, &o)
-	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai")
+	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai, anthropic, bedrock or gemini")
 	return c
 }
 
@@ -47,6 +47,7 @@ func registerPlanFlags(c *cobra.Command, o *ingest.PlanOptions) {
 	f.StringVar(&o.PromptVersion, "prompt-version", "", "prompt version (required)")
 	f.StringVar(&o.SourceVersion, "source-version", "", "version of the source data")
 	f.StringVar(&o.DatasetVersion, "dataset-version", "", "dataset version")
+	f.StringVar(&o.Model, "model", "", "the job's model where input lines name none (required for bedrock and gemini)")
 	f.StringVar(&o.KeyField, "key-field", "", "dotted path of the business key in each line (default: custom_id)")
 	f.IntVar(&o.ShardMaxRecords, "shard-max-records", 0, "requests per shard (default and cap: the provider's limit)")
 	f.Int64Var(&o.ShardMaxBytes, "shard-max-bytes", 0, "bytes per shard (default and cap: the provider's limit)")
