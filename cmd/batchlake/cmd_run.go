@@ -10,7 +10,9 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
 )
 
@@ -48,12 +50,13 @@ type runResult struct {
 
 func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	var (
-		po        ingest.PlanOptions
-		pf        providerFlags
-		rf        reconcileFlags
-		maxRounds int
-		poll      time.Duration
-		out       string
+		po          ingest.PlanOptions
+		pf          providerFlags
+		rf          reconcileFlags
+		maxRounds   int
+		lostCreates int
+		poll        time.Duration
+		out         string
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -65,8 +68,23 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			drv, err := pf.driver(g, l)
-			if err != nil {
+			var drv *lifecycle.Driver
+			if pf.target == "sim" {
+				// The simulator is the fake OpenAI server, in-process on
+				// loopback, spoken to by the real openai-go adapter.
+				srv := fakeopenai.New(fakeopenai.Options{Seed: pf.simSeed, Faults: fakeopenai.Faults{CreateLost: lostCreates}})
+				base, err := srv.Start()
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				c, err := openaibatch.New(openaibatch.Config{APIKey: srv.APIKey(), BaseURL: base, Logger: g.log})
+				if err != nil {
+					return err
+				}
+				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: "sim-server", Lease: pf.lease, TmpDir: g.tmpDir}
+				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
+			} else if drv, err = pf.driver(g, l); err != nil {
 				return err
 			}
 			po.TmpDir = g.tmpDir
@@ -132,6 +150,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	pf.register(c, "sim")
 	rf.register(c)
 	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
+	c.Flags().IntVar(&lostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
 	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")
 	c.Flags().StringVar(&out, "out", "", "write each round's report and retry files under DIR/<job_key>/")
 	return c
@@ -144,6 +163,12 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 			res, err := step(ctx, job)
 			if err != nil {
 				return err
+			}
+			for _, sh := range res.Shards {
+				switch sh.Action {
+				case "created", "found", "unknown", "leased":
+					g.log.Info(name+": "+sh.Action, "shard", sh.ShardID, "provider_job_id", sh.ProviderJobID, "detail", sh.Detail)
+				}
 			}
 			if !res.Pending {
 				return nil
