@@ -6,9 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
-	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/reconcile"
 )
 
 func costCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -27,21 +24,11 @@ retryable_failure, permanent_failure, unattributed (lines with unknown ids).`,
 					return err
 				}
 			}
-			if tenant != "" {
-				if err := lake.ValidTenant(tenant); err != nil {
-					return &ingest.UsageError{Msg: "--tenant: " + err.Error()}
-				}
-			}
-			l, err := g.open(ctx)
+			e, done, err := g.session(ctx, tenant)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			defer done()
 			var dims []string
 			if by != "" {
 				dims = strings.Split(by, ",")

@@ -25,6 +25,26 @@ func (g *globals) engineOptions() reconcile.EngineOptions {
 	return reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}
 }
 
+// session opens the lake and a read-only DuckDB session over its views,
+// limited to one tenant when tenant is set.
+func (g *globals) session(ctx context.Context, tenant string) (*reconcile.Engine, func(), error) {
+	if tenant != "" {
+		if err := lake.ValidTenant(tenant); err != nil {
+			return nil, nil, &ingest.UsageError{Msg: "--tenant: " + err.Error()}
+		}
+	}
+	l, err := g.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant})
+	if err != nil {
+		l.Close()
+		return nil, nil, err
+	}
+	return e, func() { e.Close(); l.Close() }, nil
+}
+
 func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 	var format, tenant string
 	c := &cobra.Command{
@@ -37,21 +57,11 @@ the lake files behind the views (no COPY, ATTACH, INSTALL, LOAD or file reads).
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if tenant != "" {
-				if err := lake.ValidTenant(tenant); err != nil {
-					return &ingest.UsageError{Msg: "--tenant: " + err.Error()}
-				}
-			}
-			l, err := g.open(ctx)
+			e, done, err := g.session(ctx, tenant)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant})
-			if err != nil {
-				return err
-			}
-			defer e.Close()
+			defer done()
 			if format == "arrow" {
 				return e.QueryArrow(ctx, args[0], g.stdout)
 			}
