@@ -119,7 +119,31 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := runtime.GOMAXPROCS(0)
+	// At most inflight chunks are read but not yet through the sink, so
+	// memory stays flat even when one worker falls behind (a busy machine).
+	inflight := 2*workers + 2
+	tokens := make(chan struct{}, inflight)
+	raw := make(chan chunk)
 	chunks := make(chan chunk, workers)
+	go func() {
+		defer close(chunks)
+		for c := range raw {
+			select {
+			case tokens <- struct{}{}:
+			case <-ctx.Done():
+				for range raw {
+				}
+				return
+			}
+			select {
+			case chunks <- c:
+			case <-ctx.Done():
+				for range raw {
+				}
+				return
+			}
+		}
+	}()
 	type result struct {
 		seq   int
 		c     chunk
@@ -128,7 +152,7 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 	}
 	results := make(chan result, workers)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readChunks(ctx, r, chunks) }()
+	go func() { readErr <- readChunks(ctx, r, raw) }()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -165,6 +189,7 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 			}
 			delete(pending, next)
 			next++
+			<-tokens
 			for i := range r.lines {
 				if err := sink(r.lines[i], r.vals[i]); err != nil {
 					sinkErr = err

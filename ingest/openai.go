@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -42,6 +43,137 @@ type openaiInputLine struct {
 const maxCustomIDBytes = 512
 
 func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+	if !noFastJSON {
+		if rec, ok := fastParseInput(line, keyField); ok {
+			return rec, nil
+		}
+	}
+	return slowParseInput(line, keyField)
+}
+
+var inputNames = []string{"custom_id", "method", "url", "body"}
+
+// fastParseInput is ParseInput for well-formed lines without reflection or
+// maps (see fastjson.go); ok is false when the line needs encoding/json's
+// verdict, including every line ParseInput refuses.
+func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
+	var rec InputRecord
+	i := skipSpace(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		return rec, false
+	}
+	var v [4][]byte
+	var vf [4]jflags
+	end, ok := walkObjectAt(line, i, inputNames, func(k int, val []byte, vfl jflags) bool {
+		v[k], vf[k] = val, vfl
+		return true
+	})
+	if !ok || skipSpace(line, end) != len(line) {
+		return rec, false
+	}
+	id, method, url, body := v[0], v[1], v[2], v[3]
+	// custom_id: a plain string that checkID accepts.
+	if len(id) < 3 || id[0] != '"' || vf[0]&(jEscape|jHigh) != 0 || len(id)-2 > maxCustomIDBytes {
+		return rec, false
+	}
+	for _, c := range id[1 : len(id)-1] {
+		if c < 0x20 || c == 0x7f {
+			return rec, false
+		}
+	}
+	if string(method) != `"POST"` || len(url) < 2 || url[0] != '"' || vf[2]&(jEscape|jHigh) != 0 {
+		return rec, false
+	}
+	u := string(url[1 : len(url)-1])
+	if !openaiEndpoints[u] {
+		return rec, false
+	}
+	// body: an object; everything but its content fields is model configuration.
+	type member struct {
+		k, v []byte
+		fl   jflags
+	}
+	var cfg [16]member
+	ms := cfg[:0]
+	var model []byte
+	if len(body) == 0 || body[0] != '{' {
+		return rec, false
+	}
+	var bfl jflags
+	_, ok = eachMember(body, 0, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+		if kfl != 0 {
+			return false
+		}
+		for _, m := range ms {
+			if bytes.Equal(m.k, key) {
+				return false
+			}
+		}
+		for _, c := range contentFields {
+			if string(key) == c {
+				// Still remembered, to refuse a repeated key.
+				ms = append(ms, member{k: key, fl: 0xff})
+				return true
+			}
+		}
+		if string(key) == "model" {
+			model = val
+		}
+		ms = append(ms, member{key, val, vfl})
+		return true
+	}, &bfl)
+	if !ok || len(model) < 3 || model[0] != '"' {
+		return rec, false
+	}
+	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
+	buf := make([]byte, 0, 128)
+	buf = append(buf, '{')
+	n := 0
+	for _, m := range ms {
+		if m.fl == 0xff {
+			continue
+		}
+		if m.fl&(jEscape|jHigh) != 0 {
+			return rec, false
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		n++
+		buf = append(buf, '"')
+		buf = append(buf, m.k...)
+		buf = append(buf, '"', ':')
+		if buf, ok = canonicalAppend(buf, m.v); !ok {
+			return rec, false
+		}
+	}
+	buf = append(buf, '}')
+	if vf[0]&jHigh != 0 || model[0] != '"' {
+		return rec, false
+	}
+	rec.CustomID = string(id[1 : len(id)-1])
+	rec.Endpoint = u
+	rec.Model = string(model[1 : len(model)-1])
+	rec.ConfigHash = lake.HashFields(u, string(buf))
+	compact := body
+	if bfl&jSpace != 0 {
+		compact = compactAppend(make([]byte, 0, len(body)), body)
+	}
+	rec.RequestDigest = lake.NewFieldHasher().AddString("POST").AddString(u).Add(compact).Sum()
+	if keyField == "" || keyField == "custom_id" {
+		rec.BusinessKey = rec.CustomID
+	} else {
+		k, ierr := lookupKey(line, keyField)
+		if ierr != nil {
+			return rec, false
+		}
+		rec.BusinessKey = k
+	}
+	return rec, true
+}
+
+// slowParseInput is ParseInput with encoding/json: the reference.
+func slowParseInput(line []byte, keyField string) (InputRecord, *InputError) {
 	var in openaiInputLine
 	if err := json.Unmarshal(line, &in); err != nil {
 		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
@@ -117,9 +249,11 @@ func stringField(raw json.RawMessage, field string) (string, *InputError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", &InputError{Field: field, Msg: "missing"}
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
+	s, ok := plainString(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", &InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
+		}
 	}
 	if s == "" {
 		return "", &InputError{Field: field, Msg: "empty"}
@@ -183,79 +317,99 @@ func (openaiFormat) WithCustomID(line []byte, customID string) ([]byte, error) {
 type openaiResultLine struct {
 	ID       string          `json:"id"`
 	CustomID json.RawMessage `json:"custom_id"`
-	Response *struct {
-		StatusCode *int32          `json:"status_code"`
-		RequestID  string          `json:"request_id"`
-		Body       json.RawMessage `json:"body"`
-	} `json:"response"`
-	Error *struct {
-		Code    json.RawMessage `json:"code"`
-		Message string          `json:"message"`
-	} `json:"error"`
+	Response *openaiResponse `json:"response"`
+	Error    *openaiLineErr  `json:"error"`
+}
+
+type openaiResponse struct {
+	StatusCode *int32          `json:"status_code"`
+	RequestID  string          `json:"request_id"`
+	Body       json.RawMessage `json:"body"`
+}
+
+type openaiLineErr struct {
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+}
+
+type openaiCacheDetails struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+}
+
+type openaiReasoningDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 type openaiUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	InputTokens         int64 `json:"input_tokens"`
-	OutputTokens        int64 `json:"output_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens     int64 `json:"cached_tokens"`
-		CacheWriteTokens int64 `json:"cache_write_tokens"`
-	} `json:"prompt_tokens_details"`
-	InputTokensDetails *struct {
-		CachedTokens     int64 `json:"cached_tokens"`
-		CacheWriteTokens int64 `json:"cache_write_tokens"`
-	} `json:"input_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-	OutputTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
+	PromptTokens            int64                   `json:"prompt_tokens"`
+	CompletionTokens        int64                   `json:"completion_tokens"`
+	InputTokens             int64                   `json:"input_tokens"`
+	OutputTokens            int64                   `json:"output_tokens"`
+	PromptTokensDetails     *openaiCacheDetails     `json:"prompt_tokens_details"`
+	InputTokensDetails      *openaiCacheDetails     `json:"input_tokens_details"`
+	CompletionTokensDetails *openaiReasoningDetails `json:"completion_tokens_details"`
+	OutputTokensDetails     *openaiReasoningDetails `json:"output_tokens_details"`
+}
+
+type openaiMessage struct {
+	Content   json.RawMessage   `json:"content"`
+	ToolCalls []json.RawMessage `json:"tool_calls"`
+	Refusal   *string           `json:"refusal"`
+}
+
+type openaiChoice struct {
+	Message      *openaiMessage `json:"message"`
+	Text         *string        `json:"text"`
+	FinishReason string         `json:"finish_reason"`
+}
+
+type openaiOutputContent struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
+}
+
+type openaiOutput struct {
+	Type    string                `json:"type"`
+	Content []openaiOutputContent `json:"content"`
+}
+
+type openaiEmbedding struct {
+	Embedding json.RawMessage `json:"embedding"`
+}
+
+type openaiIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+type openaiBodyErr struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
 }
 
 type openaiBody struct {
-	Object            string `json:"object"`
-	Model             string `json:"model"`
-	Status            string `json:"status"`
-	IncompleteDetails *struct {
-		Reason string `json:"reason"`
-	} `json:"incomplete_details"`
-	Usage   *openaiUsage `json:"usage"`
-	Choices []struct {
-		Message *struct {
-			Content   json.RawMessage   `json:"content"`
-			ToolCalls []json.RawMessage `json:"tool_calls"`
-			Refusal   *string           `json:"refusal"`
-		} `json:"message"`
-		Text         *string `json:"text"`
-		FinishReason string  `json:"finish_reason"`
-	} `json:"choices"`
-	Output []struct {
-		Type    string `json:"type"`
-		Content []struct {
-			Type    string `json:"type"`
-			Text    string `json:"text"`
-			Refusal string `json:"refusal"`
-		} `json:"content"`
-	} `json:"output"`
-	Data []struct {
-		Embedding json.RawMessage `json:"embedding"`
-	} `json:"data"`
-	Results []json.RawMessage `json:"results"`
-	Error   *struct {
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	} `json:"error"`
+	Object            string            `json:"object"`
+	Model             string            `json:"model"`
+	Status            string            `json:"status"`
+	IncompleteDetails *openaiIncomplete `json:"incomplete_details"`
+	Usage             *openaiUsage      `json:"usage"`
+	Choices           []openaiChoice    `json:"choices"`
+	Output            []openaiOutput    `json:"output"`
+	Data              []openaiEmbedding `json:"data"`
+	Results           []json.RawMessage `json:"results"`
+	Error             *openaiBodyErr    `json:"error"`
 }
 
 func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
 	var row lake.AttemptRow
 	var in openaiResultLine
-	if err := json.Unmarshal(line, &in); err != nil {
-		return row, fmt.Errorf("not valid JSON: %v", err)
+	if noFastJSON || !fastResultLine(line, &in) {
+		in = openaiResultLine{}
+		if err := json.Unmarshal(line, &in); err != nil {
+			return row, fmt.Errorf("not valid JSON: %v", err)
+		}
 	}
 	id, ierr := stringField(in.CustomID, "custom_id")
 	if ierr != nil {
@@ -298,17 +452,17 @@ func parseOpenAIBody(raw json.RawMessage, row *lake.AttemptRow) error {
 		return nil
 	}
 	var b openaiBody
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return err
+	if noFastJSON || !fastBody(raw, &b) {
+		b = openaiBody{}
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return err
+		}
 	}
 	row.ModelVersion = b.Model
 	if u := b.Usage; u != nil {
 		row.InputTokens = u.PromptTokens + u.InputTokens
 		row.OutputTokens = u.CompletionTokens + u.OutputTokens
-		for _, d := range []*struct {
-			CachedTokens     int64 `json:"cached_tokens"`
-			CacheWriteTokens int64 `json:"cache_write_tokens"`
-		}{u.PromptTokensDetails, u.InputTokensDetails} {
+		for _, d := range []*openaiCacheDetails{u.PromptTokensDetails, u.InputTokensDetails} {
 			if d != nil {
 				row.CachedInputTokens += d.CachedTokens
 				row.CacheWriteTokens += d.CacheWriteTokens
@@ -351,8 +505,9 @@ func parseOpenAIBody(raw json.RawMessage, row *lake.AttemptRow) error {
 		c := b.Choices[0]
 		row.FinishReason = c.FinishReason
 		if c.Message != nil {
-			var s string
-			if json.Unmarshal(c.Message.Content, &s) == nil {
+			if s, ok := plainString(c.Message.Content); ok && !noFastJSON {
+				text.WriteString(s)
+			} else if s, ok := contentString(c.Message.Content); ok {
 				text.WriteString(s)
 			} else if len(c.Message.Content) > 0 && string(c.Message.Content) != "null" {
 				// content parts

@@ -69,10 +69,19 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	} else if !errors.Is(err, lake.ErrNotFound) {
 		return res, err
 	}
-	// The raw file first: everything else is derived from it.
-	if err := l.PutFileAs(ctx, o.Path, lake.ObjectKey(raw), raw, size); err != nil {
-		return res, err
+	// The raw file is archived while its lines are parsed; nothing is
+	// committed before the archive is complete (everything is derived from it).
+	archived := make(chan error, 1)
+	go func() { archived <- l.PutFileAs(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
+	archiveErr := func() error {
+		if archived == nil {
+			return nil
+		}
+		err := <-archived
+		archived = nil
+		return err
 	}
+	defer archiveErr()
 	aw, err := lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job)
 	if err != nil {
 		return res, err
@@ -122,6 +131,9 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		return nil
 	})
+	if aerr := archiveErr(); aerr != nil {
+		return res, aerr
+	}
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
 			return res, &InputError{File: name, Msg: err.Error()}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/parquet-go/parquet-go"
@@ -75,12 +76,35 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall
+// time to stderr (for profiling; off by default).
+var sqlTiming = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
+
+func logTiming(name, stmt string, start time.Time) {
+	if !sqlTiming {
+		return
+	}
+	first := strings.TrimSpace(stmt)
+	for _, l := range strings.Split(first, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			first = l
+			break
+		}
+	}
+	if len(first) > 70 {
+		first = first[:70]
+	}
+	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs  %s\n", name, time.Since(start).Seconds(), first)
+}
+
 // Exec runs statements in order, naming the file on error.
 func (e *Engine) Exec(ctx context.Context, name string, stmts []string) error {
 	for _, s := range stmts {
+		start := time.Now()
 		if _, err := e.DB.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("sql %s: %w", name, err)
 		}
+		logTiming(name, s, start)
 	}
 	return nil
 }

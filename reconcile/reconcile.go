@@ -235,14 +235,18 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if rep.CostUSD, err = costs(ctx, e); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir); err != nil {
 		return nil, err
 	}
+	logTiming("writeTables", "outcomes and costs tables", start)
+	start = time.Now()
 	if rep.RetryRecords > 0 {
 		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o.TmpDir); err != nil {
 			return nil, err
 		}
 	}
+	logTiming("writeRetry", "retry shards and lineage", start)
 	rep.Closed = rep.Missing == 0 && rep.Unknown == 0 && rep.Duplicate == 0
 	rep.State = lake.Partial
 	if rep.Closed && rep.RetryRecords == 0 {

@@ -7,70 +7,76 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
 
-// writeTables stores the job's outcomes and costs tables.
+// writeTables stores the job's outcomes and costs tables. Rows are scanned in
+// column batches where the build allows (see eachRow) and written to Parquet
+// in batches of tableBatch rows.
 func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string) (outcomes, costs string, err error) {
 	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer ow.Abort()
-	rows, err := e.QueryFile(ctx, "outcome_rows.sql", nil)
+	batch := make([]lake.OutcomeRow, 0, tableBatch)
+	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
+	err = e.eachRow(ctx, "outcome_rows.sql", "ssssssnssssns", func(x *scanRow) error {
+		s, n := x.s, x.n
+		batch = append(batch, lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
+			Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
+		if len(batch) == cap(batch) {
+			err := ow.Write(batch...)
+			batch = batch[:0]
+			return err
+		}
+		return nil
+	})
+	if err == nil {
+		err = ow.Write(batch...)
+	}
 	if err != nil {
 		return "", "", err
 	}
-	for rows.Next() {
-		var r lake.OutcomeRow
-		if err := rows.Scan(&r.JobKey, &r.Tenant, &r.RecordID, &r.BusinessKey, &r.ShardID, &r.CustomID, &r.Attempt,
-			&r.ParentJobKey, &r.Outcome, &r.Disposition, &r.Reason, &r.Lines, &r.CostUSD); err != nil {
-			rows.Close()
-			return "", "", fmt.Errorf("sql outcome_rows.sql: %w", err)
-		}
-		r.CostUSD = trimDecimal(r.CostUSD)
-		if err := ow.Write(r); err != nil {
-			rows.Close()
-			return "", "", err
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return "", "", err
-	}
+	start := time.Now()
 	if outcomes, err = ow.Commit(ctx); err != nil {
 		return "", "", err
 	}
+	logTiming("outcomes", "commit", start)
 
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer cw.Abort()
-	rows, err = e.QueryFile(ctx, "cost_rows.sql", nil)
+	cbatch := make([]lake.CostRow, 0, tableBatch)
+	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd
+	err = e.eachRow(ctx, "cost_rows.sql", "ssssnssssnss", func(x *scanRow) error {
+		s, n := x.s, x.n
+		cbatch = append(cbatch, lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
+			ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
+		if len(cbatch) == cap(cbatch) {
+			err := cw.Write(cbatch...)
+			cbatch = cbatch[:0]
+			return err
+		}
+		return nil
+	})
+	if err == nil {
+		err = cw.Write(cbatch...)
+	}
 	if err != nil {
-		return "", "", err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r lake.CostRow
-		if err := rows.Scan(&r.JobKey, &r.Tenant, &r.RecordID, &r.CustomID, &r.Attempt, &r.Provider, &r.ModelVersion,
-			&r.Category, &r.RawSHA256, &r.LineNo, &r.PriceModel, &r.CostUSD); err != nil {
-			return "", "", fmt.Errorf("sql cost_rows.sql: %w", err)
-		}
-		r.CostUSD = trimDecimal(r.CostUSD)
-		if err := cw.Write(r); err != nil {
-			return "", "", err
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return "", "", err
 	}
 	costs, err = cw.Commit(ctx)
 	return outcomes, costs, err
 }
+
+// tableBatch is how many rows go to the Parquet writer at a time.
+const tableBatch = 4096
 
 // writeRetry writes the retry shards (provider-ready, original request bodies,
 // new custom ids for the next attempt) and the lineage file. Shards are

@@ -1,13 +1,21 @@
 -- Reconcile one job: the set algebra of CONTRACT §4.
 -- Inputs: expected, attempts_raw, quarantine (sources.sql) and the temp tables
 -- retry_status(status), retry_codes(code), permanent_codes(code), prices(...).
+--
+-- Shaped for speed and memory at millions of lines: only the columns the
+-- algebra needs are materialised (never output_text), each record's best line
+-- comes from one hash aggregate instead of window functions over every line,
+-- and prices are resolved once per distinct model version, not per line.
 
 -- Every result line, joined to its record by custom_id (never by line number)
 -- and classified. record_id IS NULL marks an unknown id.
 CREATE OR REPLACE TEMP TABLE lines AS
 WITH gated AS (
-    -- The quality gate sees only the normalised result row.
-    SELECT *, coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false) AS gate_ok
+    -- The quality gate sees the whole normalised result row; only what the
+    -- algebra needs is kept.
+    SELECT job_key, tenant, provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
+           error_code, error_type, model_version, input_tokens, cached_input_tokens, output_tokens,
+           coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false) AS gate_ok
     FROM attempts_raw
 )
 SELECT
@@ -27,51 +35,64 @@ SELECT
 FROM gated a
 LEFT JOIN expected e ON e.custom_id = a.custom_id;
 
--- Outcome precedence: succeeded > quality_failed > failed_retryable > failed_permanent.
-CREATE OR REPLACE TEMP TABLE ranked AS
-SELECT *,
-    CASE class WHEN 'succeeded' THEN 1 WHEN 'quality_failed' THEN 2 WHEN 'failed_retryable' THEN 3 ELSE 4 END AS rank,
-    row_number() OVER (PARTITION BY record_id, class ORDER BY channel, raw_sha256, line_no) AS nth_in_class
-FROM lines;
+-- One row per record with a line: how many lines it had and its best line.
+-- Outcome precedence: succeeded > quality_failed > failed_retryable >
+-- failed_permanent; ties go to the first line in (channel, raw_sha256,
+-- line_no) order, which identifies a line uniquely. min() of a struct compares
+-- its fields in order.
+CREATE OR REPLACE TEMP TABLE best AS
+SELECT
+    record_id,
+    count(*) AS lines,
+    min({
+        'rank': CASE class WHEN 'succeeded' THEN 1 WHEN 'quality_failed' THEN 2 WHEN 'failed_retryable' THEN 3 ELSE 4 END,
+        'channel': channel, 'raw_sha256': raw_sha256, 'line_no': line_no,
+        'class': class, 'error_code': error_code, 'status_code': status_code
+    }) AS b
+FROM lines
+WHERE record_id IS NOT NULL
+GROUP BY record_id;
 
 -- One row per expected record: its best line (if any) and how many lines it had.
 CREATE OR REPLACE TEMP TABLE outcomes AS
-WITH best AS (
-    SELECT * FROM ranked
-    WHERE record_id IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY rank, channel, raw_sha256, line_no) = 1
-), n AS (
-    SELECT record_id, count(*) AS lines FROM ranked WHERE record_id IS NOT NULL GROUP BY record_id
-)
 SELECT
     e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
     e.attempt, e.parent_job_key,
-    coalesce(b.class, 'missing') AS outcome,
+    coalesce(b.b.class, 'missing') AS outcome,
     CASE
-        WHEN b.class IS NULL THEN 'missing'
-        WHEN b.class = 'quality_failed' THEN 'quality_gate'
-        WHEN b.class = 'succeeded' THEN ''
-        ELSE coalesce(nullif(b.error_code, ''), 'http_' || CAST(b.status_code AS VARCHAR), 'unknown_error')
+        WHEN b.b.class IS NULL THEN 'missing'
+        WHEN b.b.class = 'quality_failed' THEN 'quality_gate'
+        WHEN b.b.class = 'succeeded' THEN ''
+        ELSE coalesce(nullif(b.b.error_code, ''), 'http_' || CAST(b.b.status_code AS VARCHAR), 'unknown_error')
     END AS reason,
-    coalesce(n.lines, 0) AS lines,
+    coalesce(b.lines, 0) AS lines,
     CASE
-        WHEN b.class = 'succeeded' THEN 'accepted'
-        WHEN coalesce(b.class, 'missing') IN ('missing', 'failed_retryable', 'quality_failed')
+        WHEN b.b.class = 'succeeded' THEN 'accepted'
+        WHEN coalesce(b.b.class, 'missing') IN ('missing', 'failed_retryable', 'quality_failed')
              AND e.attempt < {{.MaxAttempts}} THEN 'retry'
         ELSE 'manual'
     END AS disposition
 FROM expected e
-LEFT JOIN best b ON b.record_id = e.record_id
-LEFT JOIN n ON n.record_id = e.record_id;
+LEFT JOIN best b ON b.record_id = e.record_id;
 
--- Every line priced by the longest matching model prefix of its provider.
+-- The price of each distinct (provider, model version): the longest matching
+-- model prefix of its provider.
+CREATE OR REPLACE TEMP TABLE model_prices AS
+SELECT m.provider, m.model_version, p.model, p.input_per_token, p.cached_per_token, p.output_per_token
+FROM (SELECT DISTINCT provider, model_version FROM lines) m
+LEFT JOIN prices p ON p.provider = m.provider AND starts_with(m.model_version, p.model)
+QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version ORDER BY length(p.model) DESC NULLS LAST) = 1;
+
+-- Every line priced. A record's first success is its best line when that
+-- line succeeded; its other successes are duplicate submissions.
 CREATE OR REPLACE TEMP TABLE line_costs AS
 SELECT
     l.job_key, l.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
     l.raw_sha256, l.line_no, l.channel,
     CASE
         WHEN l.record_id IS NULL THEN 'unattributed'
-        WHEN l.class = 'succeeded' AND l.nth_in_class = 1 THEN 'first_success'
+        WHEN l.class = 'succeeded' AND b.b.channel = l.channel AND b.b.raw_sha256 = l.raw_sha256
+             AND b.b.line_no = l.line_no THEN 'first_success'
         WHEN l.class = 'succeeded' THEN 'duplicate_submission'
         WHEN l.class = 'quality_failed' THEN 'quality_failure'
         WHEN l.class = 'failed_retryable' THEN 'retryable_failure'
@@ -84,6 +105,6 @@ SELECT
       + CAST(l.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
       + CAST(l.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
         CAST(0 AS DECIMAL(38, 18))) AS cost_usd
-FROM ranked l
-LEFT JOIN prices p ON p.provider = l.provider AND starts_with(l.model_version, p.model)
-QUALIFY row_number() OVER (PARTITION BY l.raw_sha256, l.channel, l.line_no ORDER BY length(p.model) DESC NULLS LAST) = 1;
+FROM lines l
+LEFT JOIN model_prices p ON p.provider = l.provider AND p.model_version = l.model_version
+LEFT JOIN best b ON b.record_id = l.record_id;

@@ -1,0 +1,109 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Benchmarks of the hot paths (go test -run '^$' -bench . ./ingest/). They
+// run only with -bench; the generator's lines are realistic in size and shape.
+
+func benchLines(b *testing.B) (in, out [][]byte) {
+	in, out, _ = generated(b, 4096)
+	return in, out
+}
+
+func totalBytes(ls [][]byte) int64 {
+	var n int64
+	for _, l := range ls {
+		n += int64(len(l)) + 1
+	}
+	return n
+}
+
+func BenchmarkParseInput(b *testing.B) {
+	in, _ := benchLines(b)
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		if !fast {
+			name = "encoding_json"
+		}
+		b.Run(name, func(b *testing.B) {
+			noFastJSON = !fast
+			defer func() { noFastJSON = false }()
+			b.SetBytes(totalBytes(in) / int64(len(in)))
+			b.ReportAllocs()
+			f := openaiFormat{}
+			for i := 0; b.Loop(); i++ {
+				if _, err := f.ParseInput(in[i%len(in)], ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseResult(b *testing.B) {
+	_, out := benchLines(b)
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		if !fast {
+			name = "encoding_json"
+		}
+		b.Run(name, func(b *testing.B) {
+			noFastJSON = !fast
+			defer func() { noFastJSON = false }()
+			b.SetBytes(totalBytes(out) / int64(len(out)))
+			b.ReportAllocs()
+			f := openaiFormat{}
+			for i := 0; b.Loop(); i++ {
+				f.ParseResult(out[i%len(out)], ChannelOutput)
+			}
+		})
+	}
+}
+
+// Hashing per input line: the request digest over the body and the record id.
+func BenchmarkHash(b *testing.B) {
+	in, _ := benchLines(b)
+	b.Run("request_digest", func(b *testing.B) {
+		b.SetBytes(int64(len(in[0])))
+		for b.Loop() {
+			lake.NewFieldHasher().AddString("POST").AddString("/v1/chat/completions").Add(in[0]).Sum()
+		}
+	})
+	b.Run("record_id", func(b *testing.B) {
+		cfg := lake.HashFields("x").Hex()
+		for b.Loop() {
+			lake.HashFields("tenant", "bench-0000000001", "", "v1", cfg)
+		}
+	})
+	b.Run("sha256_file_stream", func(b *testing.B) {
+		data := bytes.Repeat(in[0], 1024)
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			lake.Sum(data)
+		}
+	})
+}
+
+// ParallelLines end to end: chunking, parsing on all cores, ordered sink.
+func BenchmarkParallelLinesParseInput(b *testing.B) {
+	in, _ := benchLines(b)
+	data := append(bytes.Join(in, []byte{'\n'}), '\n')
+	b.SetBytes(int64(len(data)))
+	f := openaiFormat{}
+	for b.Loop() {
+		n := 0
+		err := ParallelLines(context.Background(), bytes.NewReader(data), func(l Line) InputRecord {
+			r, _ := f.ParseInput(l.Bytes, "")
+			return r
+		}, func(Line, InputRecord) error { n++; return nil })
+		if err != nil || n != len(in) {
+			b.Fatal(err, n)
+		}
+	}
+}

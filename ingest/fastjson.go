@@ -1,0 +1,486 @@
+package ingest
+
+// A small JSON scanner for the hot paths (ParseInput, ParseResult). It
+// validates exactly the grammar encoding/json accepts and decodes the common
+// shape of provider lines without reflection or maps. Anything unusual — a
+// key with an escape or a non-ASCII byte, a key that differs from a known
+// field only in case (encoding/json would match it), a repeated known key, a
+// value of an unexpected type, very deep nesting — makes the fast path give
+// up, and the caller falls back to encoding/json, whose results and error
+// messages stay the reference. fastjson_test.go checks both paths agree.
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// noFastJSON turns the fast paths off (tests compare both).
+var noFastJSON = false
+
+// jflags describe a scanned value.
+type jflags uint8
+
+const (
+	jEscape jflags = 1 << iota // a string in it holds a backslash escape
+	jHigh                      // a string in it holds a byte >= 0x80
+	jSpace                     // white space between its tokens
+)
+
+// maxFastDepth bounds nesting on the fast path (encoding/json allows 10000).
+const maxFastDepth = 200
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// scanString scans the string starting at b[i] == '"'; it returns the index
+// past the closing quote, or -1 if the string is not valid JSON.
+func scanString(b []byte, i int) (int, jflags) {
+	var fl jflags
+	i++
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, fl
+		case c == '\\':
+			fl |= jEscape
+			i++
+			if i >= len(b) {
+				return -1, fl
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+4 >= len(b) {
+					return -1, fl
+				}
+				for k := 1; k <= 4; k++ {
+					if !isHex(b[i+k]) {
+						return -1, fl
+					}
+				}
+				i += 5
+			default:
+				return -1, fl
+			}
+		case c < 0x20:
+			return -1, fl
+		case c >= 0x80:
+			fl |= jHigh
+			i++
+		default:
+			i++
+		}
+	}
+	return -1, fl
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// scanNumber scans a JSON number at b[i]; -1 if it is not one.
+func scanNumber(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	if i >= len(b) {
+		return -1
+	}
+	switch {
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// scanValue validates the value starting at b[i] (no leading space) and
+// returns the index past it, or -1.
+func scanValue(b []byte, i, depth int) (int, jflags) {
+	if i >= len(b) || depth > maxFastDepth {
+		return -1, 0
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return scanString(b, i)
+	case c == '{':
+		var fl jflags
+		j, ok := eachMember(b, i, depth, func(_ []byte, kfl jflags, _ []byte, vfl jflags) bool {
+			fl |= kfl | vfl
+			return true
+		}, &fl)
+		if !ok {
+			return -1, fl
+		}
+		return j, fl
+	case c == '[':
+		var fl jflags
+		j, ok := eachElement(b, i, depth, func(_ []byte, vfl jflags) bool {
+			fl |= vfl
+			return true
+		}, &fl)
+		if !ok {
+			return -1, fl
+		}
+		return j, fl
+	case c == 't':
+		return literal(b, i, "true"), 0
+	case c == 'f':
+		return literal(b, i, "false"), 0
+	case c == 'n':
+		return literal(b, i, "null"), 0
+	case c == '-' || isDigit(c):
+		return scanNumber(b, i), 0
+	}
+	return -1, 0
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+// eachMember walks the object at b[i] == '{', calling fn with each key (the
+// raw bytes between the quotes) and value span; fn returning false stops the
+// walk as a failure. It returns the index past the object. White space
+// between tokens is added to *fl.
+func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
+	i++
+	j := skipSpace(b, i)
+	if j != i {
+		*fl |= jSpace
+	}
+	i = j
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1, false
+		}
+		ke, kfl := scanString(b, i)
+		if ke < 0 {
+			return -1, false
+		}
+		key := b[i+1 : ke-1]
+		j = skipSpace(b, ke)
+		if j != ke {
+			*fl |= jSpace
+		}
+		if j >= len(b) || b[j] != ':' {
+			return -1, false
+		}
+		vs := skipSpace(b, j+1)
+		if vs != j+1 {
+			*fl |= jSpace
+		}
+		ve, vfl := scanValue(b, vs, depth+1)
+		if ve < 0 {
+			return -1, false
+		}
+		if !fn(key, kfl, b[vs:ve], vfl) {
+			return -1, false
+		}
+		i = skipSpace(b, ve)
+		if i != ve {
+			*fl |= jSpace
+		}
+		if i >= len(b) {
+			return -1, false
+		}
+		switch b[i] {
+		case ',':
+			j = skipSpace(b, i+1)
+			if j != i+1 {
+				*fl |= jSpace
+			}
+			i = j
+		case '}':
+			return i + 1, true
+		default:
+			return -1, false
+		}
+	}
+}
+
+// eachElement walks the array at b[i] == '['.
+func eachElement(b []byte, i, depth int, fn func(v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
+	i++
+	j := skipSpace(b, i)
+	if j != i {
+		*fl |= jSpace
+	}
+	i = j
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		ve, vfl := scanValue(b, i, depth+1)
+		if ve < 0 || !fn(b[i:ve], vfl) {
+			return -1, false
+		}
+		i = skipSpace(b, ve)
+		if i != ve {
+			*fl |= jSpace
+		}
+		if i >= len(b) {
+			return -1, false
+		}
+		switch b[i] {
+		case ',':
+			j = skipSpace(b, i+1)
+			if j != i+1 {
+				*fl |= jSpace
+			}
+			i = j
+		case ']':
+			return i + 1, true
+		default:
+			return -1, false
+		}
+	}
+}
+
+// walkObject walks the object v (a validated value) whose known keys are
+// names: fn gets the index of the matching name. It fails on keys with
+// escapes or non-ASCII bytes, on keys that match a name only ignoring case,
+// and on a known key given twice: encoding/json's rules there are subtle, so
+// the caller falls back to it.
+func walkObject(v []byte, names []string, fn func(k int, val []byte, vfl jflags) bool) bool {
+	_, ok := walkObjectAt(v, 0, names, fn)
+	return ok
+}
+
+// walkObjectAt is walkObject of the object at v[i]; it returns the index past it.
+func walkObjectAt(v []byte, i int, names []string, fn func(k int, val []byte, vfl jflags) bool) (int, bool) {
+	if i >= len(v) || v[i] != '{' {
+		return -1, false
+	}
+	var seen uint64
+	var fl jflags
+	return eachMember(v, i, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+		if kfl != 0 {
+			return false
+		}
+		for k, n := range names {
+			if string(key) == n {
+				if seen&(1<<k) != 0 {
+					return false
+				}
+				seen |= 1 << k
+				return fn(k, val, vfl)
+			}
+			if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
+				return false
+			}
+		}
+		return true
+	}, &fl)
+}
+
+func isNull(v []byte) bool { return string(v) == "null" }
+
+// fastString decodes a JSON string value as encoding/json does into a string
+// (null leaves it unchanged: ok with set false). Other types fail.
+func fastString(v []byte, vfl jflags) (s string, set, ok bool) {
+	if isNull(v) {
+		return "", false, true
+	}
+	if len(v) < 2 || v[0] != '"' {
+		return "", false, false
+	}
+	body := v[1 : len(v)-1]
+	if vfl&jEscape == 0 && (vfl&jHigh == 0 || utf8.Valid(body)) {
+		return string(body), true, true
+	}
+	if u, ok := unquoteSimple(body); ok {
+		return u, true, true
+	}
+	// Surrogate pairs, invalid UTF-8: encoding/json's own rules.
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false, false
+	}
+	return s, true, true
+}
+
+// unquoteSimple decodes escapes other than surrogate \u escapes in valid
+// UTF-8; ok is false for anything else.
+func unquoteSimple(s []byte) (string, bool) {
+	if !utf8.Valid(s) {
+		return "", false
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				out = append(out, s[i:]...)
+				break
+			}
+			out = append(out, s[i:i+j]...)
+			i += j
+			continue
+		}
+		switch s[i+1] {
+		case '"', '\\', '/':
+			out = append(out, s[i+1])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 32)
+			if err != nil || (r >= 0xD800 && r < 0xE000) {
+				return "", false
+			}
+			out = utf8.AppendRune(out, rune(r))
+			i += 6
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return string(out), true
+}
+
+// fastInt64 decodes an integer as encoding/json does into an int64 (null:
+// unchanged).
+func fastInt64(v []byte) (int64, bool) {
+	if isNull(v) {
+		return 0, true
+	}
+	if len(v) == 0 || !(v[0] == '-' || isDigit(v[0])) || bytes.ContainsAny(v, ".eE") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return n, err == nil
+}
+
+// canonicalAppend appends the canonical form (CONTRACT §2: sorted keys, no
+// insignificant white space, numbers as written) of a validated value that
+// holds no escapes and no non-ASCII bytes, exactly as Canonical renders it.
+// ok is false for a repeated key in an object (encoding/json keeps the last).
+func canonicalAppend(dst, v []byte) ([]byte, bool) {
+	switch v[0] {
+	case '{':
+		type member struct{ k, v []byte }
+		var ms []member
+		var fl jflags
+		_, ok := eachMember(v, 0, 0, func(key []byte, _ jflags, val []byte, _ jflags) bool {
+			ms = append(ms, member{key, val})
+			return true
+		}, &fl)
+		if !ok {
+			return dst, false
+		}
+		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
+		dst = append(dst, '{')
+		for i, m := range ms {
+			if i > 0 {
+				if bytes.Equal(ms[i-1].k, m.k) {
+					return dst, false
+				}
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '"')
+			dst = append(dst, m.k...)
+			dst = append(dst, '"', ':')
+			if dst, ok = canonicalAppend(dst, m.v); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	case '[':
+		dst = append(dst, '[')
+		first := true
+		var fl jflags
+		okAll := true
+		_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst, okAll = canonicalAppend(dst, el)
+			return okAll
+		}, &fl)
+		if !ok || !okAll {
+			return dst, false
+		}
+		return append(dst, ']'), true
+	}
+	return append(dst, v...), true
+}
+
+// compactAppend appends v without white space between tokens, as json.Compact.
+func compactAppend(dst, v []byte) []byte {
+	inStr, esc := false, false
+	start := 0
+	for i, c := range v {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case isSpace(c):
+			dst = append(dst, v[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, v[start:]...)
+}

@@ -1,0 +1,168 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/batchlake/batchlake/bench/gen"
+)
+
+// The fast JSON paths must agree with encoding/json (noFastJSON) on every
+// line: same record or row, same error.
+
+func parseInputBoth(t testing.TB, line []byte, keyField string) {
+	t.Helper()
+	f := openaiFormat{}
+	fast, ferr := f.ParseInput(line, keyField)
+	noFastJSON = true
+	slow, serr := f.ParseInput(line, keyField)
+	noFastJSON = false
+	if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("ParseInput(%q, %q):\nfast %+v %v\nslow %+v %v", line, keyField, fast, ferr, slow, serr)
+	}
+}
+
+func parseResultBoth(t testing.TB, line []byte) {
+	t.Helper()
+	f := openaiFormat{}
+	fast, ferr := f.ParseResult(line, ChannelOutput)
+	noFastJSON = true
+	slow, serr := f.ParseResult(line, ChannelOutput)
+	noFastJSON = false
+	if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("ParseResult(%q):\nfast %+v %v\nslow %+v %v", line, fast, ferr, slow, serr)
+	}
+}
+
+var inputSeeds = []string{
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"max_tokens":256}}`,
+	`  {"custom_id" : "a" , "method":"POST","url":"/v1/chat/completions","body":{ "model" : "gpt-4o", "messages" : [ ], "response_format": {"type":"json_schema","json_schema":{"b":1,"a":[1, 2,{"z":null,"y":true}]}} } }  `,
+	`{"custom_id":"a","method":"POST","url":"/v1/responses","body":{"model":"gpt-4o","input":"caf\u00e9 \"q\" é","metadata":{"k":"v"},"top_p":1e-3,"n":-0}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"text-embedding-3-small","input":["x","y"],"dimensions":256}}`,
+	`{"custom_id":"a","Method":"POST","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":"a","method":"POST","method":"GET","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","model":"n"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","x":{"a":1,"a":2}}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","stop":"\n"}}`,
+	`{"custom_id":"é","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":"a\u0001","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":"","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":7,"method":"POST","url":"/v1/chat/completions","body":{"model":"m"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/nope","body":{"model":"m"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":""}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":null}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":null}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":[1]}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m"}} x`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m",}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","t":01}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","t":1.}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","t":"\x"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":"` + "\xff" + `"}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","metadata":{"\u00e9":1}}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","Messages":[1]}}`,
+	`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","extra":{"k":[1,2]},"body":{"model":"m"}}`,
+	`[1,2]`, `null`, `"x"`, `{`, ``, `{}`,
+	strings.Repeat("[", 300) + strings.Repeat("]", 300),
+}
+
+var resultSeeds = []string{
+	`{"id": "batch_req_1", "custom_id": "a", "response": {"status_code": 200, "request_id": "req_1", "body": {"id": "c", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello\nworld \u00e9 \"q\"", "refusal": null}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 2}, "completion_tokens_details": {"reasoning_tokens": 1}}}}, "error": null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":null,"tool_calls":[{"id":"t"},null]},"finish_reason":"tool_calls"},{"message":null}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":"","refusal":"no"},"finish_reason":"stop"}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":[{"type":"text","text":"a"},{"text":"b"}]}}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"text_completion","choices":[{"text":"abc","finish_reason":"length"}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"reasoning"},{"type":"message","content":[{"type":"output_text","text":"x"},{"type":"refusal","refusal":"no"}]},{"type":"function_call"}],"usage":{"input_tokens":3,"output_tokens":4,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"list","data":[{"embedding":[0.1,0.2]}],"usage":{"prompt_tokens":3}}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"results":[{"flagged":false}]}},"error":null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 500, "request_id": "q", "body": {"error": {"message": "oops", "type": "server_error", "param": null, "code": null}}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": null, "error": {"code": "batch_expired", "message": "expired"}}`,
+	`{"id": "r", "custom_id": "a", "response": null, "error": {"code": 42, "message": "n"}}`,
+	`{"id": "r", "custom_id": "a", "response": null, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": null}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 2e2, "body": null}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 99999999999}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"usage": {"prompt_tokens": 1.5}}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"usage": {"prompt_tokens": 1, "prompt_tokens_details": {"cached_tokens": 5}}}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"usage": {"prompt_tokens": -1}}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"Model": "x", "model": "y"}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "model": "y"}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"choices": {}}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"choices": [null]}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": "text"}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": "\ud83d\ude00 \ud83d"}}]}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"choices": [{"message": {"content": "` + "bad \xff utf8" + `"}}]}}, "error": null}`,
+	`{"id": 5, "custom_id": "a", "response": null, "error": {"code": "x"}}`,
+	`{"id": "r", "custom_id": null, "response": null, "error": {"code": "x"}}`,
+	`{"id": "r", "custom_id": "", "response": null, "error": {"code": "x"}}`,
+	`{"id": "r", "custom_id": "caf\u00e9", "response": null, "error": {"code": "x"}}`,
+	`{"id": "r", "CUSTOM_ID": "b", "custom_id": "a", "response": null, "error": {"code": "x"}}`,
+	`{"id": "batch_req_1", "custom_`,
+	`<html><body>502</body></html>`,
+	`{"id": "r", "custom_id": "a", "response": null, "error": {"code": "x"}} trailing`,
+}
+
+// generated lines: the benchmark generator's input, output and error files.
+func generated(t testing.TB, n int64) (in, out, errs [][]byte) {
+	var bi, bo, be bytes.Buffer
+	if _, err := gen.Generate(context.Background(), gen.Writers{Input: &bi, Output: &bo, Errors: &be}, gen.DefaultOptions(n, 3)); err != nil {
+		t.Fatal(err)
+	}
+	split := func(b []byte) [][]byte { return bytes.Split(bytes.TrimSpace(b), []byte{'\n'}) }
+	return split(bi.Bytes()), split(bo.Bytes()), split(be.Bytes())
+}
+
+func TestFastJSONAgrees(t *testing.T) {
+	for _, s := range inputSeeds {
+		parseInputBoth(t, []byte(s), "")
+		parseInputBoth(t, []byte(s), "body.model")
+	}
+	for _, s := range resultSeeds {
+		parseResultBoth(t, []byte(s))
+	}
+	in, out, errs := generated(t, 2000)
+	for _, l := range in {
+		parseInputBoth(t, l, "")
+	}
+	for _, l := range append(out, errs...) {
+		parseResultBoth(t, l)
+	}
+}
+
+// The fast paths must take the generated lines (else they measure nothing).
+func TestFastJSONTakesCommonLines(t *testing.T) {
+	in, out, _ := generated(t, 200)
+	for _, l := range in {
+		if _, ok := fastParseInput(l, ""); !ok {
+			t.Fatalf("fast path refused %s", l)
+		}
+	}
+	for _, l := range out {
+		var r openaiResultLine
+		if json := l; len(json) > 0 && json[0] == '{' && bytes.Contains(l, []byte(`"custom_id": "bench-`)) && !fastResultLine(l, &r) {
+			t.Fatalf("fast path refused %s", l)
+		}
+	}
+}
+
+func FuzzParseInputFast(f *testing.F) {
+	for _, s := range inputSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		parseInputBoth(t, line, "")
+	})
+}
+
+func FuzzParseResultFast(f *testing.F) {
+	for _, s := range resultSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		parseResultBoth(t, line)
+	})
+}

@@ -1,0 +1,335 @@
+package ingest
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Fast decoders of OpenAI result lines into the same structs encoding/json
+// fills (see fastjson.go for the rules). Each returns false when it is not
+// sure to do exactly what json.Unmarshal would; the caller then uses
+// json.Unmarshal. RawMessage fields alias the input line.
+
+var (
+	resultNames     = []string{"id", "custom_id", "response", "error"}
+	responseNames   = []string{"status_code", "request_id", "body"}
+	lineErrNames    = []string{"code", "message"}
+	bodyNames       = []string{"object", "model", "status", "incomplete_details", "usage", "choices", "output", "data", "results", "error"}
+	usageNames      = []string{"prompt_tokens", "completion_tokens", "input_tokens", "output_tokens", "prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details"}
+	cacheNames      = []string{"cached_tokens", "cache_write_tokens"}
+	reasoningNames  = []string{"reasoning_tokens"}
+	choiceNames     = []string{"message", "text", "finish_reason"}
+	messageNames    = []string{"content", "tool_calls", "refusal"}
+	outputNames     = []string{"type", "content"}
+	outContentNames = []string{"type", "text", "refusal"}
+	embeddingNames  = []string{"embedding"}
+	reasonNames     = []string{"reason"}
+	bodyErrNames    = []string{"message", "type", "code"}
+)
+
+func fastResultLine(line []byte, in *openaiResultLine) bool {
+	i := skipSpace(line, 0)
+	end, ok := walkObjectAt(line, i, resultNames, func(k int, v []byte, vfl jflags) bool {
+		switch k {
+		case 0:
+			return setString(&in.ID, v, vfl)
+		case 1:
+			in.CustomID = v
+			return true
+		case 2:
+			if isNull(v) {
+				return true
+			}
+			r := &openaiResponse{}
+			in.Response = r
+			return walkObject(v, responseNames, func(k int, v []byte, vfl jflags) bool {
+				switch k {
+				case 0:
+					if isNull(v) {
+						return true
+					}
+					n, ok := fastInt64(v)
+					if !ok || n != int64(int32(n)) {
+						return false
+					}
+					c := int32(n)
+					r.StatusCode = &c
+					return true
+				case 1:
+					return setString(&r.RequestID, v, vfl)
+				default:
+					r.Body = v
+					return true
+				}
+			})
+		default:
+			if isNull(v) {
+				return true
+			}
+			e := &openaiLineErr{}
+			in.Error = e
+			return walkObject(v, lineErrNames, func(k int, v []byte, vfl jflags) bool {
+				if k == 0 {
+					e.Code = v
+					return true
+				}
+				return setString(&e.Message, v, vfl)
+			})
+		}
+	})
+	return ok && skipSpace(line, end) == len(line)
+}
+
+func fastBody(raw []byte, b *openaiBody) bool {
+	i := skipSpace(raw, 0)
+	end, ok := walkObjectAt(raw, i, bodyNames, func(k int, v []byte, vfl jflags) bool {
+		switch k {
+		case 0:
+			return setString(&b.Object, v, vfl)
+		case 1:
+			return setString(&b.Model, v, vfl)
+		case 2:
+			return setString(&b.Status, v, vfl)
+		case 3:
+			if isNull(v) {
+				return true
+			}
+			d := &openaiIncomplete{}
+			b.IncompleteDetails = d
+			return walkObject(v, reasonNames, func(_ int, v []byte, vfl jflags) bool { return setString(&d.Reason, v, vfl) })
+		case 4:
+			if isNull(v) {
+				return true
+			}
+			b.Usage = &openaiUsage{}
+			return fastUsage(v, b.Usage)
+		case 5:
+			return eachObject(v, func(o []byte) bool {
+				b.Choices = append(b.Choices, openaiChoice{})
+				return fastChoice(o, &b.Choices[len(b.Choices)-1])
+			}, func() { b.Choices = []openaiChoice{} })
+		case 6:
+			return eachObject(v, func(o []byte) bool {
+				b.Output = append(b.Output, openaiOutput{})
+				out := &b.Output[len(b.Output)-1]
+				return walkObject(o, outputNames, func(k int, v []byte, vfl jflags) bool {
+					if k == 0 {
+						return setString(&out.Type, v, vfl)
+					}
+					return eachObject(v, func(o []byte) bool {
+						out.Content = append(out.Content, openaiOutputContent{})
+						c := &out.Content[len(out.Content)-1]
+						return walkObject(o, outContentNames, func(k int, v []byte, vfl jflags) bool {
+							switch k {
+							case 0:
+								return setString(&c.Type, v, vfl)
+							case 1:
+								return setString(&c.Text, v, vfl)
+							default:
+								return setString(&c.Refusal, v, vfl)
+							}
+						})
+					}, func() { out.Content = []openaiOutputContent{} })
+				})
+			}, func() { b.Output = []openaiOutput{} })
+		case 7:
+			return eachObject(v, func(o []byte) bool {
+				b.Data = append(b.Data, openaiEmbedding{})
+				d := &b.Data[len(b.Data)-1]
+				return walkObject(o, embeddingNames, func(_ int, v []byte, _ jflags) bool {
+					d.Embedding = v
+					return true
+				})
+			}, func() { b.Data = []openaiEmbedding{} })
+		case 8:
+			return eachRaw(v, &b.Results)
+		default:
+			if isNull(v) {
+				return true
+			}
+			e := &openaiBodyErr{}
+			b.Error = e
+			return walkObject(v, bodyErrNames, func(k int, v []byte, vfl jflags) bool {
+				switch k {
+				case 0:
+					return setString(&e.Message, v, vfl)
+				case 1:
+					return setString(&e.Type, v, vfl)
+				default:
+					e.Code = v
+					return true
+				}
+			})
+		}
+	})
+	return ok && skipSpace(raw, end) == len(raw)
+}
+
+func fastUsage(v []byte, u *openaiUsage) bool {
+	cache := func(dst **openaiCacheDetails, v []byte) bool {
+		if isNull(v) {
+			return true
+		}
+		d := &openaiCacheDetails{}
+		*dst = d
+		return walkObject(v, cacheNames, func(k int, v []byte, _ jflags) bool {
+			if k == 0 {
+				return setInt64(&d.CachedTokens, v)
+			}
+			return setInt64(&d.CacheWriteTokens, v)
+		})
+	}
+	reasoning := func(dst **openaiReasoningDetails, v []byte) bool {
+		if isNull(v) {
+			return true
+		}
+		d := &openaiReasoningDetails{}
+		*dst = d
+		return walkObject(v, reasoningNames, func(_ int, v []byte, _ jflags) bool { return setInt64(&d.ReasoningTokens, v) })
+	}
+	return walkObject(v, usageNames, func(k int, v []byte, _ jflags) bool {
+		switch k {
+		case 0:
+			return setInt64(&u.PromptTokens, v)
+		case 1:
+			return setInt64(&u.CompletionTokens, v)
+		case 2:
+			return setInt64(&u.InputTokens, v)
+		case 3:
+			return setInt64(&u.OutputTokens, v)
+		case 4:
+			return cache(&u.PromptTokensDetails, v)
+		case 5:
+			return cache(&u.InputTokensDetails, v)
+		case 6:
+			return reasoning(&u.CompletionTokensDetails, v)
+		default:
+			return reasoning(&u.OutputTokensDetails, v)
+		}
+	})
+}
+
+func fastChoice(v []byte, c *openaiChoice) bool {
+	return walkObject(v, choiceNames, func(k int, v []byte, vfl jflags) bool {
+		switch k {
+		case 0:
+			if isNull(v) {
+				return true
+			}
+			m := &openaiMessage{}
+			c.Message = m
+			return walkObject(v, messageNames, func(k int, v []byte, vfl jflags) bool {
+				switch k {
+				case 0:
+					m.Content = v
+					return true
+				case 1:
+					return eachRaw(v, &m.ToolCalls)
+				default:
+					return setStringPtr(&m.Refusal, v, vfl)
+				}
+			})
+		case 1:
+			return setStringPtr(&c.Text, v, vfl)
+		default:
+			return setString(&c.FinishReason, v, vfl)
+		}
+	})
+}
+
+// eachObject decodes an array of objects (null: nil slice, [] : empty()).
+// A null element, which encoding/json leaves as a zero value, fails.
+func eachObject(v []byte, fn func(o []byte) bool, empty func()) bool {
+	if isNull(v) {
+		return true
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	n := 0
+	var fl jflags
+	_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+		n++
+		return len(el) > 0 && el[0] == '{' && fn(el)
+	}, &fl)
+	if ok && n == 0 {
+		empty()
+	}
+	return ok
+}
+
+// eachRaw decodes an array into []json.RawMessage.
+func eachRaw(v []byte, dst *[]json.RawMessage) bool {
+	if isNull(v) {
+		return true
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	out := []json.RawMessage{}
+	var fl jflags
+	_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+		out = append(out, el)
+		return true
+	}, &fl)
+	*dst = out
+	return ok
+}
+
+func setString(dst *string, v []byte, vfl jflags) bool {
+	s, set, ok := fastString(v, vfl)
+	if set {
+		*dst = s
+	}
+	return ok
+}
+
+func setStringPtr(dst **string, v []byte, vfl jflags) bool {
+	if isNull(v) {
+		return true
+	}
+	s, _, ok := fastString(v, vfl)
+	if ok {
+		*dst = &s
+	}
+	return ok
+}
+
+func setInt64(dst *int64, v []byte) bool {
+	if isNull(v) {
+		return true
+	}
+	n, ok := fastInt64(v)
+	*dst = n
+	return ok
+}
+
+// plainString is the value of a JSON string without escapes in valid UTF-8,
+// or "" for null: what json.Unmarshal into a string gives, fast.
+func plainString(raw []byte) (string, bool) {
+	if isNull(raw) {
+		return "", true
+	}
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
+}
+
+// contentString is json.Unmarshal of raw into a string.
+func contentString(raw []byte) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}

@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	lakesql "github.com/batchlake/batchlake/sql"
+)
+
+// A scanned row of an embedded query whose columns are all text or integers
+// (never NULL): the shape of the outcomes, costs and retry-set queries.
+type scanRow struct {
+	s []string // text columns, in query order
+	n []int64  // integer columns, in query order
+}
+
+// colKinds lists each result column as 's' (text) or 'n' (integer).
+type colKinds string
+
+// eachRow runs one embedded query and calls fn for every row, in order. With
+// the duckdb_arrow build tag the rows come through DuckDB's Arrow interface in
+// column batches (several times faster than database/sql at millions of rows);
+// otherwise through database/sql. fn must not keep r.
+func (e *Engine) eachRow(ctx context.Context, name string, kinds colKinds, fn func(r *scanRow) error) error {
+	stmts, err := lakesql.Render(name, nil)
+	if err != nil {
+		return err
+	}
+	if len(stmts) != 1 {
+		return fmt.Errorf("sql %s: want one statement, have %d", name, len(stmts))
+	}
+	start := time.Now()
+	defer logTiming(name, "scan", start)
+	if arrowScan {
+		return e.eachRowArrow(ctx, name, stmts[0], kinds, fn)
+	}
+	return e.eachRowSQL(ctx, name, stmts[0], kinds, fn)
+}
+
+func newScanRow(kinds colKinds) *scanRow {
+	var r scanRow
+	for _, k := range kinds {
+		if k == 's' {
+			r.s = append(r.s, "")
+		} else {
+			r.n = append(r.n, 0)
+		}
+	}
+	return &r
+}
+
+func (e *Engine) eachRowSQL(ctx context.Context, name, q string, kinds colKinds, fn func(r *scanRow) error) error {
+	rows, err := e.DB.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("sql %s: %w", name, err)
+	}
+	defer rows.Close()
+	r := newScanRow(kinds)
+	dest := make([]any, len(kinds))
+	si, ni := 0, 0
+	for i, k := range kinds {
+		if k == 's' {
+			dest[i] = &r.s[si]
+			si++
+		} else {
+			dest[i] = &r.n[ni]
+			ni++
+		}
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sql %s: %w", name, err)
+	}
+	return nil
+}

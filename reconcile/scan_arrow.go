@@ -1,0 +1,124 @@
+//go:build duckdb_arrow
+
+package reconcile
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/duckdb/duckdb-go/v2"
+)
+
+const arrowScan = true
+
+// eachRowArrow reads the query's result as Arrow record batches and hands
+// the rows to fn one by one.
+func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKinds, fn func(r *scanRow) error) error {
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if err != nil {
+			return err
+		}
+		rr, err := ar.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+		defer rr.Release()
+		r := newScanRow(kinds)
+		for rr.Next() {
+			rec := rr.RecordBatch()
+			if int(rec.NumCols()) != len(kinds) {
+				return fmt.Errorf("sql %s: %d columns, want %d", name, rec.NumCols(), len(kinds))
+			}
+			strs := make([]func(int) string, 0, len(r.s))
+			ints := make([]func(int) int64, 0, len(r.n))
+			for c, k := range kinds {
+				col := rec.Column(c)
+				if col.NullN() > 0 {
+					return fmt.Errorf("sql %s: column %s has NULLs", name, rec.ColumnName(c))
+				}
+				if k == 's' {
+					get, err := arrowStrings(col)
+					if err != nil {
+						return fmt.Errorf("sql %s: column %s: %w", name, rec.ColumnName(c), err)
+					}
+					strs = append(strs, get)
+				} else {
+					get, err := arrowInts(col)
+					if err != nil {
+						return fmt.Errorf("sql %s: column %s: %w", name, rec.ColumnName(c), err)
+					}
+					ints = append(ints, get)
+				}
+			}
+			for i := 0; i < int(rec.NumRows()); i++ {
+				for c, get := range strs {
+					r.s[c] = get(i)
+				}
+				for c, get := range ints {
+					r.n[c] = get(i)
+				}
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+		}
+		if err := rr.Err(); err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// arrowStrings returns a getter of a text column. Values are copied out of
+// the batch (Value returns views into Arrow buffers that are released).
+// A run of equal values (job_key, tenant, categories) shares one copy.
+func arrowStrings(a arrow.Array) (func(int) string, error) {
+	var last string
+	keep := func(v string) string {
+		if v != last {
+			last = clone(v)
+		}
+		return last
+	}
+	switch c := a.(type) {
+	case *array.String:
+		return func(i int) string { return keep(c.Value(i)) }, nil
+	case *array.LargeString:
+		return func(i int) string { return keep(c.Value(i)) }, nil
+	case *array.StringView:
+		return func(i int) string { return keep(c.Value(i)) }, nil
+	case *array.Dictionary:
+		d, err := arrowStrings(c.Dictionary())
+		if err != nil {
+			return nil, err
+		}
+		return func(i int) string { return d(c.GetValueIndex(i)) }, nil
+	}
+	return nil, fmt.Errorf("want text, have Arrow %s", a.DataType())
+}
+
+func clone(s string) string { return string([]byte(s)) }
+
+// arrowInts returns a getter of an integer column.
+func arrowInts(a arrow.Array) (func(int) int64, error) {
+	switch c := a.(type) {
+	case *array.Int64:
+		return func(i int) int64 { return c.Value(i) }, nil
+	case *array.Int32:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	case *array.Int16:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	case *array.Int8:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	}
+	return nil, fmt.Errorf("want an integer, have Arrow %s", a.DataType())
+}
