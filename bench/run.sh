@@ -60,7 +60,7 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 	else
 		[[ -d cmd/batchlake ]] || die "cmd/batchlake does not exist in this checkout (set BATCHLAKE=path, or SKIP_BATCHLAKE=1 to run the generator and baseline only)"
 		log "building batchlake into $BIN"
-		go build -o "$BIN/batchlake" ./cmd/batchlake
+		go build -tags duckdb_arrow -o "$BIN/batchlake" ./cmd/batchlake
 		BATCHLAKE=$BIN/batchlake
 	fi
 fi
