@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
 )
 
 func costCmd(ctx context.Context, g *globals) *cobra.Command {
