@@ -36,6 +36,8 @@ type PlanOptions struct {
 	OutputSchemaVersion string
 	TmpDir              string
 	Now                 func() time.Time
+	// Progress, if set, is told the bytes of the input read so far.
+	Progress Progress
 
 	// Child jobs (retry): identities come from the parent's lineage, keyed by
 	// the new custom id, instead of from the lines.
@@ -163,7 +165,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		prev := debug.SetMemoryLimit(int64(est)*200 + 192<<20)
 		defer debug.SetMemoryLimit(prev)
 	}
-	err = ParallelLines(ctx, io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), func(ln Line) parsed {
+	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
 		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
 		p := parsed{rec: rec, err: ierr}
 		if ierr == nil {

@@ -36,6 +36,8 @@ type FileOptions struct {
 	ProviderJobID string
 	TmpDir        string
 	Now           func() time.Time
+	// Progress, if set, is told the bytes of the file parsed so far.
+	Progress Progress
 }
 
 // IngestFile archives a provider output or error file raw and
@@ -103,7 +105,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		err error
 	}
 	rows := make([]lake.AttemptRow, 0, 1024)
-	err = ParallelLines(ctx, bufio.NewReaderSize(file, 1<<20), func(ln Line) parsed {
+	err = ParallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line) parsed {
 		row, err := f.ParseResult(ln.Bytes, o.Channel)
 		if err != nil {
 			return parsed{err: err, raw: append([]byte(nil), ln.Bytes...)}

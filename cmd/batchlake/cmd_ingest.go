@@ -53,7 +53,9 @@ Ingesting the same file again changes nothing.`,
 				if f.path == "" {
 					continue
 				}
-				fr, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir})
+				tell, done := g.progressFor("ingest", f.path, fileSize(f.path), g.stderr)
+				fr, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell})
+				done()
 				if err != nil {
 					return err
 				}

@@ -26,7 +26,10 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			}
 			defer l.Close()
 			o.TmpDir = g.tmpDir
+			var done func()
+			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
 			res, err := ingest.Plan(ctx, l, o)
+			done()
 			if err != nil {
 				return err
 			}

@@ -48,6 +48,7 @@ type globals struct {
 	memLimit  string
 	cacheDir  string
 	stdout    io.Writer
+	stderr    io.Writer
 	log       *slog.Logger
 }
 
@@ -58,7 +59,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &globals{stdout: stdout}
+	g := &globals{stdout: stdout, stderr: stderr}
 	root := newRoot(ctx, g, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
