@@ -83,6 +83,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				if err != nil {
 					return err
 				}
+				res.State = lake.JobState(shardStates(res))
 				if !res.Pending || !wait {
 					for _, s := range res.Shards {
 						g.log.Info(use, "shard", s.ShardID, "state", s.State, "action", s.Action, "provider_job_id", s.ProviderJobID, "provider_status", s.ProviderStatus)
@@ -137,4 +138,12 @@ func cancelCmd(ctx context.Context, g *globals) *cobra.Command {
 		func(ctx context.Context, d *lifecycle.Driver, j lake.Digest, _ bool) (*lifecycle.Result, error) {
 			return d.Cancel(ctx, j)
 		}, 0)
+}
+
+func shardStates(r *lifecycle.Result) []lake.State {
+	out := make([]lake.State, len(r.Shards))
+	for i, s := range r.Shards {
+		out[i] = s.State
+	}
+	return out
 }

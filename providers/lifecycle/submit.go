@@ -42,7 +42,9 @@ type ShardResult struct {
 
 // Result is a step's result for a job.
 type Result struct {
-	JobKey string        `json:"job_key"`
+	JobKey string `json:"job_key"`
+	// State is the job's state, derived from its shards' (lake.JobState).
+	State  lake.State    `json:"state"`
 	Shards []ShardResult `json:"shards"`
 	// Pending is true when the step must be run again later (exit 75).
 	Pending bool `json:"pending"`
