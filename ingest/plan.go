@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // PlanOptions are the settings of one plan.
@@ -247,6 +248,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
 		return nil, err
 	}
+	failpoint.Hit(failpoint.PlanAfterManifest)
 	if err := ensureValidated(ctx, l, m); err != nil {
 		return nil, err
 	}
@@ -371,6 +373,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
 	return nil
 }
@@ -416,6 +419,7 @@ func (s *shardWriter) commit(ctx context.Context, l *lake.Lake) (lake.ManifestSh
 	if err := l.PutFileAs(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
 		return lake.ManifestShard{}, err
 	}
+	failpoint.Hit(failpoint.PlanAfterShard)
 	s.abort()
 	return lake.ManifestShard{ShardID: s.id, Object: d, Records: s.records, Bytes: s.bytes}, nil
 }
@@ -453,6 +457,7 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 				return err
 			}
 			last = ev
+			failpoint.Hit(failpoint.PlanAfterLedger)
 		}
 	}
 	return nil

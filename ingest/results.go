@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // Channels a result file arrives on.
@@ -73,6 +74,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err := l.PutFileAs(ctx, o.Path, lake.ObjectKey(raw), raw, size); err != nil {
 		return res, err
 	}
+	failpoint.Hit(failpoint.IngestAfterRaw)
 	aw, err := lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job)
 	if err != nil {
 		return res, err
@@ -135,6 +137,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err != nil {
 		return res, err
 	}
+	failpoint.Hit(failpoint.IngestAfterAttempts)
 	qkey, err := qw.Commit(ctx)
 	if err != nil {
 		return res, err
@@ -158,6 +161,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		return res, err
 	}
+	failpoint.Hit(failpoint.IngestAfterMarker)
 	res.Created = created
 	return res, nil
 }

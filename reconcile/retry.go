@@ -9,6 +9,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // RetryResult is what the retry command prints.
@@ -77,6 +78,7 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
+	failpoint.Hit(failpoint.RetryBeforePlan)
 	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
 		Provider: m.Provider, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // writeTables stores the job's outcomes and costs tables.
@@ -43,6 +44,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	if outcomes, err = ow.Commit(ctx); err != nil {
 		return "", "", err
 	}
+	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
 
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
