@@ -246,7 +246,14 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
-		return nil, err
+		if !errors.Is(err, lake.ErrCorrupt) {
+			return nil, err
+		}
+		// A concurrent plan of this job committed first (its manifest differs
+		// in created_at): adopt it, as a later plan would.
+		if m, err = l.GetManifest(ctx, job); err != nil {
+			return nil, err
+		}
 	}
 	failpoint.Hit(failpoint.PlanAfterManifest)
 	if err := ensureValidated(ctx, l, m); err != nil {

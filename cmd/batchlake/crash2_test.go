@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +13,11 @@ import (
 // snapshots the lake: what every crashed or raced run must end identical to.
 var baselineFlow = struct {
 	once sync.Once
-	snap snapshot
-	rep  report
-	err  string
+	snap     snapshot
+	rep      report
+	cost     float64 // sum of the costs view
+	attempts float64 // rows of the attempts view
+	err      string
 }{}
 
 func flowBaseline(t *testing.T) (snapshot, report) {
@@ -34,13 +37,18 @@ func flowBaseline(t *testing.T) (snapshot, report) {
 		}
 		b.verify()
 		baselineFlow.snap = takeSnapshot(t, b.lake)
+		baselineFlow.cost = b.sqlCount("SELECT sum(cost_usd::DOUBLE) FROM costs")
+		baselineFlow.attempts = b.sqlCount("SELECT count(*) FROM attempts")
+		if baselineFlow.cost <= 0 || baselineFlow.attempts < flowN {
+			baselineFlow.err = fmt.Sprintf("baseline: cost %v, %v attempt rows", baselineFlow.cost, baselineFlow.attempts)
+		}
 		rep := baselineFlow.rep
 		// The comparison is only sharp if every kind of record and line is present.
 		if rep.Succeeded == 0 || rep.FailedRetryable == 0 || rep.Missing == 0 || rep.Unknown == 0 || rep.Duplicate == 0 ||
 			rep.Quarantined == 0 || rep.RetryRecords == 0 || len(baselineFlow.snap.reports) != 1 || baselineFlow.snap.expected <= flowN {
 			baselineFlow.err = "baseline too clean to compare with: " + rep.counts()
 		}
-		if t.Failed() {
+		if t.Failed() && baselineFlow.err == "" {
 			baselineFlow.err = "baseline run failed"
 		}
 	})
