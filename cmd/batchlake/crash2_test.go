@@ -12,7 +12,7 @@ import (
 // baselineFlow runs plan, ingest, reconcile and retry once, uninterrupted, and
 // snapshots the lake: what every crashed or raced run must end identical to.
 var baselineFlow = struct {
-	once sync.Once
+	once     sync.Once
 	snap     snapshot
 	rep      report
 	cost     float64 // sum of the costs view
