@@ -57,7 +57,7 @@ func TestHostilePlan(t *testing.T) {
 		{"blank lines between", []byte("\n" + ok("a") + "\n\n  \n" + ok("b") + "\n\n"), nil, 2, nil},
 		{"empty file", nil, nil, 0, []string{"input.jsonl", "no requests"}},
 		{"only blank lines", []byte("\n\r\n \n"), nil, 0, []string{"input.jsonl", "no requests"}},
-		{"JSON nested 10,000 deep", lines(ok("a"), `{"custom_id":"d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini-2024-07-18","metadata":` + deep(10000) + `,"messages":[]}}`), nil, 0, []string{"line 2"}},
+		{"JSON nested 10,000 deep", lines(ok("a"), `{"custom_id":"d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini-2024-07-18","metadata":`+deep(10000)+`,"messages":[]}}`), nil, 0, []string{"line 2"}},
 		{"not JSON at all", lines(ok("a"), "\x00\x01\x02garbage"), nil, 0, []string{"line 2", "not valid JSON"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
