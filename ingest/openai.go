@@ -183,6 +183,9 @@ func slowParseInput(line []byte, keyField string) (InputRecord, *InputError) {
 	if ierr != nil {
 		return rec, ierr
 	}
+	if !utf8.Valid(in.CustomID) { // json.Unmarshal would silently turn bad bytes into U+FFFD
+		return rec, &InputError{Field: "custom_id", Msg: "not valid UTF-8"}
+	}
 	if err := checkID(id); err != nil {
 		return rec, &InputError{Field: "custom_id", Msg: err.Error()}
 	}
@@ -275,6 +278,9 @@ func lookupKey(line []byte, path string) (string, *InputError) {
 			return "", &InputError{Field: path, Msg: "missing"}
 		}
 		cur = v
+	}
+	if !utf8.Valid(cur) {
+		return "", &InputError{Field: path, Msg: "not valid UTF-8"}
 	}
 	var s string
 	if json.Unmarshal(cur, &s) == nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // PlanOptions are the settings of one plan.
@@ -279,8 +280,16 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
-		return nil, err
+		if !errors.Is(err, lake.ErrCorrupt) {
+			return nil, err
+		}
+		// A concurrent plan of this job committed first (its manifest differs
+		// in created_at): adopt it, as a later plan would.
+		if m, err = l.GetManifest(ctx, job); err != nil {
+			return nil, err
+		}
 	}
+	failpoint.Hit(failpoint.PlanAfterManifest)
 	if err := ensureValidated(ctx, l, m); err != nil {
 		return nil, err
 	}
@@ -437,6 +446,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
 	return nil
 }
@@ -517,6 +527,7 @@ func (s *shardWriter) commit(ctx context.Context, l *lake.Lake) (lake.ManifestSh
 	if err := l.PutFileAs(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
 		return lake.ManifestShard{}, err
 	}
+	failpoint.Hit(failpoint.PlanAfterShard)
 	s.abort()
 	return lake.ManifestShard{ShardID: s.id, Object: d, Records: s.records, Bytes: s.bytes}, nil
 }
@@ -554,6 +565,7 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 				return err
 			}
 			last = ev
+			failpoint.Hit(failpoint.PlanAfterLedger)
 		}
 	}
 	return nil

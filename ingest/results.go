@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // Channels a result file arrives on.
@@ -136,6 +137,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if aerr := archiveErr(); aerr != nil {
 		return res, aerr
 	}
+	failpoint.Hit(failpoint.IngestAfterRaw)
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
 			return res, &InputError{File: name, Msg: err.Error()}
@@ -149,6 +151,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err != nil {
 		return res, err
 	}
+	failpoint.Hit(failpoint.IngestAfterAttempts)
 	qkey, err := qw.Commit(ctx)
 	if err != nil {
 		return res, err
@@ -172,6 +175,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		return res, err
 	}
+	failpoint.Hit(failpoint.IngestAfterMarker)
 	res.Created = created
 	return res, nil
 }

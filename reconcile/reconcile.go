@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // Options are the settings of one reconcile run.
@@ -200,6 +201,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
 			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 		}
+		failpoint.Hit(failpoint.ReconcileAfterReconciling)
 	}
 	rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, gate)
 	if err != nil {
@@ -241,10 +243,12 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	}
 	logTiming("writeTables", "outcomes and costs tables", start)
 	start = time.Now()
+	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
 		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o.TmpDir); err != nil {
 			return nil, err
 		}
+		failpoint.Hit(failpoint.ReconcileAfterRetry)
 	}
 	logTiming("writeRetry", "retry shards and lineage", start)
 	rep.Closed = rep.Missing == 0 && rep.Unknown == 0 && rep.Duplicate == 0
@@ -263,6 +267,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 			return nil, err
 		}
 	}
+	failpoint.Hit(failpoint.ReconcileAfterReport)
 	return rep, nil
 }
 
@@ -333,6 +338,7 @@ func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Repo
 				return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 			}
 		}
+		failpoint.Hit(failpoint.ReconcileBeforeFinal)
 		if _, err := g.Transition(ctx, job, s.ShardID, r.State, 0, "", map[string]string{"report": r.Report}); err != nil && !errors.Is(err, lake.ErrConflict) {
 			return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 		}

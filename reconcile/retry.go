@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // RetryResult is what the retry command prints.
@@ -56,11 +58,17 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 		lineage[li.CustomID] = li
 	}
 	// The child's input is the retry shards, concatenated.
-	f, err := os.CreateTemp(tmpDir, "batchlake-retry-input-*.jsonl")
+	// A fixed name: the child's manifest records it (input_file_name), so a
+	// random temp name would make every retry's manifest bytes differ.
+	dir, err := os.MkdirTemp(tmpDir, "batchlake-retry-*")
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
+	defer os.RemoveAll(dir)
+	f, err := os.Create(filepath.Join(dir, "retry-of-"+m.JobKey+".jsonl"))
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	w := bufio.NewWriter(f)
 	for _, k := range rep.RetryShards {
@@ -77,6 +85,7 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
+	failpoint.Hit(failpoint.RetryBeforePlan)
 	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
 		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lake/failpoint"
 )
 
 // writeTables stores the job's outcomes and costs tables. Rows are scanned in
@@ -46,6 +47,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	logTiming("outcomes", "commit", start)
+	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
 
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +49,7 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 func reconcileCmd(ctx context.Context, g *globals) *cobra.Command {
 	var job, out string
 	var rf reconcileFlags
+	var lease time.Duration
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Run the set algebra for a job, write the report, retry shards and costs",
@@ -65,7 +67,7 @@ retry shard was written; 11: unknown or duplicate ids need review.`,
 			if err != nil {
 				return err
 			}
-			o.OutDir = out
+			o.OutDir, o.Lease = out, lease
 			l, err := g.open(ctx)
 			if err != nil {
 				return err
@@ -84,6 +86,7 @@ retry shard was written; 11: unknown or duplicate ids need review.`,
 		},
 	}
 	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().DurationVar(&lease, "lease", 30*time.Minute, "how long a reconciler holds the job's shards (RECONCILING) before another may take over")
 	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here")
 	rf.register(c)
 	return c

@@ -21,5 +21,6 @@
 //	collect.after-ingest      a result file is archived and ingested (marker written)
 //
 // Each is hit once per shard (submit) or per result file (collect), so
-// name@N crashes at the N-th shard or file.
+// name@N crashes at the N-th shard or file. The failpoints of plan, ingest,
+// reconcile and retry are listed in names.go.
 package failpoint
