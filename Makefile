@@ -48,8 +48,10 @@ bench: ## measure plan, ingest, reconcile and the DuckDB baseline at N records (
 bench-go: ## Go benchmarks of the hot paths
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem ./bench/gen/ ./ingest/ ./lake/ ./reconcile/
 
-reliability: ## the long variants of the race and crash suites
-	BATCHLAKE_LONG=1 $(GO) test -tags $(TAGS) -timeout 30m ./lake/ ./providers/... ./cmd/...
+reliability: ## the long race, crash and hostile-input suites, and docs/reliability.md
+	rm -f reliability.jsonl
+	BATCHLAKE_LONG=1 BATCHLAKE_RELIABILITY_OUT=$(CURDIR)/reliability.jsonl $(GO) test -tags $(TAGS) -timeout 30m ./lake/ ./providers/... ./cmd/...
+	$(GO) run ./cmd/blreliability -in reliability.jsonl -out docs/reliability.md
 
 clean:
 	rm -rf bin $(DEMO)
