@@ -64,6 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	code := exitCode(err)
+	var ee exitErr
+	if err != nil && code == exitTempFail && !errors.As(err, &ee) {
+		fmt.Fprintf(stderr, "batchlake: %v\n", err)
+		printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code, "pending": true})
+	}
 	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail {
 		if g.log == nil {
 			g.log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -84,6 +89,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, lake.ErrLeased):
+		// Another worker holds the step (a concurrent reconcile or submit):
+		// not an error, try again later.
+		return exitTempFail
 	case errors.Is(err, ingest.ErrBadInput):
 		return exitUsage
 	case isCobraUsage(err):

@@ -40,10 +40,10 @@ func TestConcurrentSteps(t *testing.T) {
 						t.Errorf("%d concurrent %s: no process succeeded: exit codes %v", n, name, codes)
 					}
 					// Only reconcile has losers: its RECONCILING lease admits one
-					// process, the others exit 1 naming the lease.
+					// process, the others exit 75 (try later) naming the lease.
 					allowed := s.ok
 					if name == "reconcile" {
-						allowed = append(allowed, exitError)
+						allowed = append(allowed, exitTempFail)
 					}
 					for _, c := range codes {
 						if !slices.Contains(allowed, c) {
