@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +15,7 @@ import (
 )
 
 func ingestCmd(ctx context.Context, g *globals) *cobra.Command {
-	var job, output, errs, providerJobID, shard string
+	var job, output, errs, providerJobID, shard, summary string
 	c := &cobra.Command{
 		Use:   "ingest",
 		Short: "Archive and normalise provider output and error files of a job submitted elsewhere",
@@ -46,8 +50,9 @@ Ingesting the same file again changes nothing.`,
 				}
 			}
 			res := struct {
-				JobKey string              `json:"job_key"`
-				Files  []ingest.FileResult `json:"files"`
+				JobKey  string              `json:"job_key"`
+				Files   []ingest.FileResult `json:"files"`
+				Summary *summaryCheck       `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
 			for _, f := range []struct{ path, channel string }{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}} {
 				if f.path == "" {
@@ -66,6 +71,18 @@ Ingesting the same file again changes nothing.`,
 				g.log.Info(msg, "file", fr.File, "channel", fr.Channel, "lines", fr.Lines, "quarantined", fr.Quarantined)
 				res.Files = append(res.Files, fr)
 			}
+			if summary != "" {
+				expected := m.ExpectedRecords
+				if s, ok := m.Shard(shard); ok {
+					expected = s.Records
+				}
+				if res.Summary, err = checkBedrockSummary(ctx, l, m, summary, output, errs, expected); err != nil {
+					return err
+				}
+				for _, d := range res.Summary.Differences {
+					g.log.Warn("bedrock manifest.json.out disagrees with the result lines", "difference", d.String())
+				}
+			}
 			printJSON(g.stdout, res)
 			return nil
 		},
@@ -76,5 +93,56 @@ Ingesting the same file again changes nothing.`,
 	f.StringVar(&errs, "errors", "", "provider error JSONL")
 	f.StringVar(&providerJobID, "provider-job-id", "", "the provider's batch id, recorded on every row")
 	f.StringVar(&shard, "shard", "", "the shard these files belong to (optional: lines are matched by id)")
+	f.StringVar(&summary, "summary", "", "Bedrock manifest.json.out: archived and cross-checked against the result lines")
 	return c
+}
+
+// summaryCheck is the cross-check of a Bedrock job summary against the lines.
+type summaryCheck struct {
+	File        string                      `json:"file"`
+	SHA256      string                      `json:"sha256"`
+	Differences []ingest.ManifestDifference `json:"differences"`
+}
+
+// checkBedrockSummary archives a manifest.json.out content-addressed and
+// compares its counts with what the output and error files' lines add up to.
+func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs string, expected int64) (*summaryCheck, error) {
+	if m.Provider != "bedrock" {
+		return nil, &ingest.UsageError{Msg: "ingest --summary: only Bedrock jobs have a manifest.json.out; this job is " + m.Provider}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ingest.UsageError{Msg: "ingest --summary: " + err.Error()}
+	}
+	sm, err := ingest.ParseBedrockManifest(data)
+	if err != nil {
+		return nil, &ingest.InputError{File: filepath.Base(path), Msg: err.Error()}
+	}
+	d, err := l.PutObject(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	f, _ := ingest.FormatFor("bedrock")
+	tally := ingest.BedrockTally{Expected: expected}
+	for _, p := range []string{output, errs} {
+		if p == "" {
+			continue
+		}
+		fh, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), ingest.MaxLineBytes)
+		for sc.Scan() {
+			if row, err := f.ParseResult(sc.Bytes(), ingest.ChannelOutput); err == nil {
+				tally.Add(row)
+			}
+		}
+		fh.Close()
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("ingest --summary: read %s: %w", p, err)
+		}
+	}
+	return &summaryCheck{File: filepath.Base(path), SHA256: d.Hex(), Differences: append([]ingest.ManifestDifference{}, sm.Check(tally)...)}, nil
 }
