@@ -332,7 +332,7 @@ func (l *Lake) OpenVerified(ctx context.Context, key string, d Digest) (io.ReadC
 	if err != nil {
 		return nil, wrapRead(key, err)
 	}
-	return &verifyingReader{ctx: ctx, l: l, r: r, h: sha256.New(), want: d, key: key}, nil
+	return &verifyingReader{ctx: ctx, l: l, r: r, h: sha256.New(), want: d, key: key, start: time.Now()}, nil
 }
 
 // maxResumes bounds how often one OpenVerified stream resumes after a cut.
@@ -391,6 +391,7 @@ type verifyingReader struct {
 	key     string
 	off     int64
 	resumes int
+	start   time.Time
 	err     error // sticky: a failed resume ends the stream
 }
 
@@ -413,11 +414,23 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 		if err == nil {
 			return n, nil
 		}
-		if !transient(v.ctx, err) || v.resumes >= maxResumes {
+		p := v.l.policy()
+		limit := maxResumes
+		if p.MaxAttempts > 0 {
+			limit = int(p.MaxAttempts) - 1
+		}
+		if !transient(v.ctx, err) {
 			v.err = fmt.Errorf("lake read %s: cut at byte %d: %w", v.key, v.off, err)
 			return n, v.err
 		}
+		if v.resumes >= limit {
+			v.err = &GaveUpError{Op: "read", Key: v.key, Attempts: v.resumes + 1, Elapsed: time.Since(v.start), Last: fmt.Errorf("cut at byte %d: %w", v.off, err)}
+			return n, v.err
+		}
 		v.resumes++
+		if p.Notify != nil {
+			p.Notify("read", v.key, v.resumes, err)
+		}
 		_ = v.r.Close()
 		r, rerr := v.l.openAt(v.ctx, v.key, v.off)
 		if rerr != nil {
