@@ -250,6 +250,8 @@ func (f *faultyS3) contents(t *testing.T) map[string]string {
 
 // ---- the reliability tally ---------------------------------------------------
 
+var storageTallyMu sync.Mutex
+
 // recordStorage appends one fault class's figures to $BATCHLAKE_RELIABILITY_OUT
 // in the JSON line format of cmd/batchlake/reliability_test.go, which
 // cmd/blreliability sums into docs/reliability.md.
@@ -263,6 +265,8 @@ func recordStorage(t *testing.T, class string, injected int) {
 	if t.Failed() {
 		survived = 0
 	}
+	storageTallyMu.Lock()
+	defer storageTallyMu.Unlock()
 	b, _ := json.Marshal(map[string]any{"suite": "storage faults (S3)", "class": class, "injected": injected, "survived": survived, "records_lost": 0})
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -356,6 +360,7 @@ func TestStorageFaultsSurvived(t *testing.T) {
 	for _, o := range ops {
 		for _, kind := range []faultKind{fault500, faultSlowDown, faultDelay, o.reset} {
 			t.Run(o.name+"/"+string(kind), func(t *testing.T) {
+				t.Parallel() // mostly waiting on timeouts and backoff
 				f := openFaultyS3(t)
 				if o.fault != "put" {
 					for _, k := range []string{"a", "b", "c"} {
@@ -426,6 +431,7 @@ func TestStorageFaultsPersist(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name+"/"+string(c.kind), func(t *testing.T) {
+			t.Parallel()
 			f := openFaultyS3(t)
 			f.lake.Retry.MaxAttempts = 3
 			if c.op == "get" {
