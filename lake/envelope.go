@@ -69,9 +69,9 @@ func (l *Lake) PutJSON(ctx context.Context, key, format string, v any) (created 
 
 // GetJSON reads and verifies the marker at key into v.
 func (l *Lake) GetJSON(ctx context.Context, key, format string, v any) error {
-	b, err := l.Bucket.ReadAll(ctx, key)
+	b, err := l.readAll(ctx, key)
 	if err != nil {
-		return wrapRead(key, err)
+		return err
 	}
 	return OpenJSON(key, format, b, v)
 }

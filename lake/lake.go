@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob:// lakes
@@ -36,6 +37,9 @@ type Lake struct {
 	// dir is the root folder of a local-folder lake, "" otherwise. Ledger
 	// appends use it for an atomic create (fileblob's IfNotExist is not atomic).
 	dir string
+	// Retry is the policy for retrying transient object-store errors; the
+	// zero value means DefaultRetry.
+	Retry RetryPolicy
 }
 
 // Open opens the lake at u: a gocloud.dev/blob URL, or a plain path for a
@@ -64,13 +68,13 @@ func Open(ctx context.Context, u string) (*Lake, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open lake %s: %w", u, err)
 		}
-		return &Lake{Bucket: b, URL: u, dir: abs}, nil
+		return &Lake{Bucket: b, URL: u, dir: abs, Retry: DefaultRetry}, nil
 	}
 	b, err := blob.OpenBucket(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("open lake %s: %w", redactURL(u), err)
 	}
-	return &Lake{Bucket: b, URL: u}, nil
+	return &Lake{Bucket: b, URL: u, Retry: DefaultRetry}, nil
 }
 
 // redactURL drops query parameters that could carry secrets from errors.
@@ -92,9 +96,11 @@ func (l *Lake) LocalPath(key string) string { return filepath.Join(l.dir, filepa
 
 // Exists reports whether key exists.
 func (l *Lake) Exists(ctx context.Context, key string) (bool, error) {
-	ok, err := l.Bucket.Exists(ctx, key)
+	ok, err := retry(ctx, l, "exists", key, func(ctx context.Context) (bool, error) {
+		return l.Bucket.Exists(ctx, key)
+	})
 	if err != nil {
-		return false, fmt.Errorf("lake exists %s: %w", key, err)
+		return false, wrapOp("exists", key, err)
 	}
 	return ok, nil
 }
@@ -107,40 +113,84 @@ func (l *Lake) PutOnce(ctx context.Context, key string, data []byte) (created bo
 }
 
 // putOnce streams open() to key write-once; sum is the sha256 of the bytes,
-// used to compare with an existing object.
+// used to compare with an existing object. Transient failures are retried
+// with a fresh reader from open(): a failed attempt's upload is aborted and
+// never appears, and an attempt whose response was lost left the same bytes,
+// which the next attempt finds and accepts (created=false).
 func (l *Lake) putOnce(ctx context.Context, key string, open func() (io.Reader, error), sum Digest, size int64) (bool, error) {
+	created, err := retry(ctx, l, "put", key, func(ctx context.Context) (bool, error) {
+		return l.putAttempt(ctx, key, open, sum, size)
+	})
+	if err != nil {
+		var pe permanentErr
+		if errors.As(err, &pe) {
+			return false, pe.err
+		}
+		return false, wrapOp("put", key, err)
+	}
+	return created, nil
+}
+
+// putAttempt is one attempt of putOnce.
+func (l *Lake) putAttempt(ctx context.Context, key string, open func() (io.Reader, error), sum Digest, size int64) (bool, error) {
 	r, err := open()
 	if err != nil {
-		return false, err
+		return false, permanentErr{err}
 	}
+	if c, ok := r.(io.Closer); ok {
+		defer c.Close()
+	}
+	r = sourceReader{r}
 	// Cancelling the writer's context aborts the upload: the object never appears.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := l.Bucket.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: contentType(key)})
 	if err != nil {
-		return false, fmt.Errorf("lake put %s: %w", key, err)
+		return false, err
 	}
-	if _, err := io.Copy(w, r); err != nil {
+	if n, err := io.Copy(w, r); err != nil || n != size {
 		cancel()
 		_ = w.Close()
-		return false, fmt.Errorf("lake put %s: %w", key, err)
+		if err == nil {
+			// The local source changed under us: uploading it would store
+			// bytes that do not match the key.
+			return false, permanentErr{fmt.Errorf("lake put %s: source has %d bytes, want %d: %w", key, n, size, ErrCorrupt)}
+		}
+		return false, err
 	}
 	err = w.Close()
 	if err == nil {
 		return true, nil
 	}
 	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
-		return false, fmt.Errorf("lake put %s: %w", key, err)
+		return false, err
 	}
 	// Already there: same bytes is success, anything else is corruption.
-	got, n, err := l.hashKey(ctx, key)
+	got, n, err := l.hashOnce(ctx, key)
 	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// Refused as existing but not readable: let the next attempt
+			// decide (a store that is settling); treat as transient.
+			return false, fmt.Errorf("exists but reads as not found: %w", io.ErrUnexpectedEOF)
+		}
 		return false, err
 	}
 	if got != sum || n != size {
-		return false, fmt.Errorf("lake put %s: key holds other bytes (%s, want %s): %w", key, got, sum, ErrCorrupt)
+		return false, permanentErr{fmt.Errorf("lake put %s: key holds other bytes (%s, want %s): %w", key, got, sum, ErrCorrupt)}
 	}
 	return false, nil
+}
+
+// sourceReader marks errors reading the local source of a put as permanent:
+// no retry of the upload helps with them.
+type sourceReader struct{ r io.Reader }
+
+func (s sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = permanentErr{err}
+	}
+	return n, err
 }
 
 func contentType(key string) string {
@@ -155,26 +205,61 @@ func contentType(key string) string {
 }
 
 func (l *Lake) hashKey(ctx context.Context, key string) (Digest, int64, error) {
-	r, err := l.Bucket.NewReader(ctx, key, nil)
+	type sized struct {
+		d Digest
+		n int64
+	}
+	r, err := retry(ctx, l, "read", key, func(ctx context.Context) (sized, error) {
+		d, n, err := l.hashOnce(ctx, key)
+		return sized{d, n}, err
+	})
 	if err != nil {
 		return Digest{}, 0, wrapRead(key, err)
+	}
+	return r.d, r.n, nil
+}
+
+// hashOnce reads key once and returns the sha256 and size of its bytes.
+func (l *Lake) hashOnce(ctx context.Context, key string) (Digest, int64, error) {
+	r, err := l.Bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return Digest{}, 0, ErrNotFound
+		}
+		return Digest{}, 0, err
 	}
 	defer r.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, r)
 	if err != nil {
-		return Digest{}, 0, fmt.Errorf("lake read %s: %w", key, err)
+		return Digest{}, 0, err
 	}
 	var d Digest
 	h.Sum(d[:0])
 	return d, n, nil
 }
 
+// readAll reads key whole, retrying transient failures; a read cut short is
+// an error, never partial bytes.
+func (l *Lake) readAll(ctx context.Context, key string) ([]byte, error) {
+	b, err := retry(ctx, l, "read", key, func(ctx context.Context) ([]byte, error) {
+		b, err := l.Bucket.ReadAll(ctx, key)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, ErrNotFound
+		}
+		return b, err
+	})
+	if err != nil {
+		return nil, wrapRead(key, err)
+	}
+	return b, nil
+}
+
 func wrapRead(key string, err error) error {
-	if gcerrors.Code(err) == gcerrors.NotFound {
+	if errors.Is(err, ErrNotFound) || gcerrors.Code(err) == gcerrors.NotFound {
 		return fmt.Errorf("lake read %s: %w", key, ErrNotFound)
 	}
-	return fmt.Errorf("lake read %s: %w", key, err)
+	return wrapOp("read", key, err)
 }
 
 // PutObject stores data content-addressed and returns its digest.
@@ -197,17 +282,8 @@ func (l *Lake) PutFile(ctx context.Context, path string, keyFor func(Digest) str
 
 // PutFileAs uploads a local file whose digest and size are already known.
 func (l *Lake) PutFileAs(ctx context.Context, path, key string, d Digest, n int64) error {
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	_, err := l.putOnce(ctx, key, func() (io.Reader, error) {
-		var err error
-		f, err = os.Open(path)
-		return f, err
-	}, d, n)
+	// putOnce closes each attempt's file.
+	_, err := l.putOnce(ctx, key, func() (io.Reader, error) { return os.Open(path) }, d, n)
 	return err
 }
 
@@ -235,9 +311,9 @@ func (l *Lake) GetObject(ctx context.Context, d Digest) ([]byte, error) {
 
 // GetVerified reads key and checks that its bytes hash to d.
 func (l *Lake) GetVerified(ctx context.Context, key string, d Digest) ([]byte, error) {
-	b, err := l.Bucket.ReadAll(ctx, key)
+	b, err := l.readAll(ctx, key)
 	if err != nil {
-		return nil, wrapRead(key, err)
+		return nil, err
 	}
 	if Sum(b) != d {
 		return nil, fmt.Errorf("lake read %s: content hashes to %s: %w", key, Sum(b), ErrCorrupt)
@@ -247,56 +323,152 @@ func (l *Lake) GetVerified(ctx context.Context, key string, d Digest) ([]byte, e
 
 // OpenVerified opens key for streaming; the reader returns ErrCorrupt at EOF
 // if the bytes do not hash to d, so a caller must read to the end before
-// trusting what it read.
+// trusting what it read. A transient failure part way through (a reset
+// connection) is resumed with a range read from the first byte not yet
+// delivered, under the lake's retry policy; the digest still covers every
+// byte. When the resume fails too, Read returns the error, never a silent EOF.
 func (l *Lake) OpenVerified(ctx context.Context, key string, d Digest) (io.ReadCloser, error) {
-	r, err := l.Bucket.NewReader(ctx, key, nil)
+	r, err := l.openAt(ctx, key, 0)
 	if err != nil {
 		return nil, wrapRead(key, err)
 	}
-	return &verifyingReader{r: r, h: sha256.New(), want: d, key: key}, nil
+	return &verifyingReader{ctx: ctx, l: l, r: r, h: sha256.New(), want: d, key: key, start: time.Now()}, nil
+}
+
+// maxResumes bounds how often one OpenVerified stream resumes after a cut.
+const maxResumes = 10
+
+// openAt opens key from byte off, retrying transient failures. The attempt
+// timeout bounds the wait for the response, not the reading of the body,
+// which goes at the caller's pace.
+func (l *Lake) openAt(ctx context.Context, key string, off int64) (io.ReadCloser, error) {
+	timeout := l.policy().AttemptTimeout
+	return retry(ctx, l, "read", key, func(context.Context) (io.ReadCloser, error) {
+		rctx, cancel := context.WithCancel(ctx)
+		var t *time.Timer
+		if timeout > 0 {
+			t = time.AfterFunc(timeout, cancel)
+		}
+		r, err := l.Bucket.NewRangeReader(rctx, key, off, -1, nil)
+		if t != nil && !t.Stop() {
+			if err == nil {
+				r.Close()
+			}
+			cancel()
+			return nil, fmt.Errorf("no response within %s: %w", timeout, context.DeadlineExceeded)
+		}
+		if err != nil {
+			cancel()
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				return nil, ErrNotFound
+			}
+			return nil, err
+		}
+		return cancelOnClose{r, cancel}, nil
+	})
+}
+
+type cancelOnClose struct {
+	*blob.Reader
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.Reader.Close()
+	c.cancel()
+	return err
 }
 
 type verifyingReader struct {
-	r io.ReadCloser
-	h interface {
+	ctx context.Context
+	l   *Lake
+	r   io.ReadCloser
+	h   interface {
 		Write([]byte) (int, error)
 		Sum([]byte) []byte
 	}
-	want Digest
-	key  string
+	want    Digest
+	key     string
+	off     int64
+	resumes int
+	start   time.Time
+	err     error // sticky: a failed resume ends the stream
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {
-	n, err := v.r.Read(p)
-	v.h.Write(p[:n])
-	if err == io.EOF {
-		var got Digest
-		v.h.Sum(got[:0])
-		if got != v.want {
-			return n, fmt.Errorf("lake read %s: content hashes to %s: %w", v.key, got, ErrCorrupt)
+	if v.err != nil {
+		return 0, v.err
+	}
+	for {
+		n, err := v.r.Read(p)
+		v.h.Write(p[:n])
+		v.off += int64(n)
+		if err == io.EOF {
+			var got Digest
+			v.h.Sum(got[:0])
+			if got != v.want {
+				return n, fmt.Errorf("lake read %s: content hashes to %s: %w", v.key, got, ErrCorrupt)
+			}
+			return n, err
+		}
+		if err == nil {
+			return n, nil
+		}
+		p := v.l.policy()
+		limit := maxResumes
+		if p.MaxAttempts > 0 {
+			limit = int(p.MaxAttempts) - 1
+		}
+		if !transient(v.ctx, err) {
+			v.err = fmt.Errorf("lake read %s: cut at byte %d: %w", v.key, v.off, err)
+			return n, v.err
+		}
+		if v.resumes >= limit {
+			v.err = &GaveUpError{Op: "read", Key: v.key, Attempts: v.resumes + 1, Elapsed: time.Since(v.start), Last: fmt.Errorf("cut at byte %d: %w", v.off, err)}
+			return n, v.err
+		}
+		v.resumes++
+		if p.Notify != nil {
+			p.Notify("read", v.key, v.resumes, err)
+		}
+		_ = v.r.Close()
+		r, rerr := v.l.openAt(v.ctx, v.key, v.off)
+		if rerr != nil {
+			v.r = io.NopCloser(strings.NewReader(""))
+			v.err = fmt.Errorf("lake read %s: cut at byte %d (%v), resume: %w", v.key, v.off, err, rerr)
+			return n, v.err
+		}
+		v.r = r
+		if n > 0 {
+			return n, nil
 		}
 	}
-	return n, err
 }
 
 func (v *verifyingReader) Close() error { return v.r.Close() }
 
 // List returns every key under prefix, in lexical order.
 func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
-	it := l.Bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(ctx)
-		if err == io.EOF {
-			break
+	// A listing that fails part way is started again from the beginning.
+	keys, err := retry(ctx, l, "list", prefix, func(ctx context.Context) ([]string, error) {
+		var keys []string
+		it := l.Bucket.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			o, err := it.Next(ctx)
+			if err == io.EOF {
+				return keys, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if o.IsDir {
+				continue
+			}
+			keys = append(keys, o.Key)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("lake list %s: %w", prefix, err)
-		}
-		if o.IsDir {
-			continue
-		}
-		keys = append(keys, o.Key)
+	})
+	if err != nil {
+		return nil, wrapOp("list", prefix, err)
 	}
 	return keys, nil
 }

@@ -336,13 +336,13 @@ func (v *verifier) checkRef(from, what, key string) bool {
 // readMarker reads and opens a sealed marker. A marker that does not verify is
 // a problem (false, nil); only I/O failures are errors.
 func (v *verifier) readMarker(ctx context.Context, key, format string, out any) (bool, error) {
-	data, err := v.l.Bucket.ReadAll(ctx, key)
+	data, err := v.l.readAll(ctx, key)
 	if err != nil {
-		if errors.Is(wrapRead(key, err), ErrNotFound) {
+		if errors.Is(err, ErrNotFound) {
 			v.problem(key, SeverityError, "listed but gone when read")
 			return false, nil
 		}
-		return false, wrapRead(key, err)
+		return false, err
 	}
 	if err := OpenJSON(key, format, data, out); err != nil {
 		v.problem(key, SeverityError, "marker does not verify: %s", strings.TrimPrefix(err.Error(), "lake read "+key+": "))
