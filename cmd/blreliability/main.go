@@ -155,7 +155,13 @@ expected records missing from the report's outcomes).
   B's rows in any view and cannot read B's partition files by path; a scope
   with ` + "`../`" + ` or ` + "`/`" + ` exits 2.
 
-Storage faults against the S3 server (issue 8 item 3) are not in this matrix.
+- **storage faults (S3)** (` + "`lake/storagefault_test.go`" + `): a proxy in front of the
+  in-process S3 server answers 500, 503 SlowDown, a delay past the client timeout,
+  or resets the connection mid-upload and mid-download, three times in a row, for
+  PutOnce, GetVerified, OpenVerified, List and a ledger append; the lake retries
+  with backoff (cenkalti/backoff) and the store ends holding exactly the right
+  object or event. Faults that never stop end in a clear "gave up after N
+  attempts" error with nothing visible.
 
 ## Known issues
 
