@@ -17,21 +17,7 @@ const arrowScan = true
 // eachRowArrow reads the query's result as Arrow record batches and hands
 // the rows to fn one by one.
 func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKinds, fn func(r *scanRow) error) error {
-	conn, err := e.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
-		if err != nil {
-			return err
-		}
-		rr, err := ar.QueryContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("sql %s: %w", name, err)
-		}
-		defer rr.Release()
+	return e.arrowQuery(ctx, name, q, func(rr array.RecordReader) error {
 		r := newScanRow(kinds)
 		for rr.Next() {
 			rec := rr.RecordBatch()
@@ -121,4 +107,26 @@ func arrowInts(a arrow.Array) (func(int) int64, error) {
 		return func(i int) int64 { return int64(c.Value(i)) }, nil
 	}
 	return nil, fmt.Errorf("want an integer, have Arrow %s", a.DataType())
+}
+
+// arrowQuery runs q on the session's connection through DuckDB's Arrow
+// interface and hands fn the record reader.
+func (e *Engine) arrowQuery(ctx context.Context, name, q string, fn func(array.RecordReader) error) error {
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		if err != nil {
+			return err
+		}
+		rr, err := ar.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+		defer rr.Release()
+		return fn(rr)
+	})
 }
