@@ -97,7 +97,7 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		}
 		must(e.ExecFile(ctx, "sources.sql", src))
 		must(rules.load(ctx, e))
-		must(prices.load(ctx, e))
+		must(prices.load(ctx, e, nil))
 		must(e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": "true", "MaxAttempts": 3}))
 		var rep Report
 		must(counts(ctx, e, &rep))

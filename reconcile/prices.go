@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/big"
 	"strings"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -17,9 +18,22 @@ import (
 
 // Price is one row of the price table, with exact per-token prices derived
 // from the per-million prices and the batch multiplier.
+//
+// EffectiveFrom (optional column effective_from: a date, 2026-03-01, or an
+// RFC 3339 time; zero when empty) is when the row starts to apply: a line is
+// priced by the row of its model whose effective_from is the latest at or
+// before the line's time, so a price change between attempts prices each
+// attempt at its own price. The line's time is the ingest time of its raw
+// file (the ingested_at of the ingest record): provider result lines carry no
+// reliable per-line time, and the ingest time is fixed in the lake, so a
+// reconcile run again prices the same. CacheWrite (optional column
+// cache_write_usd_per_mtok) prices cache write tokens, which the attempts
+// table counts inside input_tokens; empty means the input price, which is how
+// they were priced before the column existed.
 type Price struct {
-	Provider, Model                      string
-	Input, CachedInput, Output, Multiply *big.Rat
+	Provider, Model                                  string
+	EffectiveFrom                                    time.Time
+	Input, CachedInput, CacheWrite, Output, Multiply *big.Rat
 }
 
 // PriceTable is a parsed price table and the digest of its bytes.
@@ -62,7 +76,7 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			return nil, &ingest.InputError{File: name, Line: int64(line), Msg: err.Error()}
 		}
 		get := func(c string) string {
-			if i := col[c]; i < len(rec) {
+			if i, ok := col[c]; ok && i < len(rec) {
 				return strings.TrimSpace(rec[i])
 			}
 			return ""
@@ -71,9 +85,14 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 		if p.Provider == "" || p.Model == "" {
 			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "provider/model", Msg: "empty"}
 		}
-		k := p.Provider + "\x00" + p.Model
+		if v := get("effective_from"); v != "" {
+			if p.EffectiveFrom, err = parseEffective(v); err != nil {
+				return nil, &ingest.InputError{File: name, Line: int64(line), Field: "effective_from", Msg: fmt.Sprintf("want a date (2026-03-01) or an RFC 3339 time, got %q", v)}
+			}
+		}
+		k := p.Provider + "\x00" + p.Model + "\x00" + p.EffectiveFrom.String()
 		if first, dup := seen[k]; dup {
-			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "model", Msg: fmt.Sprintf("%s/%s again, first on line %d", p.Provider, p.Model, first)}
+			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "model", Msg: fmt.Sprintf("%s/%s effective from %q again, first on line %d", p.Provider, p.Model, get("effective_from"), first)}
 		}
 		seen[k] = line
 		for _, f := range []struct {
@@ -86,9 +105,27 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			}
 			*f.dst = v
 		}
+		p.CacheWrite = p.Input
+		if v := get("cache_write_usd_per_mtok"); v != "" {
+			w, ok := new(big.Rat).SetString(v)
+			if !ok || w.Sign() < 0 {
+				return nil, &ingest.InputError{File: name, Line: int64(line), Field: "cache_write_usd_per_mtok", Msg: fmt.Sprintf("want a non-negative decimal, got %q", v)}
+			}
+			p.CacheWrite = w
+		}
 		t.Rows = append(t.Rows, p)
 	}
 	return t, nil
+}
+
+// parseEffective reads an effective_from cell: a date (midnight UTC) or an
+// RFC 3339 time.
+func parseEffective(v string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t.UTC(), err
 }
 
 func errString(err error) string {
@@ -108,18 +145,34 @@ func perToken(perM, mult *big.Rat) string {
 	return v.FloatString(18)
 }
 
-// load inserts the table into the session's prices temp table.
-func (t *PriceTable) load(ctx context.Context, e *Engine) error {
+// load inserts the table into the session's prices temp table, and the
+// time each raw file is priced at (its ingest time) into raw_times.
+func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestRecord) error {
 	if err := e.ExecFile(ctx, "prices.sql", nil); err != nil {
 		return err
 	}
 	for _, p := range t.Rows {
+		from := "NULL"
+		if !p.EffectiveFrom.IsZero() {
+			from = quote(p.EffectiveFrom.Format(timestampSQL))
+		}
 		if err := e.ExecFile(ctx, "price_add.sql", map[string]string{
-			"Provider": quote(p.Provider), "Model": quote(p.Model), "Input": quote(perToken(p.Input, p.Multiply)),
-			"Cached": quote(perToken(p.CachedInput, p.Multiply)), "Output": quote(perToken(p.Output, p.Multiply)),
+			"Provider": quote(p.Provider), "Model": quote(p.Model), "From": from, "Input": quote(perToken(p.Input, p.Multiply)),
+			"Cached": quote(perToken(p.CachedInput, p.Multiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
+			"Output": quote(perToken(p.Output, p.Multiply)),
 		}); err != nil {
 			return fmt.Errorf("load prices %s: %w", t.Name, err)
 		}
 	}
+	for _, r := range recs {
+		if err := e.ExecFile(ctx, "price_time_add.sql", map[string]string{
+			"Channel": quote(r.Channel), "Raw": quote(r.Raw.Hex()), "At": quote(r.IngestedAt.UTC().Format(timestampSQL)),
+		}); err != nil {
+			return fmt.Errorf("load ingest times: %w", err)
+		}
+	}
 	return nil
 }
+
+// timestampSQL renders a time as a DuckDB TIMESTAMP literal (UTC, microseconds).
+const timestampSQL = "2006-01-02 15:04:05.999999"

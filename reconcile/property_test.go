@@ -47,11 +47,20 @@ var (
 	pIn     = big.NewRat(15, 100*2*1_000_000)
 	pCached = big.NewRat(75, 1000*2*1_000_000)
 	pOut    = big.NewRat(60, 100*2*1_000_000)
+	// The shipped table has no cache_write_usd_per_mtok: cache writes cost
+	// the input price.
+	pWrite = pIn
 )
 
+// cacheWrite is how many of a line's input tokens the generator reports as
+// cache writes (counted inside input_tokens, like the providers do).
+func cacheWrite(in, cached int64) int64 { return (in - cached) / 4 }
+
 func lineCost(in, cached, out int64) *big.Rat {
-	c := new(big.Rat).Mul(big.NewRat(in-cached, 1), pIn)
+	write := cacheWrite(in, cached)
+	c := new(big.Rat).Mul(big.NewRat(in-cached-write, 1), pIn)
 	c.Add(c, new(big.Rat).Mul(big.NewRat(cached, 1), pCached))
+	c.Add(c, new(big.Rat).Mul(big.NewRat(write, 1), pWrite))
 	return c.Add(c, new(big.Rat).Mul(big.NewRat(out, 1), pOut))
 }
 
@@ -67,7 +76,7 @@ func generate(rng *rand.Rand, n, unknown, garbage int) genBatch {
 		t.costs[c] = new(big.Rat)
 	}
 	success := func(id, text string, in, cached, out int64) string {
-		return fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":200,"request_id":"req_%s","body":{"object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}}},"error":null}`, id, id, id, text, in, out, cached)
+		return fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":200,"request_id":"req_%s","body":{"object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d,"cache_write_tokens":%d}}}},"error":null}`, id, id, id, text, in, out, cached, cacheWrite(in, cached))
 	}
 	httpErr := func(id string, status int, typ, code string) string {
 		return fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":%d,"request_id":"req_%s","body":{"error":{"message":"m","type":%q,"param":null,"code":%q}}},"error":null}`, id, id, status, id, typ, code)

@@ -194,7 +194,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	if err := rules.load(ctx, e); err != nil {
 		return nil, err
 	}
-	if err := o.Prices.load(ctx, e); err != nil {
+	if err := o.Prices.load(ctx, e, recs); err != nil {
 		return nil, err
 	}
 	for _, s := range m.Shards {

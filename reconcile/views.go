@@ -47,6 +47,17 @@ type shardRow struct {
 	State         string `parquet:"state"`
 }
 
+// reportFileRow says when a raw file of a job was first reconciled: the
+// reconciled_at of the earliest committed report of the job that lists it.
+// The accepted view orders success lines by it, so a line that reaches a
+// report later (a late duplicate) can never displace one accepted earlier.
+type reportFileRow struct {
+	JobKey            string    `parquet:"job_key"`
+	Tenant            string    `parquet:"tenant"`
+	RawSHA256         string    `parquet:"raw_sha256"`
+	FirstReconciledAt time.Time `parquet:"first_reconciled_at,timestamp"`
+}
+
 type ledgerRow struct {
 	JobKey        string    `parquet:"job_key"`
 	Tenant        string    `parquet:"tenant"`
@@ -81,6 +92,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		mrows                                           []manifestRow
 		srows                                           []shardRow
 		lrows                                           []ledgerRow
+		frows                                           []reportFileRow
 	)
 	g := lake.NewLedger(l, "")
 	for _, k := range keys {
@@ -113,6 +125,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		}
 		var reportKey string
 		var reportAt time.Time
+		reportKeys := map[string]bool{}
 		for _, s := range m.Shards {
 			evs, err := g.Events(ctx, d, s.ShardID)
 			if err != nil {
@@ -124,8 +137,11 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 					row.ProviderJobID = ev.ProviderJobID
 				}
 				row.State = string(ev.State)
-				if k := ev.Detail["report"]; k != "" && !ev.At.Before(reportAt) {
-					reportKey, reportAt = k, ev.At
+				if k := ev.Detail["report"]; k != "" {
+					reportKeys[k] = true
+					if !ev.At.Before(reportAt) {
+						reportKey, reportAt = k, ev.At
+					}
 				}
 				det, _ := json.Marshal(ev.Detail)
 				lr := ledgerRow{JobKey: ev.JobKey, Tenant: m.Tenant, ShardID: ev.ShardID, Seq: int64(ev.Seq), State: string(ev.State), At: ev.At,
@@ -136,6 +152,28 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 				lrows = append(lrows, lr)
 			}
 			srows = append(srows, row)
+		}
+		// Every committed report of the job (the ledger names them), for the
+		// time each raw file first counted.
+		first := map[string]time.Time{}
+		for k := range reportKeys {
+			var r Report
+			if err := l.GetJSON(ctx, k, lake.FormatReport, &r); err != nil {
+				return nil, err
+			}
+			for _, raw := range append(append([]string{}, r.Files.Output...), r.Files.Error...) {
+				if t, ok := first[raw]; !ok || r.ReconciledAt.Before(t) {
+					first[raw] = r.ReconciledAt
+				}
+			}
+		}
+		raws := make([]string, 0, len(first))
+		for raw := range first {
+			raws = append(raws, raw)
+		}
+		sort.Strings(raws)
+		for _, raw := range raws {
+			frows = append(frows, reportFileRow{JobKey: m.JobKey, Tenant: m.Tenant, RawSHA256: raw, FirstReconciledAt: first[raw]})
 		}
 		if reportKey != "" {
 			var r Report
@@ -164,6 +202,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		{"Manifests", func() ([]string, error) { return smallTable(smallDir, "manifests", mrows) }},
 		{"Shards", func() ([]string, error) { return smallTable(smallDir, "shards", srows) }},
 		{"Ledger", func() ([]string, error) { return smallTable(smallDir, "ledger", lrows) }},
+		{"ReportFiles", func() ([]string, error) { return smallTable(smallDir, "report_files", frows) }},
 	} {
 		paths, err := t.files()
 		if err != nil {

@@ -14,7 +14,7 @@ WITH gated AS (
     -- The quality gate sees the whole normalised result row; only what the
     -- algebra needs is kept.
     SELECT job_key, tenant, provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
-           error_code, error_type, model_version, input_tokens, cached_input_tokens, output_tokens,
+           error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
            coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false) AS gate_ok
     FROM attempts_raw
 )
@@ -75,13 +75,18 @@ SELECT
 FROM expected e
 LEFT JOIN best b ON b.record_id = e.record_id;
 
--- The price of each distinct (provider, model version): the longest matching
--- model prefix of its provider.
+-- The price of each distinct (provider, model version, raw file): the longest
+-- matching model prefix of its provider, and of that model the row with the
+-- latest effective_from at or before the file's ingest time (raw_times).
 CREATE OR REPLACE TEMP TABLE model_prices AS
-SELECT m.provider, m.model_version, p.model, p.input_per_token, p.cached_per_token, p.output_per_token
-FROM (SELECT DISTINCT provider, model_version FROM lines) m
+SELECT m.provider, m.model_version, m.channel, m.raw_sha256, p.model, p.input_per_token, p.cached_per_token,
+       p.cache_write_per_token, p.output_per_token
+FROM (SELECT DISTINCT l.provider, l.model_version, l.channel, l.raw_sha256, t.priced_at
+      FROM lines l LEFT JOIN raw_times t ON t.channel = l.channel AND t.raw_sha256 = l.raw_sha256) m
 LEFT JOIN prices p ON p.provider = m.provider AND starts_with(m.model_version, p.model)
-QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version ORDER BY length(p.model) DESC NULLS LAST) = 1;
+                  AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
+QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
+                           ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1;
 
 -- Every line priced. A record's first success is its best line when that
 -- line succeeded; its other successes are duplicate submissions.
@@ -101,10 +106,12 @@ SELECT
     p.model AS price_model,
     (l.input_tokens + l.output_tokens) > 0 AND p.model IS NULL AS unpriced,
     coalesce(
-        CAST(l.input_tokens - l.cached_input_tokens AS DECIMAL(18, 0)) * p.input_per_token
+        CAST(l.input_tokens - l.cached_input_tokens - l.cache_write_tokens AS DECIMAL(18, 0)) * p.input_per_token
       + CAST(l.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
+      + CAST(l.cache_write_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
       + CAST(l.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
         CAST(0 AS DECIMAL(38, 18))) AS cost_usd
 FROM lines l
 LEFT JOIN model_prices p ON p.provider = l.provider AND p.model_version = l.model_version
+                        AND p.channel = l.channel AND p.raw_sha256 = l.raw_sha256
 LEFT JOIN best b ON b.record_id = l.record_id;

@@ -45,3 +45,48 @@ SELECT * FROM read_parquet({{.Shards}}, union_by_name = true);
 
 CREATE OR REPLACE {{.Kind}} ledger AS
 SELECT * FROM read_parquet({{.Ledger}}, union_by_name = true);
+
+-- When each raw file of a job first counted in a committed report.
+CREATE OR REPLACE {{.Kind}} report_files AS
+SELECT * FROM read_parquet({{.ReportFiles}}, union_by_name = true);
+
+-- The write-back table: exactly one accepted result per record across every
+-- generation. Candidates are the lines that passed the quality gate (the
+-- reconcile priced them first_success or duplicate_submission) in a job whose
+-- outcome for the record is succeeded. The first to count wins: ordered by the
+-- time its file first appeared in a committed report, then attempt, channel,
+-- raw_sha256, line_no. A late duplicate (a later output file of the same job,
+-- or a success of an earlier attempt that arrives after a retry succeeded)
+-- reaches a report later, so it can never replace a result already accepted.
+CREATE OR REPLACE {{.Kind}} accepted AS
+SELECT a.record_id, o.business_key, a.tenant, a.job_key, a.attempt, a.custom_id, a.model_version, a.output_text,
+       a.raw_sha256, a.line_no, a.channel, f.first_reconciled_at AS accepted_at
+FROM attempts a
+JOIN outcomes o ON o.job_key = a.job_key AND o.record_id = a.record_id AND o.outcome = 'succeeded'
+JOIN costs c ON c.job_key = a.job_key AND c.raw_sha256 = a.raw_sha256 AND c.line_no = a.line_no
+            AND c.custom_id = a.custom_id AND c.category IN ('first_success', 'duplicate_submission')
+LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha256
+WHERE a.outcome = 'success'
+QUALIFY row_number() OVER (PARTITION BY a.record_id
+                           ORDER BY f.first_reconciled_at NULLS LAST, a.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
+
+-- The manual queue: records whose latest disposition is manual and that have
+-- no accepted result (a late success settles a record no person need touch),
+-- with the outcome and reason of their last attempt.
+CREATE OR REPLACE {{.Kind}} manual AS
+WITH latest AS (
+    SELECT record_id,
+           any_value(tenant) AS tenant,
+           arg_max(business_key, attempt) AS business_key,
+           arg_max(outcome, attempt) AS outcome,
+           arg_max(reason, attempt) AS reason,
+           arg_max(disposition, attempt) AS disposition,
+           max(attempt) AS attempts,
+           arg_max(job_key, attempt) AS last_job_key,
+           sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd
+    FROM outcomes
+    GROUP BY record_id
+)
+SELECT record_id, tenant, business_key, outcome, reason, attempts, last_job_key, cost_usd
+FROM latest
+WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM accepted);

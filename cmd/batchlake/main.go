@@ -182,6 +182,6 @@ func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.memLimit, "memory-limit", envOr("BATCHLAKE_MEMORY_LIMIT", "512MB"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT); DuckDB spills to --tmp-dir beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
-		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g))
+		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g))
 	return root
 }

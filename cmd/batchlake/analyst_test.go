@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+)
+
+// cli runs the command in-process and returns its exit code and stdout JSON.
+func cli(t *testing.T, args ...string) (int, map[string]any) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	v := map[string]any{}
+	d := json.NewDecoder(&out)
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("batchlake %s: exit %d, stdout is not JSON: %v\n%s", strings.Join(args, " "), code, err, errb.String())
+	}
+	return code, v
+}
+
+// htmlIDs returns the text of every element with an id.
+func htmlIDs(t *testing.T, page []byte) map[string]string {
+	t.Helper()
+	root, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	var text func(*html.Node) string
+	text = func(n *html.Node) string {
+		if n.Type == html.TextNode {
+			return n.Data
+		}
+		var b strings.Builder
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			b.WriteString(text(c))
+		}
+		return b.String()
+	}
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		for _, a := range n.Attr {
+			if a.Key == "id" {
+				ids[a.Val] = strings.TrimSpace(text(n))
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	return ids
+}
+
+// TestManualAndReportCommands: on the simulator's whole loop (three
+// generations with mixed outcomes), `manual` exports exactly the records the
+// run left for a person, each with a reason, and `report --html` prints and
+// shows the run's own numbers; a missing --job is a usage error.
+func TestManualAndReportCommands(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
+		"--tenant", "acme", "--prompt-version", "v1", "--poll", "50ms", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("run: exit %d %v", code, res)
+	}
+	job := res["job_key"].(string)
+	runManual, runSucceeded := res["manual"].(json.Number).String(), res["succeeded"].(json.Number).String()
+	if runManual == "0" {
+		t.Fatal("the demo run left no manual work: the test would prove nothing")
+	}
+
+	out := filepath.Join(dir, "manual.jsonl")
+	code, m := cli(t, "manual", "--lake", lk, "--job", job, "--out", out)
+	if code != exitOK || m["count"].(json.Number).String() != runManual || m["file"] != out {
+		t.Fatalf("manual: exit %d %v, want count %s", code, m, runManual)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
+		var r struct{ RecordID, Reason, Outcome string }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Reason == "" || r.Outcome == "" || r.Outcome == "succeeded" {
+			t.Errorf("manual line %d: %s", n+1, sc.Text())
+		}
+	}
+	if s := big.NewInt(int64(n)).String(); s != runManual {
+		t.Errorf("manual file has %d lines, run left %s", n, runManual)
+	}
+
+	page := filepath.Join(dir, "report.html")
+	code, rep := cli(t, "report", "--lake", lk, "--job", job, "--html", page)
+	if code != exitOK {
+		t.Fatalf("report: exit %d %v", code, rep)
+	}
+	if rep["succeeded"].(json.Number).String() != runSucceeded || rep["manual"].(json.Number).String() != runManual {
+		t.Errorf("report succeeded %v manual %v; run said %s and %s", rep["succeeded"], rep["manual"], runSucceeded, runManual)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := htmlIDs(t, b)
+	for _, k := range []string{"expected", "succeeded", "retried", "manual", "pending"} {
+		if ids[k] != rep[k].(json.Number).String() {
+			t.Errorf("page %s = %q, JSON %v", k, ids[k], rep[k])
+		}
+	}
+	if ids["cost-total"] != rep["cost_total_usd"] {
+		t.Errorf("page cost-total %q, JSON %v", ids["cost-total"], rep["cost_total_usd"])
+	}
+	if gens := rep["generations"].([]any); len(gens) < 2 {
+		t.Errorf("report has %d generations; the demo retries", len(gens))
+	}
+
+	if code, _ := cli(t, "report", "--lake", lk); code != exitUsage {
+		t.Errorf("report without --job: exit %d, want %d", code, exitUsage)
+	}
+}

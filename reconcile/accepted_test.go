@@ -1,0 +1,208 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+func okLine(id, text string) string {
+	return fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":200,"request_id":"req_%s","body":{"object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":0}}}},"error":null}`, id, id, id, text)
+}
+
+func errLine(id string, status int, typ string) string {
+	return fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":%d,"request_id":"req_%s","body":{"error":{"message":"m","type":%q,"param":null,"code":null}}},"error":null}`, id, id, status, id, typ)
+}
+
+// lineageLake is a lake with one job and its retry child:
+//
+//	job 1: r0 succeeds, r1 fails with a 500 (retry), r2 fails with a 400
+//	       (manual), r3 has no line (retry);
+//	job 2: r1 and r3 succeed.
+//
+// It returns the lake, both manifests, the child's custom id of each retried
+// business key, and a function that ingests more files and reconciles a job.
+type lineageLake struct {
+	l       *lake.Lake
+	dir     string
+	m1, m2  *lake.Manifest
+	childID map[string]string
+	n       int
+}
+
+func (x *lineageLake) ingestAndReconcile(t *testing.T, m *lake.Manifest, output, errors []string) *Report {
+	t.Helper()
+	ctx := context.Background()
+	x.n++
+	for _, f := range []struct {
+		channel string
+		lines   []string
+	}{{ingest.ChannelOutput, output}, {ingest.ChannelError, errors}} {
+		if len(f.lines) == 0 {
+			continue
+		}
+		p := writeLines(t, x.dir, fmt.Sprintf("%s-%d.jsonl", f.channel, x.n), f.lines)
+		if _, err := ingest.IngestFile(ctx, x.l, m, ingest.FileOptions{Path: p, Channel: f.channel, TmpDir: x.dir}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(ctx, x.l, Options{JobKey: m.JobKey, TmpDir: x.dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func newLineageLake(t *testing.T) *lineageLake {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	x := &lineageLake{l: l, dir: dir}
+	var input []string
+	for i := range 4 {
+		input = append(input, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i))
+	}
+	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := lake.ParseDigest(res.JobKey)
+	if x.m1, err = l.GetManifest(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	rep := x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "first r0")}, []string{errLine("r1", 500, "server_error"), errLine("r2", 400, "invalid_request_error")})
+	if rep.Succeeded != 1 || rep.RetryRecords != 2 || rep.ManualRecords != 1 {
+		t.Fatalf("job 1: %+v", rep)
+	}
+	rr, err := Retry(ctx, l, d, dir)
+	if err != nil || rr.Child == nil {
+		t.Fatalf("retry: %v %+v", err, rr)
+	}
+	d2, _ := lake.ParseDigest(rr.Child.JobKey)
+	if x.m2, err = l.GetManifest(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	x.childID = map[string]string{}
+	x.query(t, "SELECT business_key, custom_id FROM expected WHERE job_key = '"+x.m2.JobKey+"'", func(v []any) {
+		x.childID[v[0].(string)] = v[1].(string)
+	})
+	if len(x.childID) != 2 || x.childID["r1"] == "" || x.childID["r3"] == "" {
+		t.Fatalf("child custom ids %v", x.childID)
+	}
+	rep = x.ingestAndReconcile(t, x.m2, []string{okLine(x.childID["r1"], "second r1"), okLine(x.childID["r3"], "second r3")}, nil)
+	if rep.Succeeded != 2 || rep.Attempt != 2 {
+		t.Fatalf("job 2: %+v", rep)
+	}
+	return x
+}
+
+// query runs q in a fresh read-only session and calls fn with each row.
+func (x *lineageLake) query(t *testing.T, q string, fn func([]any)) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rows, err := e.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		fn(v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// acceptedRows maps business key -> "job attempt text raw line" of the accepted view.
+func (x *lineageLake) acceptedRows(t *testing.T) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	x.query(t, `SELECT business_key, job_key, attempt, output_text, raw_sha256, line_no, count(*) OVER (PARTITION BY record_id) FROM accepted`, func(v []any) {
+		if v[6].(int64) != 1 {
+			t.Errorf("record %v has %d accepted rows", v[0], v[6])
+		}
+		key := v[0].(string)
+		if _, dup := got[key]; dup {
+			t.Errorf("business key %s accepted twice", key)
+		}
+		got[key] = fmt.Sprintf("%s a%v %q %s:%v", v[1].(string)[:8], v[2], v[3], v[4].(string)[:8], v[5])
+	})
+	return got
+}
+
+// TestAcceptedOnePerRecordAcrossGenerations: the accepted view holds exactly
+// one result per succeeded record across a job and its retry child, and late
+// duplicates — a second output file of the same job repeating a success, and
+// a success of attempt 1 arriving after attempt 2 was accepted — change none
+// of them, even after both jobs are reconciled again.
+func TestAcceptedOnePerRecordAcrossGenerations(t *testing.T) {
+	x := newLineageLake(t)
+	before := x.acceptedRows(t)
+	if len(before) != 3 || before["r2"] != "" {
+		t.Fatalf("accepted %v: want r0, r1, r3", before)
+	}
+	for k, job := range map[string]*lake.Manifest{"r0": x.m1, "r1": x.m2, "r3": x.m2} {
+		if before[k][:8] != job.JobKey[:8] {
+			t.Errorf("%s accepted from %s, want job %s", k, before[k], job.JobKey[:8])
+		}
+	}
+
+	// Late: job 1 gets another output file with r0 again (other text) and a
+	// success of r1's attempt 1; job 2 gets a duplicate of r3.
+	rep1 := x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "late r0"), okLine("r1", "late r1 attempt 1")}, nil)
+	if rep1.Succeeded != 2 || rep1.Duplicate != 2 { // r0 twice, r1 an error and a success
+		t.Fatalf("job 1 again: succeeded %d duplicate %d, want 2 and 2", rep1.Succeeded, rep1.Duplicate)
+	}
+	rep2 := x.ingestAndReconcile(t, x.m2, []string{okLine(x.childID["r3"], "late r3")}, nil)
+	if rep2.Duplicate != 1 {
+		t.Fatalf("job 2 again: duplicate %d, want 1", rep2.Duplicate)
+	}
+	after := x.acceptedRows(t)
+	if len(after) != len(before) {
+		t.Errorf("accepted has %d records after late duplicates, want %d", len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s: accepted %s replaced by late duplicate %s", k, v, after[k])
+		}
+	}
+}
+
+// TestManualView: the manual queue holds the record whose last attempt ended
+// in a permanent failure, with its reason, attempts and last job, and nothing
+// that was accepted or is still being retried.
+func TestManualView(t *testing.T) {
+	x := newLineageLake(t)
+	var got []string
+	x.query(t, `SELECT business_key, outcome, reason, attempts, last_job_key FROM manual ORDER BY business_key`, func(v []any) {
+		got = append(got, fmt.Sprintf("%s %s %s %v %s", v[0], v[1], v[2], v[3], v[4]))
+	})
+	want := []string{fmt.Sprintf("r2 failed_permanent invalid_request_error 1 %s", x.m1.JobKey)}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("manual = %q, want %q", got, want)
+	}
+}

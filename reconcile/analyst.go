@@ -1,0 +1,233 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/batchlake/batchlake/lake"
+	lakesql "github.com/batchlake/batchlake/sql"
+)
+
+// ManualRow is one record of the manual queue: what a person has to look at
+// and why (the outcome and reason of its last attempt).
+type ManualRow struct {
+	RecordID    string `json:"record_id"`
+	Tenant      string `json:"tenant"`
+	BusinessKey string `json:"business_key"`
+	Outcome     string `json:"outcome"`
+	Reason      string `json:"reason"`
+	Attempts    int64  `json:"attempts"`
+	LastJobKey  string `json:"last_job_key"`
+	CostUSD     string `json:"cost_usd"`
+}
+
+// ManualQueue returns the manual view's rows for a job and its retry
+// descendants ("" for every job) and a tenant ("" for all), calling fn for
+// each so that a large queue is streamed, not held.
+func (e *Engine) ManualQueue(ctx context.Context, job, tenant string, fn func(ManualRow) error) error {
+	stmts, err := lakesql.Render("manual_queue.sql", nil)
+	if err != nil {
+		return err
+	}
+	rows, err := e.DB.QueryContext(ctx, stmts[0], job, job, tenant, tenant)
+	if err != nil {
+		return fmt.Errorf("sql manual_queue.sql: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r ManualRow
+		var cost *string
+		if err := rows.Scan(&r.RecordID, &r.Tenant, &r.BusinessKey, &r.Outcome, &r.Reason, &r.Attempts, &r.LastJobKey, &cost); err != nil {
+			return err
+		}
+		r.CostUSD = "0"
+		if cost != nil {
+			r.CostUSD = trimDecimal(*cost)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Generation is one job of a retry family in the funnel, from its latest
+// reconcile report (Reconciled false when it has none yet).
+type Generation struct {
+	JobKey     string `json:"job_key"`
+	Attempt    int64  `json:"attempt"`
+	Reconciled bool   `json:"reconciled"`
+	State      string `json:"state"`
+	Expected   int64  `json:"expected"`
+	Succeeded  int64  `json:"succeeded"`
+	Retried    int64  `json:"retried"`
+	Manual     int64  `json:"manual"`
+	Failed     int64  `json:"failed"`
+	Missing    int64  `json:"missing"`
+}
+
+// CostLine is the cost of one category or model.
+type CostLine struct {
+	Key     string `json:"key"`
+	Lines   int64  `json:"lines"`
+	CostUSD string `json:"cost_usd"`
+}
+
+// AttemptsBin is one bar of the attempts-per-record histogram.
+type AttemptsBin struct {
+	Attempts int64 `json:"attempts"`
+	Records  int64 `json:"records"`
+}
+
+// JobSummary is everything the HTML report shows, and the JSON the report
+// command prints: the page is rendered from this value alone, so a test can
+// check that the page shows exactly these numbers.
+type JobSummary struct {
+	JobKey       string        `json:"job_key"`
+	Expected     int64         `json:"expected"`
+	Succeeded    int64         `json:"succeeded"`
+	Retried      int64         `json:"retried"`
+	Manual       int64         `json:"manual"`
+	Pending      int64         `json:"pending"`
+	Generations  []Generation  `json:"generations"`
+	CostTotal    string        `json:"cost_total_usd"`
+	CostCategory []CostLine    `json:"cost_by_category"`
+	CostModel    []CostLine    `json:"cost_by_model"`
+	Attempts     []AttemptsBin `json:"attempts_per_record"`
+	ManualShown  []ManualRow   `json:"manual_queue"`
+}
+
+// ManualShownMax bounds the manual queue rows on the page (the manual command
+// exports all of them).
+const ManualShownMax = 200
+
+// Summarize gathers the numbers of a job and its retry descendants: the
+// funnel per generation from each job's latest report, the family's totals,
+// cost by category and model, attempts per record, and the manual queue.
+func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (*JobSummary, error) {
+	s := &JobSummary{JobKey: job.Hex(), Generations: []Generation{}, CostCategory: []CostLine{}, CostModel: []CostLine{},
+		Attempts: []AttemptsBin{}, ManualShown: []ManualRow{}}
+	stmts, err := lakesql.Render("family_jobs.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.DB.QueryContext(ctx, stmts[0], s.JobKey)
+	if err != nil {
+		return nil, fmt.Errorf("sql family_jobs.sql: %w", err)
+	}
+	for rows.Next() {
+		var g Generation
+		if err := rows.Scan(&g.JobKey, &g.Attempt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		s.Generations = append(s.Generations, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(s.Generations) == 0 {
+		return nil, fmt.Errorf("report: no job %s in the lake: %w", s.JobKey, lake.ErrNotFound)
+	}
+	for i := range s.Generations {
+		g := &s.Generations[i]
+		d, err := lake.ParseDigest(g.JobKey)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := LatestReport(ctx, l, d)
+		if errors.Is(err, lake.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		g.Reconciled, g.State = true, string(rep.State)
+		g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
+		g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
+		g.Missing = rep.Missing
+	}
+
+	if stmts, err = lakesql.Render("family_records.sql", nil); err != nil {
+		return nil, err
+	}
+	if rows, err = e.DB.QueryContext(ctx, stmts[0], s.JobKey); err != nil {
+		return nil, fmt.Errorf("sql family_records.sql: %w", err)
+	}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		switch {
+		case k == "expected":
+			s.Expected = n
+		case k == "succeeded":
+			s.Succeeded = n
+		case k == "retried":
+			s.Retried = n
+		case k == "manual":
+			s.Manual = n
+		case strings.HasPrefix(k, "attempts="):
+			var a int64
+			fmt.Sscan(strings.TrimPrefix(k, "attempts="), &a)
+			s.Attempts = append(s.Attempts, AttemptsBin{Attempts: a, Records: n})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(s.Attempts, func(i, j int) bool { return s.Attempts[i].Attempts < s.Attempts[j].Attempts })
+	s.Pending = s.Expected - s.Succeeded - s.Manual
+
+	total := new(big.Rat)
+	for _, c := range []struct {
+		dim string
+		out *[]CostLine
+	}{{"category", &s.CostCategory}, {"model_version", &s.CostModel}} {
+		if stmts, err = lakesql.Render("family_costs.sql", map[string]string{"Dim": c.dim}); err != nil {
+			return nil, err
+		}
+		if rows, err = e.DB.QueryContext(ctx, stmts[0], s.JobKey); err != nil {
+			return nil, fmt.Errorf("sql family_costs.sql: %w", err)
+		}
+		for rows.Next() {
+			var cl CostLine
+			if err := rows.Scan(&cl.Key, &cl.Lines, &cl.CostUSD); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			cl.CostUSD = trimDecimal(cl.CostUSD)
+			if c.dim == "category" {
+				if x, ok := new(big.Rat).SetString(cl.CostUSD); ok {
+					total.Add(total, x)
+				}
+			}
+			*c.out = append(*c.out, cl)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	s.CostTotal = trimDecimal(total.FloatString(18))
+
+	err = e.ManualQueue(ctx, s.JobKey, "", func(r ManualRow) error {
+		if len(s.ManualShown) < ManualShownMax {
+			s.ManualShown = append(s.ManualShown, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
