@@ -54,5 +54,5 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 		return nil, err
 	}
 	return &CatalogResult{Database: abs, Files: len(files), Sidecar: side,
-		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger"}}, nil
+		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger", "accepted", "manual"}}, nil
 }

@@ -51,7 +51,7 @@ func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 		Use:   "sql [--format table|csv|json|arrow] \"SELECT …\"",
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
-quarantine, outcomes, records, costs and ledger. The session is read-only by
+quarantine, outcomes, records, costs, ledger, accepted and manual. The session is read-only by
 construction: only a single SELECT is accepted, and DuckDB may read nothing but
 the lake files behind the views (no COPY, ATTACH, INSTALL, LOAD or file reads).
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
