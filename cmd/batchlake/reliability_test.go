@@ -271,7 +271,7 @@ func jobOf(t *testing.T, r result) string {
 }
 
 // runStep runs a step until it succeeds, waiting out a lease a crashed or
-// concurrent run left (exit 1 naming the lease), for at most 20 s.
+// concurrent run left (exit 75, try later, naming the lease), for at most 20 s.
 func (b *box) runStep(s flowStep, job string) result {
 	b.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -280,7 +280,7 @@ func (b *box) runStep(s flowStep, job string) result {
 		if !r.killed && slices.Contains(s.ok, r.code) {
 			return r
 		}
-		if r.code != exitError || !strings.Contains(r.stderr, "leased") || time.Now().After(deadline) {
+		if r.code != exitTempFail || !strings.Contains(r.stderr, "leased") || time.Now().After(deadline) {
 			b.t.Fatalf("step %s: %s", s.name, r)
 		}
 		time.Sleep(300 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
@@ -215,8 +216,16 @@ func TestCreateLost(t *testing.T) {
 	if n := len(srv.Batches()); n != 1 {
 		t.Fatalf("server holds %d batches, want 1", n)
 	}
-	r := srv.Requests()
-	if last := r[len(r)-1]; last.Status != 0 || last.Fault != "create lost" {
+	// The server records the request after its handler returns, which can be
+	// after the client saw the connection close: wait for it.
+	var last fakeopenai.Request
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := srv.Requests()
+		if last = r[len(r)-1]; last.Fault != "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if last.Status != 0 || last.Fault != "create lost" {
 		t.Fatalf("recorded %+v", last)
 	}
 	if srv.Faults().CreateLost != 0 {
