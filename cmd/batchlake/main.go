@@ -89,9 +89,9 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, lake.ErrLeased):
-		// Another worker holds the step (a concurrent reconcile or submit):
-		// not an error, try again later.
+	case errors.Is(err, lake.ErrLeased), errors.Is(err, lake.ErrConflict):
+		// Another worker holds the step or won the same transition a moment
+		// ago (a concurrent reconcile or submit): not an error, try again later.
 		return exitTempFail
 	case errors.Is(err, ingest.ErrBadInput):
 		return exitUsage

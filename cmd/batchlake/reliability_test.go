@@ -280,7 +280,8 @@ func (b *box) runStep(s flowStep, job string) result {
 		if !r.killed && slices.Contains(s.ok, r.code) {
 			return r
 		}
-		if r.code != exitTempFail || !strings.Contains(r.stderr, "leased") || time.Now().After(deadline) {
+		busy := strings.Contains(r.stderr, "leased") || strings.Contains(r.stderr, "another writer won")
+		if r.code != exitTempFail || !busy || time.Now().After(deadline) {
 			b.t.Fatalf("step %s: %s", s.name, r)
 		}
 		time.Sleep(300 * time.Millisecond)
