@@ -1,9 +1,13 @@
 package reconcile
 
 import (
+	"bytes"
 	_ "embed"
 	"html/template"
 	"io"
+	"strings"
+
+	"golang.org/x/net/html"
 )
 
 // The page is one static file: inline CSS, no script, no external request
@@ -38,4 +42,40 @@ func RenderHTML(w io.Writer, s *JobSummary) error {
 		return err
 	}
 	return t.Execute(w, s)
+}
+
+// PageNumbers reads back what a report page shows, element id -> text, so a
+// check (ours, or an orchestrator's) can compare the page with the JSON.
+func PageNumbers(page []byte) (map[string]string, error) {
+	root, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]string{}
+	var text func(*html.Node) string
+	text = func(n *html.Node) string {
+		if n.Type == html.TextNode {
+			return n.Data
+		}
+		var b strings.Builder
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			b.WriteString(text(c))
+		}
+		return b.String()
+	}
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			for _, a := range n.Attr {
+				if a.Key == "id" {
+					ids[a.Val] = strings.TrimSpace(text(n))
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	return ids, nil
 }

@@ -9,48 +9,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/html"
 
 	"github.com/batchlake/batchlake/lake"
 )
 
-// pageIDs returns the text of every element with an id in an HTML document.
-func pageIDs(t *testing.T, doc []byte) map[string]string {
+// pageIDs returns the text of every element with an id.
+func pageIDs(t *testing.T, page []byte) map[string]string {
 	t.Helper()
-	root, err := html.Parse(bytes.NewReader(doc))
+	ids, err := PageNumbers(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{}
-	var text func(*html.Node) string
-	text = func(n *html.Node) string {
-		if n.Type == html.TextNode {
-			return n.Data
-		}
-		var b strings.Builder
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			b.WriteString(text(c))
-		}
-		return b.String()
-	}
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			for _, a := range n.Attr {
-				if a.Key == "id" {
-					ids[a.Val] = strings.TrimSpace(text(n))
-				}
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(root)
 	return ids
 }
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/net/html"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 // cli runs the command in-process and returns its exit code and stdout JSON.
@@ -30,34 +30,10 @@ func cli(t *testing.T, args ...string) (int, map[string]any) {
 // htmlIDs returns the text of every element with an id.
 func htmlIDs(t *testing.T, page []byte) map[string]string {
 	t.Helper()
-	root, err := html.Parse(bytes.NewReader(page))
+	ids, err := reconcile.PageNumbers(page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{}
-	var text func(*html.Node) string
-	text = func(n *html.Node) string {
-		if n.Type == html.TextNode {
-			return n.Data
-		}
-		var b strings.Builder
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			b.WriteString(text(c))
-		}
-		return b.String()
-	}
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		for _, a := range n.Attr {
-			if a.Key == "id" {
-				ids[a.Val] = strings.TrimSpace(text(n))
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(root)
 	return ids
 }
 
