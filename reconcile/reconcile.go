@@ -22,6 +22,8 @@ type Options struct {
 	MaxAttempts int
 	Retryable   []string // nil: DefaultRetryable
 	QualityGate string   // extra SQL predicate over the normalised success row
+	// OutputSchema, if set, is a JSON Schema every success line's output must satisfy.
+	OutputSchema *OutputSchema
 	Prices      *PriceTable
 	OutDir      string
 	TmpDir      string
@@ -58,6 +60,8 @@ type Report struct {
 	RetryRules      string                 `json:"retry_rules"`
 	Prices          string                 `json:"prices_sha256"`
 	UnpricedLines   int64                  `json:"unpriced_lines"`
+	OutputSchema    string                 `json:"output_schema_sha256,omitempty"`
+	SchemaFailed    int64                  `json:"schema_failed_lines"`
 	OutcomesFile    string                 `json:"outcomes_file,omitempty"`
 	CostsFile       string                 `json:"costs_file,omitempty"`
 	ReconciledAt    time.Time              `json:"reconciled_at"`
@@ -132,6 +136,10 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		h.AddString(r.Channel + ":" + r.Raw.Hex())
 	}
 	h.AddString(strconv.Itoa(o.MaxAttempts)).AddString(rules.String()).AddString(gate).AddString(o.Prices.Digest.Hex())
+	if o.OutputSchema != nil {
+		// Only with a schema, so runs without one keep their identity.
+		h.AddString("output-schema:" + o.OutputSchema.Digest.Hex())
+	}
 	runKey := lake.ReportKey(job, h.Sum())
 
 	g := lake.NewLedger(l, o.Actor)
@@ -192,6 +200,12 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		}
 	}
 	if err := rules.load(ctx, e); err != nil {
+		return nil, err
+	}
+	if o.OutputSchema != nil {
+		rep.OutputSchema = o.OutputSchema.Digest.Hex()
+	}
+	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
 		return nil, err
 	}
 	if err := o.Prices.load(ctx, e, recs); err != nil {

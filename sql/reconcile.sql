@@ -1,6 +1,7 @@
 -- Reconcile one job: the set algebra of CONTRACT §4.
 -- Inputs: expected, attempts_raw, quarantine (sources.sql) and the temp tables
--- retry_status(status), retry_codes(code), permanent_codes(code), prices(...).
+-- retry_status(status), retry_codes(code), permanent_codes(code), prices(...),
+-- schema_failures(...) (schema.sql).
 --
 -- Shaped for speed and memory at millions of lines: only the columns the
 -- algebra needs are materialised (never output_text), each record's best line
@@ -15,7 +16,11 @@ WITH gated AS (
     -- algebra needs is kept.
     SELECT job_key, tenant, provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
            error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
-           coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false) AS gate_ok
+           coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false)
+             -- --output-schema: lines whose output failed the JSON Schema
+             AND NOT EXISTS (SELECT 1 FROM schema_failures f
+                             WHERE f.s_raw = attempts_raw.raw_sha256 AND f.s_channel = attempts_raw.channel
+                               AND f.s_line = attempts_raw.line_no) AS gate_ok
     FROM attempts_raw
 )
 SELECT

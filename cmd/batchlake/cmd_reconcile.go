@@ -18,6 +18,7 @@ type reconcileFlags struct {
 	retryable   string
 	gate        string
 	prices      string
+	schema      string
 }
 
 func (r *reconcileFlags) register(c *cobra.Command) {
@@ -26,6 +27,7 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: CONTRACT §4's list)")
 	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"finish_reason <> 'length'\"")
 	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
+	f.StringVar(&r.schema, "output-schema", "", "JSON Schema every success line's output (parsed as JSON) must satisfy to pass the quality gate")
 }
 
 func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
@@ -33,6 +35,15 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
 	if r.retryable != "" {
 		o.Retryable = strings.Split(r.retryable, ",")
+	}
+	if r.schema != "" {
+		b, err := os.ReadFile(r.schema)
+		if err != nil {
+			return o, &ingest.UsageError{Msg: "--output-schema: " + err.Error()}
+		}
+		if o.OutputSchema, err = reconcile.LoadOutputSchema(filepath.Base(r.schema), b); err != nil {
+			return o, err
+		}
 	}
 	if r.prices != "" {
 		b, err := os.ReadFile(r.prices)

@@ -1,0 +1,65 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// TestOutputSchema: with --output-schema, success lines whose output is not
+// JSON or breaks the schema fail the quality gate (and are retried); without
+// it the same lines succeed; a broken schema is refused as bad input.
+func TestOutputSchema(t *testing.T) {
+	ctx := context.Background()
+	outputs := []string{`{\"label\":\"spam\"}`, `{\"label\":5}`, `not json at all`, `{\"label\":\"ham\",\"score\":0.5}`, `{\"score\":1}`}
+	var g genBatch
+	for i, out := range outputs {
+		id := fmt.Sprintf("r%d", i)
+		g.input = append(g.input, fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"x%d"}]}}`, id, i))
+		g.output = append(g.output, fmt.Sprintf(`{"id":"b%d","custom_id":%q,"response":{"status_code":200,"body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"%s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}},"error":null}`, i, id, out))
+	}
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := planAndIngest(t, l, dir, g, 0)
+	schema, err := LoadOutputSchema("label.schema.json", []byte(`{"type":"object","required":["label"],"properties":{"label":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name                      string
+		schema                    *OutputSchema
+		succeeded, quality, lines int64
+	}{
+		{"without schema", nil, 5, 0, 0},
+		{"with schema", schema, 2, 3, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := Run(ctx, l, Options{JobKey: m.JobKey, OutputSchema: c.schema, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Succeeded != c.succeeded || rep.QualityFailed != c.quality || rep.SchemaFailed != c.lines || rep.RetryRecords != c.quality {
+				t.Fatalf("succeeded %d quality_failed %d schema_failed_lines %d retry %d; want %d %d %d %d",
+					rep.Succeeded, rep.QualityFailed, rep.SchemaFailed, rep.RetryRecords, c.succeeded, c.quality, c.lines, c.quality)
+			}
+			if (rep.OutputSchema != "") != (c.schema != nil) {
+				t.Fatalf("report output_schema_sha256 = %q", rep.OutputSchema)
+			}
+		})
+	}
+	for _, bad := range []string{`{"type":`, `{"type":"no-such-type"}`} {
+		if _, err := LoadOutputSchema("bad.json", []byte(bad)); !errors.Is(err, ingest.ErrBadInput) {
+			t.Errorf("schema %s: error %v, want bad input", bad, err)
+		}
+	}
+}

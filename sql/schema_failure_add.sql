@@ -1,0 +1,2 @@
+-- One line that failed --output-schema (bound parameters).
+INSERT INTO schema_failures VALUES (?, ?, ?, ?);
