@@ -24,12 +24,12 @@ type Options struct {
 	QualityGate string   // extra SQL predicate over the normalised success row
 	// OutputSchema, if set, is a JSON Schema every success line's output must satisfy.
 	OutputSchema *OutputSchema
-	Prices      *PriceTable
-	OutDir      string
-	TmpDir      string
-	Engine      EngineOptions
-	Lease       time.Duration
-	Actor       string
+	Prices       *PriceTable
+	OutDir       string
+	TmpDir       string
+	Engine       EngineOptions
+	Lease        time.Duration
+	Actor        string
 }
 
 // Report is the reconcile report of CONTRACT §4.
