@@ -186,12 +186,7 @@ func literal(b []byte, i int, lit string) int {
 // walk as a failure. It returns the index past the object. White space
 // between tokens is added to *fl.
 func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
-	i++
-	j := skipSpace(b, i)
-	if j != i {
-		*fl |= jSpace
-	}
-	i = j
+	i = space(b, i+1, fl)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -204,54 +199,25 @@ func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte
 			return -1, false
 		}
 		key := b[i+1 : ke-1]
-		j = skipSpace(b, ke)
-		if j != ke {
-			*fl |= jSpace
-		}
+		j := space(b, ke, fl)
 		if j >= len(b) || b[j] != ':' {
 			return -1, false
 		}
-		vs := skipSpace(b, j+1)
-		if vs != j+1 {
-			*fl |= jSpace
-		}
+		vs := space(b, j+1, fl)
 		ve, vfl := scanValue(b, vs, depth+1)
-		if ve < 0 {
+		if ve < 0 || !fn(key, kfl, b[vs:ve], vfl) {
 			return -1, false
 		}
-		if !fn(key, kfl, b[vs:ve], vfl) {
-			return -1, false
-		}
-		i = skipSpace(b, ve)
-		if i != ve {
-			*fl |= jSpace
-		}
-		if i >= len(b) {
-			return -1, false
-		}
-		switch b[i] {
-		case ',':
-			j = skipSpace(b, i+1)
-			if j != i+1 {
-				*fl |= jSpace
-			}
-			i = j
-		case '}':
-			return i + 1, true
-		default:
-			return -1, false
+		var more, ok bool
+		if i, more, ok = afterValue(b, ve, '}', fl); !ok || !more {
+			return i, ok
 		}
 	}
 }
 
 // eachElement walks the array at b[i] == '['.
 func eachElement(b []byte, i, depth int, fn func(v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
-	i++
-	j := skipSpace(b, i)
-	if j != i {
-		*fl |= jSpace
-	}
-	i = j
+	i = space(b, i+1, fl)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
@@ -260,26 +226,37 @@ func eachElement(b []byte, i, depth int, fn func(v []byte, vfl jflags) bool, fl 
 		if ve < 0 || !fn(b[i:ve], vfl) {
 			return -1, false
 		}
-		i = skipSpace(b, ve)
-		if i != ve {
-			*fl |= jSpace
-		}
-		if i >= len(b) {
-			return -1, false
-		}
-		switch b[i] {
-		case ',':
-			j = skipSpace(b, i+1)
-			if j != i+1 {
-				*fl |= jSpace
-			}
-			i = j
-		case ']':
-			return i + 1, true
-		default:
-			return -1, false
+		var more, ok bool
+		if i, more, ok = afterValue(b, ve, ']', fl); !ok || !more {
+			return i, ok
 		}
 	}
+}
+
+// space skips white space from i, noting in *fl that there was some.
+func space(b []byte, i int, fl *jflags) int {
+	j := skipSpace(b, i)
+	if j != i {
+		*fl |= jSpace
+	}
+	return j
+}
+
+// afterValue steps over what follows a member or element ending at ve: a
+// comma (more: i is the next one's start) or the container's end byte (i is
+// past it); anything else is malformed (ok false).
+func afterValue(b []byte, ve int, end byte, fl *jflags) (i int, more, ok bool) {
+	i = space(b, ve, fl)
+	if i >= len(b) {
+		return -1, false, false
+	}
+	switch b[i] {
+	case ',':
+		return space(b, i+1, fl), true, true
+	case end:
+		return i + 1, false, true
+	}
+	return -1, false, false
 }
 
 // walkObject walks the object v (a validated value) whose known keys are

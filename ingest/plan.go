@@ -371,7 +371,6 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 		return err
 	}
 	defer ew.Abort()
-	f, _ := FormatFor(m.Provider)
 	var (
 		sw      *shardWriter
 		buf     []byte
@@ -424,7 +423,6 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 			row.ParentShardID, row.RetryReason = r.lin.ParentShardID, r.lin.RetryReason
 			row.Attempt = int32(r.lin.Attempt)
 		}
-		_ = f
 		if err := sw.add(line); err != nil {
 			return err
 		}

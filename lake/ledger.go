@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -296,13 +295,4 @@ func JobState(shards []State) State {
 		}
 	}
 	return min
-}
-
-// ShardIDFromKey returns the shard id part of a ledger key.
-func ShardIDFromKey(key string) string {
-	parts := strings.Split(key, "/")
-	if len(parts) < 4 {
-		return ""
-	}
-	return parts[2]
 }

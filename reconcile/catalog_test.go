@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"database/sql"
-	"math/big"
 	"path/filepath"
 	"testing"
 
@@ -68,8 +67,7 @@ func TestCostQuery(t *testing.T) {
 		if err := rows.Scan(&cat, &lines, &recs, &cost); err != nil {
 			t.Fatal(err)
 		}
-		r := new(big.Rat).SetFrac(cost.Value, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(cost.Scale)), nil))
-		got[cat] = trimDecimal(r.FloatString(18))
+		got[cat] = FormatDecimal(cost)
 	}
 	rows.Close()
 	for _, c := range Categories {

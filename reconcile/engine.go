@@ -69,6 +69,9 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	return &Engine{DB: db, lake: l, tmp: tmp, stage: st}, nil
 }
 
+// Lake is the lake the session reads.
+func (e *Engine) Lake() *lake.Lake { return e.lake }
+
 // Close ends the session and removes its temporary files.
 func (e *Engine) Close() error {
 	err := e.DB.Close()

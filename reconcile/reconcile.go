@@ -316,7 +316,7 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 	}
 	defer rows.Close()
 	out := map[string]json.Number{}
-	total := newDecimal()
+	total := NewDecimal()
 	for _, c := range Categories {
 		out[c] = "0"
 	}
@@ -326,7 +326,7 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 			return nil, err
 		}
 		out[cat] = json.Number(trimDecimal(cost))
-		if err := total.add(cost); err != nil {
+		if err := total.Add(cost); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,7 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 	if err != nil {
 		return nil, err
 	}
-	sc := bufio.NewScanner(bytesReader(lb))
+	sc := bufio.NewScanner(bytes.NewReader(lb))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var li ingest.Lineage

@@ -25,14 +25,10 @@ quarantines lines it cannot read, with their raw bytes and line numbers.
 Ingesting the same file again changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := jobDigest(job)
-			if err != nil {
-				return err
-			}
 			if output == "" && errs == "" {
 				return &ingest.UsageError{Msg: "ingest: give --output and/or --errors"}
 			}
-			l, err := g.open(ctx)
+			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err
 			}

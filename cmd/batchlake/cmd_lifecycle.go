@@ -65,11 +65,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := jobDigest(job)
-			if err != nil {
-				return err
-			}
-			l, err := g.open(ctx)
+			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err
 			}

@@ -38,12 +38,7 @@ the JSON of exactly the numbers on the page.`,
 				return err
 			}
 			defer done()
-			l, err := g.open(ctx)
-			if err != nil {
-				return err
-			}
-			defer l.Close()
-			s, err := e.Summarize(ctx, l, d)
+			s, err := e.Summarize(ctx, e.Lake(), d)
 			if errors.Is(err, lake.ErrNotFound) {
 				return &ingest.UsageError{Msg: err.Error()}
 			}

@@ -15,11 +15,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := jobDigest(job)
-			if err != nil {
-				return err
-			}
-			l, err := g.open(ctx)
+			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err
 			}

@@ -99,7 +99,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			}
 			g.log.Info("plan: "+plan.Message, "job", plan.JobKey[:12], "records", plan.Records, "shards", len(plan.Shards))
 			res := runResult{JobKey: plan.JobKey, Records: plan.Records}
-			total := newSum()
+			total := reconcile.NewDecimal()
 			job := plan.JobKey
 			var last *reconcile.Report
 			for round := 1; ; round++ {
@@ -114,7 +114,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				res.Generations = append(res.Generations, gen)
 				res.Succeeded += last.Succeeded
 				res.Manual += last.ManualRecords
-				total.add(string(last.CostUSD["total"]))
+				if err := total.Add(string(last.CostUSD["total"])); err != nil {
+					return err
+				}
 				if last.RetryRecords == 0 {
 					break
 				}

@@ -161,7 +161,7 @@ func cell(v any) string {
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
 	case duckdb.Decimal:
-		return decimalString(x)
+		return reconcile.FormatDecimal(x)
 	case *big.Int:
 		return x.String()
 	default:
@@ -172,7 +172,7 @@ func cell(v any) string {
 func jsonValue(v any) []byte {
 	switch x := v.(type) {
 	case duckdb.Decimal:
-		return []byte(decimalString(x))
+		return []byte(reconcile.FormatDecimal(x))
 	case []byte:
 		b, _ := json.Marshal(base64.StdEncoding.EncodeToString(x))
 		return b
@@ -182,12 +182,4 @@ func jsonValue(v any) []byte {
 		b, _ = json.Marshal(fmt.Sprint(v))
 	}
 	return b
-}
-
-// decimalString renders a DuckDB decimal exactly, without trailing zeros.
-func decimalString(d duckdb.Decimal) string {
-	r := new(big.Rat).SetFrac(d.Value, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.Scale)), nil))
-	s := newSum()
-	s.v = r
-	return s.String()
 }

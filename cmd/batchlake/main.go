@@ -185,3 +185,13 @@ func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
 		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g))
 	return root
 }
+
+// openJob parses --job and opens the lake; the caller closes the lake.
+func (g *globals) openJob(ctx context.Context, job string) (*lake.Lake, lake.Digest, error) {
+	d, err := jobDigest(job)
+	if err != nil {
+		return nil, d, err
+	}
+	l, err := g.open(ctx)
+	return l, d, err
+}
