@@ -114,6 +114,14 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		sr.Action, sr.Detail = "leased", err.Error()
 		return sr, nil
 	}
+	if errors.Is(err, lake.ErrIllegalTransition) {
+		// A concurrent submitter bound the shard between our read and our
+		// append: nothing for us to do.
+		if now, lerr := d.Ledger.Last(ctx, job, s.ShardID); lerr == nil && now.State != lake.Validated && now.State != lake.Submitting {
+			sr.State, sr.ProviderJobID, sr.Action = now.State, now.ProviderJobID, "already_bound"
+			return sr, nil
+		}
+	}
 	if err != nil {
 		return sr, err
 	}
