@@ -17,11 +17,11 @@ import (
 // RUNNING (with provider_status=completed) until it is reconciled.
 func stateOf(status string) lake.State {
 	switch status {
-	case "failed":
+	case "failed", "Failed":
 		return lake.Failed
-	case "expired":
+	case "expired", "Expired":
 		return lake.Expired
-	case "cancelled":
+	case "cancelled", "Stopped":
 		return lake.Cancelled
 	default:
 		return lake.Running
