@@ -67,10 +67,11 @@ func ParseToken(token string) (jobKey, shardID string, ok bool) {
 
 // JobName is the jobName of the job for (jobKey, shardID):
 // "batchlake-<first 24 hex of the job key>-<shard>", at most 63 characters.
-// The shard part keeps the id readable where it can: characters outside
-// the name's set become '-', and an id too long for the rest is cut and
-// suffixed with 8 hex of its sha256. Two shards may share a name (a_b and
-// a-b); Find lists by name and matches by token, which never collide.
+// The shard part is the id itself where it fits the name's character set
+// and length; otherwise characters outside the set become '-', the id is
+// cut to fit, and 8 hex of its sha256 are appended, so that a_b and a-b
+// get different names. The name narrows Find's listing; the token proves
+// which job is whose.
 func JobName(jobKey, shardID string) (string, error) {
 	if !isHex64(jobKey) {
 		return "", fmt.Errorf("bedrockbatch: job key %q: want 64 lower-case hex digits", jobKey)
@@ -87,9 +88,9 @@ func JobName(jobKey, shardID string) (string, error) {
 		}
 		return '-'
 	}, shardID)
-	if len(shard) > room {
+	if shard != shardID || len(shard) > room {
 		sum := sha256.Sum256([]byte(shardID))
-		shard = shard[:room-9] + "-" + hex.EncodeToString(sum[:4])
+		shard = shard[:min(len(shard), room-9)] + "-" + hex.EncodeToString(sum[:4])
 	}
 	n := head + shard
 	if !namePattern.MatchString(n) {

@@ -26,10 +26,11 @@ func TestTokenAndName(t *testing.T) {
 		wantName         string
 	}{
 		{name: "plan's shard id", job: jobA, shard: "part-00000", wantName: "batchlake-0123456789abcdef01234567-part-00000"},
-		{name: "underscore and dots", job: jobA, shard: "a_b.c", wantName: "batchlake-0123456789abcdef01234567-a-b.c"},
+		{name: "underscore and dots", job: jobA, shard: "a_b.c", wantName: "batchlake-0123456789abcdef01234567-a-b.c-" + sha8("a_b.c")},
+		{name: "dash where the other has underscore", job: jobA, shard: "a-b.c", wantName: "batchlake-0123456789abcdef01234567-a-b.c"},
 		{name: "leading dot", job: jobA, shard: ".x", wantName: "batchlake-0123456789abcdef01234567-.x"},
 		{name: "longest shard id", job: jobA, shard: long, wantName: "batchlake-0123456789abcdef01234567-xxxxxxxxxxxxxxxxxxx-" + sha8(long)},
-		{name: "single character", job: jobB, shard: "_", wantName: "batchlake-fedcba9876543210fedcba98--"},
+		{name: "single character", job: jobB, shard: "_", wantName: "batchlake-fedcba9876543210fedcba98---" + sha8("_")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +63,7 @@ func TestTokenAndName(t *testing.T) {
 }
 
 // TestTokenDistinct: every shard of a job, and the same shard of another
-// job, gets its own token — also where the readable names collide.
+// job, gets its own token and name.
 func TestTokenDistinct(t *testing.T) {
 	seen := map[string]string{}
 	add := func(job, shard string) {
@@ -70,22 +71,25 @@ func TestTokenDistinct(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if prev, ok := seen[tok]; ok {
-			t.Fatalf("token %q for %s/%s and %s", tok, job[:8], shard, prev)
+		name, err := JobName(job, shard)
+		if err != nil {
+			t.Fatal(err)
 		}
-		seen[tok] = job[:8] + "/" + shard
+		for _, k := range []string{"token " + tok, "name " + name} {
+			if prev, ok := seen[k]; ok {
+				t.Fatalf("%s for %s/%s and %s", k, job[:8], shard, prev)
+			}
+			seen[k] = job[:8] + "/" + shard
+		}
 	}
 	for _, job := range []string{jobA, jobB} {
 		for i := range 2000 {
 			add(job, fmt.Sprintf("part-%05d", i))
 		}
 		add(job, "a_b")
-		add(job, "a-b") // same name as a_b, other token
-	}
-	na, _ := JobName(jobA, "a_b")
-	nb, _ := JobName(jobA, "a-b")
-	if na != nb {
-		t.Fatalf("expected the readable names of a_b and a-b to collide, got %q and %q", na, nb)
+		add(job, "a-b")
+		add(job, strings.Repeat("y", 63)+"1")
+		add(job, strings.Repeat("y", 63)+"2")
 	}
 }
 

@@ -118,10 +118,12 @@ func refused(err error) bool {
 
 // Find looks for the job created for (jobKey, shardID): it lists jobs whose
 // name contains JobName (newest first, submitted after since minus the
-// clock-skew margin; a zero since lists all) and keeps those whose
-// clientRequestToken is Token. nil, nil means every page was read and none
-// matched. Of several matches (only possible for jobs made outside
-// batchlake's token) the oldest is returned, the others in Duplicates.
+// clock-skew margin; a zero since lists all), reading every page, and keeps
+// those whose clientRequestToken is Token or whose name is exactly
+// JobName. nil, nil means none matched. The token's job is returned (the
+// oldest, if several are named alike without it); any other job named as
+// ours — made outside batchlake's token, by hand or by an older version —
+// is listed in Duplicates, as a paid job a person should look at.
 func (c *Client) Find(ctx context.Context, jobKey, shardID string, since time.Time) (*providers.Batch, error) {
 	token, err := Token(jobKey, shardID)
 	if err != nil {
@@ -150,7 +152,7 @@ func (c *Client) Find(ctx context.Context, jobKey, shardID string, since time.Ti
 			return nil, fmt.Errorf("bedrockbatch: find job for job %s shard %s: list page %d: %w", jobKey, shardID, pages, err)
 		}
 		for _, s := range page.InvocationJobSummaries {
-			if ours(s, token, name) {
+			if aws.ToString(s.ClientRequestToken) == token || aws.ToString(s.JobName) == name {
 				matches = append(matches, s)
 			}
 		}
@@ -158,27 +160,29 @@ func (c *Client) Find(ctx context.Context, jobKey, shardID string, since time.Ti
 	if len(matches) == 0 {
 		return nil, nil
 	}
+	// The token's job first, then by submit time.
 	slices.SortStableFunc(matches, func(a, b types.ModelInvocationJobSummary) int {
+		ta, tb := aws.ToString(a.ClientRequestToken) == token, aws.ToString(b.ClientRequestToken) == token
+		if ta != tb {
+			if ta {
+				return -1
+			}
+			return 1
+		}
 		return aws.ToTime(a.SubmitTime).Compare(aws.ToTime(b.SubmitTime))
 	})
-	oldest := summaryBatch(matches[0])
+	found := summaryBatch(matches[0])
 	for _, m := range matches[1:] {
-		oldest.Duplicates = append(oldest.Duplicates, aws.ToString(m.JobArn))
+		found.Duplicates = append(found.Duplicates, aws.ToString(m.JobArn))
 	}
-	if len(oldest.Duplicates) > 0 {
-		c.log.Warn("several Bedrock jobs for one job shard; keeping the oldest",
-			"job_key", jobKey, "shard_id", shardID, "job", oldest.ID, "duplicates", oldest.Duplicates)
+	if len(found.Duplicates) > 0 {
+		c.log.Warn("several Bedrock jobs named for one job shard; keeping the one with batchlake's token, or the oldest",
+			"job_key", jobKey, "shard_id", shardID, "job", found.ID, "duplicates", found.Duplicates)
 	}
-	return oldest, nil
-}
-
-// ours: the token proves it; a job listed without a token (as some
-// listings show jobs made elsewhere) counts when its name is exactly ours.
-func ours(s types.ModelInvocationJobSummary, token, name string) bool {
-	if t := aws.ToString(s.ClientRequestToken); t != "" {
-		return t == token
+	if found.Metadata == nil {
+		found.Metadata = map[string]string{providers.MetaJobKey: jobKey, providers.MetaShardID: shardID}
 	}
-	return aws.ToString(s.JobName) == name
+	return found, nil
 }
 
 // Get fetches a job. For a terminal job it also says where the output file
