@@ -327,7 +327,7 @@ func TestFind(t *testing.T) {
 	set(now)
 	ab := mk(jobA, "a_b")
 	dash := mk(jobA, "a-b")
-	mk(jobB, "a_b")         // same shard, other job
+	mk(jobB, "a_b") // same shard, other job
 	for i := range 5 {
 		mk(jobA, fmt.Sprintf("x%d", i))
 	}
