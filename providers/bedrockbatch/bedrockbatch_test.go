@@ -22,6 +22,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"gocloud.dev/blob"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/fakebedrock"
@@ -400,5 +401,112 @@ func TestFind(t *testing.T) {
 	}
 	if n := e.fake.CountRequests("GET", "/model-invocation-jobs"); n < 3 {
 		t.Errorf("%d list requests: the listing did not page", n)
+	}
+}
+
+// TestJobStates walks jobs to each end and checks the status words, the
+// counts, whether there is output, and that output and manifest agree with
+// what the fake decided.
+func TestJobStates(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name      string
+		faults    fakebedrock.Faults
+		stop      bool
+		walk      []string
+		processed int64 // of 20 records
+		output    bool
+	}{
+		{name: "completed", walk: []string{"Validating", "Scheduled", "InProgress", "Completed"}, processed: 20, output: true},
+		{name: "partially completed", faults: fakebedrock.Faults{Partial: 1}, walk: []string{"Validating", "Scheduled", "InProgress", "PartiallyCompleted"}, processed: 10, output: true},
+		{name: "expired", faults: fakebedrock.Faults{Expire: 1}, walk: []string{"Validating", "Scheduled", "InProgress", "Expired"}, processed: 10, output: true},
+		// Cancel stops, then gets the job, which the fake moves on to Stopped.
+		{name: "stopped while running", stop: true, walk: []string{"Validating", "Scheduled", "InProgress", "Stopped"}, processed: 10, output: true},
+		{name: "failed validation", faults: fakebedrock.Faults{FailValidation: 1}, walk: []string{"Validating", "Failed"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, fakebedrock.Options{Faults: tc.faults, Seed: 3})
+			c := e.client(t, e.config())
+			data, ids := input(20)
+			b, err := c.Create(ctx, upload(t, c, data), "InvokeModel", meta(jobA, "part-00000"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var walk []string
+			for !b.Terminal() {
+				if b, err = c.Get(ctx, b.ID); err != nil {
+					t.Fatal(err)
+				}
+				walk = append(walk, b.Status)
+				if tc.stop && b.Status == "InProgress" {
+					if b, err = c.Cancel(ctx, b.ID); err != nil {
+						t.Fatal(err)
+					}
+					walk = append(walk, b.Status)
+				}
+			}
+			if !slices.Equal(walk, tc.walk) {
+				t.Fatalf("status walk %v, want %v", walk, tc.walk)
+			}
+			if tc.output != (b.OutputFileID != "") {
+				t.Fatalf("output file %q, want one: %v", b.OutputFileID, tc.output)
+			}
+			if !tc.output {
+				if len(b.Errors) != 1 {
+					t.Errorf("failed job errors %v", b.Errors)
+				}
+				return
+			}
+			if b.Completed+b.Failed != tc.processed || b.Total != 20 {
+				t.Errorf("counts %d+%d of %d, want %d processed of 20", b.Completed, b.Failed, b.Total, tc.processed)
+			}
+			var out bytes.Buffer
+			if err := c.Download(ctx, b.OutputFileID, &out); err != nil {
+				t.Fatal(err)
+			}
+			f, _ := ingest.FormatFor("bedrock")
+			truth := e.fake.Outcomes(b.ID)
+			seen := map[string]bool{}
+			for i, line := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+				row, err := f.ParseResult(line, ingest.ChannelOutput)
+				if err != nil {
+					t.Fatalf("output line %d: %v", i+1, err)
+				}
+				seen[row.CustomID] = true
+				if (row.Outcome == "success") != (truth[row.CustomID] == "succeeded" || truth[row.CustomID] == "quality_failed") {
+					t.Errorf("record %s: line outcome %s, fake says %s", row.CustomID, row.Outcome, truth[row.CustomID])
+				}
+			}
+			for _, id := range ids {
+				if seen[id] == (truth[id] == "missing") {
+					t.Errorf("record %s: in output %v, fake says %s", id, seen[id], truth[id])
+				}
+			}
+			if int64(len(seen)) != tc.processed {
+				t.Errorf("%d records in the output, want %d", len(seen), tc.processed)
+			}
+			var sum bytes.Buffer
+			if err := c.Download(ctx, c.SummaryFileID(b.OutputFileID), &sum); err != nil {
+				t.Fatal(err)
+			}
+			sm, err := ingest.ParseBedrockManifest(sum.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *sm.TotalRecordCount != 20 || *sm.ProcessedRecordCount != tc.processed || *sm.SuccessRecordCount != b.Completed {
+				t.Errorf("manifest %s, job counts %d/%d", sum.String(), b.Completed, b.Failed)
+			}
+		})
+	}
+}
+
+// TestDownloadGone: a result object deleted from S3 is ErrFileGone.
+func TestDownloadGone(t *testing.T) {
+	e := newEnv(t, fakebedrock.Options{})
+	c := e.client(t, e.config())
+	err := c.Download(context.Background(), "s3://staging/out/nojob/x.jsonl.out", &bytes.Buffer{})
+	if !errors.Is(err, providers.ErrFileGone) {
+		t.Fatalf("Download of a missing object: %v, want ErrFileGone", err)
 	}
 }

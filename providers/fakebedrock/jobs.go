@@ -518,7 +518,7 @@ func (s *Server) writeOutput(ctx context.Context, j *job) error {
 		"successRecordCount": succ, "errorRecordCount": int64(j.finished) - (succ - boolInt(j.skew)),
 		"inputTokenCount": in, "outputTokenCount": out,
 	})
-	return s.write(ctx, path.Dir(target)+"/manifest.json.out", man)
+	return s.write(ctx, target[:strings.LastIndexByte(target, '/')+1]+"manifest.json.out", man)
 }
 
 func boolInt(b bool) int64 {
