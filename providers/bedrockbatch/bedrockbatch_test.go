@@ -510,3 +510,31 @@ func TestDownloadGone(t *testing.T) {
 		t.Fatalf("Download of a missing object: %v, want ErrFileGone", err)
 	}
 }
+
+// TestTransientErrorsRetried: a failing list page and a throttled get are
+// retried by the SDK (with the same request), not reported.
+func TestTransientErrorsRetried(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, fakebedrock.Options{})
+	c := e.client(t, e.config())
+	data, _ := input(2)
+	id := create(t, c, upload(t, c, data))
+	e.fake.UpdateFaults(func(f *fakebedrock.Faults) { f.ListFail = 1 })
+	b, err := c.Find(ctx, jobA, "part-00000", time.Time{})
+	if err != nil || b == nil || b.ID != id {
+		t.Fatalf("Find after a failing list = %+v, %v", b, err)
+	}
+	e.fake.UpdateFaults(func(f *fakebedrock.Faults) { f.Throttle = 1 })
+	if _, err := c.Get(ctx, id); err != nil {
+		t.Fatalf("Get after throttling: %v", err)
+	}
+	var faults []string
+	for _, r := range e.fake.Requests() {
+		if r.Fault != "" {
+			faults = append(faults, r.Method+" "+r.Fault)
+		}
+	}
+	if !slices.Equal(faults, []string{"GET list failed", "GET throttled"}) {
+		t.Errorf("injected faults %v", faults)
+	}
+}
