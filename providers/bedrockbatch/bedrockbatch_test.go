@@ -412,7 +412,7 @@ func TestJobStates(t *testing.T) {
 	cases := []struct {
 		name      string
 		faults    fakebedrock.Faults
-		stop      bool
+		stopAt    string // status at which to cancel
 		walk      []string
 		processed int64 // of 20 records
 		output    bool
@@ -421,7 +421,8 @@ func TestJobStates(t *testing.T) {
 		{name: "partially completed", faults: fakebedrock.Faults{Partial: 1}, walk: []string{"Validating", "Scheduled", "InProgress", "PartiallyCompleted"}, processed: 10, output: true},
 		{name: "expired", faults: fakebedrock.Faults{Expire: 1}, walk: []string{"Validating", "Scheduled", "InProgress", "Expired"}, processed: 10, output: true},
 		// Cancel stops, then gets the job, which the fake moves on to Stopped.
-		{name: "stopped while running", stop: true, walk: []string{"Validating", "Scheduled", "InProgress", "Stopped"}, processed: 10, output: true},
+		{name: "stopped while running", stopAt: "InProgress", walk: []string{"Validating", "Scheduled", "InProgress", "Stopped"}, processed: 10, output: true},
+		{name: "stopped before running", stopAt: "Scheduled", walk: []string{"Validating", "Scheduled", "Stopped"}},
 		{name: "failed validation", faults: fakebedrock.Faults{FailValidation: 1}, walk: []string{"Validating", "Failed"}},
 	}
 	for _, tc := range cases {
@@ -439,7 +440,7 @@ func TestJobStates(t *testing.T) {
 					t.Fatal(err)
 				}
 				walk = append(walk, b.Status)
-				if tc.stop && b.Status == "InProgress" {
+				if b.Status == tc.stopAt {
 					if b, err = c.Cancel(ctx, b.ID); err != nil {
 						t.Fatal(err)
 					}
@@ -453,8 +454,17 @@ func TestJobStates(t *testing.T) {
 				t.Fatalf("output file %q, want one: %v", b.OutputFileID, tc.output)
 			}
 			if !tc.output {
-				if len(b.Errors) != 1 {
-					t.Errorf("failed job errors %v", b.Errors)
+				if (b.Status == "Failed") != (len(b.Errors) == 1) {
+					t.Errorf("%s job errors %v", b.Status, b.Errors)
+				}
+				truth := e.fake.Outcomes(b.ID)
+				for id, class := range truth {
+					if class != "missing" {
+						t.Errorf("record %s of a job that never ran: %s", id, class)
+					}
+				}
+				if b.Status == "Stopped" && len(truth) != len(ids) {
+					t.Errorf("the fake knows %d records of the stopped job, want %d", len(truth), len(ids))
 				}
 				return
 			}

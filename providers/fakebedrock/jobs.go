@@ -226,14 +226,14 @@ func (s *Server) sorted() []*job {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	max := 100
+	limit := 100
 	if v := q.Get("maxResults"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
 			writeError(w, http.StatusBadRequest, "ValidationException", "maxResults must be between 1 and 1000")
 			return
 		}
-		max = n
+		limit = n
 	}
 	var after, before time.Time
 	for _, f := range []struct {
@@ -285,7 +285,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	start = min(start, len(items))
-	end := min(start+max, len(items))
+	end := min(start+limit, len(items))
 	out := struct {
 		Summaries []Job  `json:"invocationJobSummaries"`
 		NextToken string `json:"nextToken,omitempty"`
@@ -417,6 +417,8 @@ func (s *Server) advance(ctx context.Context, j *job) {
 		if j.stopFrom == "InProgress" {
 			s.finish(ctx, j, "Stopped", j.finished)
 		} else {
+			// Stopped before it ran: no output, every record unprocessed.
+			j.finished, j.done = 0, true
 			s.setStatus(j, "Stopped")
 		}
 	}
