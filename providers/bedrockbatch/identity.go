@@ -59,7 +59,7 @@ func ParseToken(token string) (jobKey, shardID string, ok bool) {
 	}
 	jobKey = rest[:64]
 	shard, err := hex.DecodeString(rest[65:])
-	if !isHex64(jobKey) || err != nil || len(shard) == 0 {
+	if !isHex64(jobKey) || err != nil || len(shard) == 0 || len(shard) > 64 || hex.EncodeToString(shard) != rest[65:] {
 		return "", "", false
 	}
 	return jobKey, string(shard), true

@@ -147,3 +147,32 @@ func sha8(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:4])
 }
+
+// FuzzParseToken: tokens come back from Bedrock's listing, so ParseToken
+// reads outside input. Whatever it accepts must be exactly the token of
+// what it returns, and every derived token and name must keep Bedrock's rules.
+func FuzzParseToken(f *testing.F) {
+	for _, shard := range []string{"part-00000", "a_b", ".x", strings.Repeat("z", 64)} {
+		tok, _ := Token(jobA, shard)
+		f.Add(tok)
+	}
+	f.Add("bl1-" + jobA + "-")
+	f.Add("console-token")
+	f.Add("bl1-" + jobA + "-4A") // upper-case hex: not a token Token makes
+	f.Fuzz(func(t *testing.T, s string) {
+		job, shard, ok := ParseToken(s)
+		if !ok {
+			return
+		}
+		tok, err := Token(job, shard)
+		if err != nil {
+			t.Fatalf("ParseToken(%q) gave %q/%q, which Token refuses: %v", s, job, shard, err)
+		}
+		if tok != s {
+			t.Fatalf("ParseToken(%q) = %q/%q, whose token is %q", s, job, shard, tok)
+		}
+		if name, err := JobName(job, shard); err != nil || len(name) > 63 || !docName.MatchString(name) {
+			t.Fatalf("JobName(%q, %q) = %q, %v", job, shard, name, err)
+		}
+	})
+}
