@@ -289,3 +289,67 @@ func checkOnePerShard(t *testing.T, f *flow, res *lifecycle.Result) {
 		}
 	}
 }
+
+// TestCancelFlow: cancel stops the running jobs; status records them
+// CANCELLED (Stopped), collect keeps the records they processed, and
+// reconcile counts the rest as missing — exactly as the fake decided.
+func TestCancelFlow(t *testing.T) {
+	ctx := context.Background()
+	f := newFlow(t, fakebedrock.Options{Seed: 4, PollsPerStep: 1}, 0)
+	job := f.plan(t, 60, 30, false)
+	d := f.driver()
+	if _, err := d.Submit(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	// Three polls: Validating, Scheduled, InProgress.
+	for range 3 {
+		if _, err := d.Status(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := d.Cancel(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Shards {
+		if s.Action != "cancel_requested" {
+			t.Fatalf("cancel shard %+v", s)
+		}
+	}
+	st, err := d.Status(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Shards {
+		if s.State != lake.Cancelled || s.ProviderStatus != "Stopped" {
+			t.Fatalf("status after cancel: shard %+v", s)
+		}
+	}
+	if st.Pending {
+		t.Fatal("status after cancel still pending")
+	}
+	col, err := d.Collect(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range col.Shards {
+		if s.Action != "collected" {
+			t.Fatalf("collect shard %+v", s)
+		}
+	}
+	truth := map[string]int64{}
+	for _, j := range f.fake.Jobs() {
+		for _, class := range f.fake.Outcomes(j.JobArn) {
+			truth[class]++
+		}
+	}
+	m, _ := f.l.GetManifest(ctx, job)
+	rep, err := reconcile.Run(ctx, f.l, reconcile.Options{JobKey: m.JobKey, TmpDir: f.dir, Engine: reconcile.EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Missing != 30 || truth["missing"] != 30 || rep.Succeeded != truth["succeeded"] || rep.FailedPermanent != truth["failed_permanent"] ||
+		rep.FailedRetryable != truth["failed_retryable"] || rep.QualityFailed != truth["quality_failed"] {
+		t.Fatalf("report %+v, fake %v (half of each job stopped unprocessed)", rep, truth)
+	}
+}
