@@ -364,11 +364,12 @@ type operation struct {
 	} `json:"metadata"`
 }
 
-// count reads an int64 written as a JSON string or number; absent is 0.
+// count reads an int64 written as a JSON string or number; absent (or
+// nonsense) is 0.
 func count(raw json.RawMessage) int64 {
 	s := strings.Trim(string(raw), `"`)
 	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
+	return max(n, 0)
 }
 
 // toBatch maps a batch operation to batchlake's Batch.
