@@ -78,7 +78,11 @@ func (s LakeShards) CustomIDs(ctx context.Context, jobKey, shardID string) ([]st
 func (s LakeShards) Bound(ctx context.Context) (map[string]string, error) {
 	keys, err := s.Lake.List(ctx, "ledger/")
 	if err != nil {
-		return nil, err
+		// A local lake's listing can trip over a concurrent append's temp
+		// file vanishing under it; once more is enough.
+		if keys, err = s.Lake.List(ctx, "ledger/"); err != nil {
+			return nil, err
+		}
 	}
 	last := map[string]string{} // job/shard → key of its highest seq
 	seqs := map[string]int{}
