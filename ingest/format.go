@@ -67,10 +67,12 @@ func FormatFor(provider string) (Format, error) {
 
 // RetryCustomID is the custom id batchlake gives a record in attempt n > 1:
 // "a<n>_" and the first 56 hex digits of the record id. It fits every
-// provider's alphabet and length ([A-Za-z0-9_-], at most 64 characters).
+// provider's alphabet and length ([A-Za-z0-9_-], at most 64 characters):
+// past attempt 99999 fewer hex digits are kept so that it still fits.
 func RetryCustomID(attempt int, recordID string) string {
-	if len(recordID) > 56 {
-		recordID = recordID[:56]
+	prefix := fmt.Sprintf("a%d_", attempt)
+	if n := min(56, 64-len(prefix)); len(recordID) > n {
+		recordID = recordID[:n]
 	}
-	return fmt.Sprintf("a%d_%s", attempt, recordID)
+	return prefix + recordID
 }

@@ -133,12 +133,22 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if o.Now == nil {
 		o.Now = func() time.Time { return time.Now().UTC() }
 	}
+	name := filepath.Base(o.Input)
+	if f.Name() == "gemini" { // an inline-requests document is planned as its {key, request} lines
+		conv, err := geminiInlineInput(o.Input, o.TmpDir)
+		if err != nil {
+			return nil, err
+		}
+		if conv != "" {
+			defer os.Remove(conv)
+			o.Input = conv
+		}
+	}
 	file, err := os.Open(o.Input)
 	if err != nil {
 		return nil, &UsageError{Msg: fmt.Sprintf("plan: %v", err)}
 	}
 	defer file.Close()
-	name := filepath.Base(o.Input)
 
 	// Pass 1: validate every line and compute its identity.
 	var (

@@ -12,6 +12,8 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/providers/sim"
@@ -25,7 +27,7 @@ type providerFlags struct {
 }
 
 func (p *providerFlags) register(c *cobra.Command, def string) {
-	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)")
+	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), gemini (GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)")
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
 	p.bedrock.register(c)
@@ -33,6 +35,13 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 
 func envUint(k string, def uint64) uint64 {
 	if v, err := strconv.ParseUint(os.Getenv(k), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func envInt64(k string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(k), 10, 64); err == nil {
 		return v
 	}
 	return def
@@ -56,8 +65,20 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 			return nil, err
 		}
 		c = bc
+	case "anthropic":
+		ac, err := anthropicbatch.New(anthropicbatch.Config{Logger: g.log, Shards: lifecycle.LakeShards{Lake: l}, TmpDir: g.tmpDir})
+		if err != nil {
+			return nil, &ingest.UsageError{Msg: "--provider anthropic: " + err.Error()}
+		}
+		c = ac
+	case "gemini":
+		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0)})
+		if err != nil {
+			return nil, &ingest.UsageError{Msg: "--provider gemini: " + err.Error()}
+		}
+		c = gc
 	default:
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai or bedrock", p.target)}
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai, anthropic, gemini or bedrock", p.target)}
 	}
 	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
 }

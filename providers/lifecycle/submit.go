@@ -138,6 +138,14 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		since = evs[i].At
 	}
 	b, err := d.Client.Find(ctx, m.JobKey, s.ShardID, since.Add(-d.skew()))
+	if errors.Is(err, providers.ErrUnknownOutcome) {
+		// A batch that may be this shard's exists but cannot be proven to be
+		// (Anthropic before it ends): create nothing, stay SUBMITTING with the
+		// reason on the ledger for a person, and look again on the next run.
+		d.Ledger.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Submitting, -1, "", map[string]string{"target": d.Target, "unknown": err.Error()})
+		sr.Action, sr.Detail = "unknown", err.Error()
+		return sr, nil
+	}
 	if err != nil {
 		return d.giveUp(ctx, job, sr, "lookup failed: "+err.Error(), err)
 	}

@@ -1,0 +1,263 @@
+package geminibatch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/fakegemini"
+	"github.com/batchlake/batchlake/providers/geminibatch"
+	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+const testKey = "AIzaTEST0123456789abcdefSECRETkey"
+
+// must fails the test (by panicking: a failure with its stack) on err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+type env struct {
+	srv *fakegemini.Server
+	c   *geminibatch.Client
+	l   *lake.Lake
+	drv *lifecycle.Driver
+	tmp string
+	url string
+}
+
+func setup(t *testing.T, opts fakegemini.Options, inlineMax int64) *env {
+	t.Helper()
+	opts.APIKey = testKey
+	srv := fakegemini.New(opts)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	srv.SetBaseURL(hs.URL)
+	tmp := t.TempDir()
+	l := must(lake.Open(context.Background(), filepath.Join(tmp, "lake")))
+	t.Cleanup(func() { l.Close() })
+	c := must(geminibatch.New(geminibatch.Config{APIKey: testKey, BaseURL: hs.URL, RequestTimeout: 5 * time.Second, CreateTimeout: 5 * time.Second,
+		PageSize: 2, InlineMaxBytes: inlineMax, Jobs: lifecycle.LakeShards{Lake: l}}))
+	drv := &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, "tester"), Client: c, Target: "gemini", Lease: time.Minute, TmpDir: tmp}
+	return &env{srv: srv, c: c, l: l, drv: drv, tmp: tmp, url: hs.URL}
+}
+
+func (e *env) plan(t *testing.T, n, per int) lake.Digest {
+	t.Helper()
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, `{"key":"r-%03d","request":{"contents":[{"parts":[{"text":"question %d"}]}],"generation_config":{"temperature":0.2}}}`+"\n", i, i)
+	}
+	in := filepath.Join(e.tmp, fmt.Sprintf("in-%d-%d.jsonl", n, per))
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := must(ingest.Plan(context.Background(), e.l, ingest.PlanOptions{Provider: "gemini", Model: "gemini-2.5-flash", Input: in, Tenant: "acme", PromptVersion: "v1", ShardMaxRecords: per, TmpDir: e.tmp}))
+	return must(lake.ParseDigest(res.JobKey))
+}
+
+func (e *env) submit(t *testing.T, job lake.Digest) *lifecycle.Result {
+	t.Helper()
+	return must(e.drv.Submit(context.Background(), job))
+}
+
+func actions(r *lifecycle.Result) string {
+	var a []string
+	for _, s := range r.Shards {
+		a = append(a, s.ShardID+":"+s.Action)
+	}
+	return strings.Join(a, " ")
+}
+
+func TestSubmitTwiceCreatesOnce(t *testing.T) {
+	for _, inline := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprintf("inline_max=%d", inline), func(t *testing.T) {
+			e := setup(t, fakegemini.Options{PollsPerStep: 100}, inline)
+			job := e.plan(t, 6, 3)
+			if got := actions(e.submit(t, job)); got != "part-00000:created part-00001:created" {
+				t.Fatalf("first submit: %s", got)
+			}
+			if got := actions(e.submit(t, job)); got != "part-00000:already_bound part-00001:already_bound" {
+				t.Fatalf("second submit: %s", got)
+			}
+			if n := len(e.srv.Batches()); n != 2 {
+				t.Fatalf("%d batches, want 2", n)
+			}
+			uploads := e.srv.Count("POST", "/upload/v1beta/files")
+			if inline > 0 && uploads != 0 || inline == 0 && uploads != 4 { // start + finalize per shard
+				t.Fatalf("%d upload requests with inline max %d", uploads, inline)
+			}
+		})
+	}
+}
+
+func TestLostOrFailedCreateIsFoundByDisplayName(t *testing.T) {
+	for name, f := range map[string]fakegemini.Faults{
+		"lost":      {CreateLost: 1},
+		"500_after": {CreateErrorAfter: 1},
+		"429_after": {CreateErrorAfter: 1, CreateStatus: 429},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := setup(t, fakegemini.Options{PollsPerStep: 100, Faults: f}, 0)
+			job := e.plan(t, 3, 3)
+			r := e.submit(t, job)
+			if got := actions(r); got != "part-00000:unknown" || !r.Pending {
+				t.Fatalf("submit: %s", got)
+			}
+			r = e.submit(t, job)
+			if got := actions(r); got != "part-00000:found" || r.Shards[0].ProviderJobID != e.srv.Batches()[0] {
+				t.Fatalf("resubmit: %s %s", got, r.Shards[0].ProviderJobID)
+			}
+			if n := len(e.srv.Batches()); n != 1 {
+				t.Fatalf("%d batches, want 1", n)
+			}
+			// The file was uploaded once; the resubmit found the batch before uploading.
+			if n := e.srv.Count("POST", "/upload/v1beta/files"); n != 2 {
+				t.Fatalf("%d upload requests, want 2", n)
+			}
+		})
+	}
+}
+
+func TestRefusedCreateCreatesLaterReusingTheUpload(t *testing.T) {
+	e := setup(t, fakegemini.Options{Faults: fakegemini.Faults{CreateRefused: 1, CreateStatus: 400}}, 0)
+	job := e.plan(t, 2, 2)
+	if _, err := e.drv.Submit(context.Background(), job); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("submit with a refused create: %v", err)
+	}
+	if got := actions(e.submit(t, job)); got != "part-00000:created" {
+		t.Fatalf("resubmit: %s", got)
+	}
+	if n := e.srv.Count("POST", "/upload/v1beta/files"); n != 2 {
+		t.Fatalf("%d upload requests, want 2 (the second submit reuses the file)", n)
+	}
+}
+
+func TestFindNeedsACompleteListing(t *testing.T) {
+	e := setup(t, fakegemini.Options{PollsPerStep: 100}, 0)
+	job := e.plan(t, 2, 2)
+	for range 5 {
+		e.srv.Inject("someone-elses-batch")
+	}
+	e.srv.Inject(geminibatch.DisplayName(job.Hex(), "part-00001")) // another shard's name
+	// A failing list is an error, not absence (the client retries twice).
+	e.srv.UpdateFaults(func(f *fakegemini.Faults) { f.ListErrors = 3 })
+	if _, err := e.drv.Submit(context.Background(), job); err == nil || !strings.Contains(err.Error(), "lookup failed") && !strings.Contains(err.Error(), "list page") {
+		t.Fatalf("submit with failing lists: %v", err)
+	}
+	if n := e.srv.Count("POST", "/v1beta/models/"); n != 0 {
+		t.Fatalf("%d creates after a failed lookup", n)
+	}
+	r := e.submit(t, job)
+	if got := actions(r); got != "part-00000:created" {
+		t.Fatalf("submit: %s", got)
+	}
+	// A batch somebody made under the shard's display name is the shard's.
+	b := must(e.c.Find(context.Background(), job.Hex(), "part-00001", time.Time{}))
+	if b == nil || b.Metadata["displayName"] != geminibatch.DisplayName(job.Hex(), "part-00001") {
+		t.Fatalf("find by display name: %+v", b)
+	}
+}
+
+func outcomeOf(key string) string {
+	switch key {
+	case "r-001":
+		return fakegemini.Internal
+	case "r-002":
+		return fakegemini.Invalid
+	case "r-003":
+		return fakegemini.Blocked
+	case "r-005":
+		return fakegemini.Exhausted
+	}
+	return fakegemini.OK
+}
+
+func TestSubmitStatusCollectReconcile(t *testing.T) {
+	for _, inline := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprintf("inline_max=%d", inline), func(t *testing.T) {
+			e := setup(t, fakegemini.Options{Outcome: outcomeOf}, inline)
+			ctx := context.Background()
+			job := e.plan(t, 8, 4)
+			e.submit(t, job)
+			if st := must(e.drv.Status(ctx, job)); !st.Pending || st.Shards[0].ProviderStatus != "in_progress" {
+				t.Fatalf("first status: %+v", st.Shards)
+			}
+			st := must(e.drv.Status(ctx, job))
+			if st.Pending || st.Shards[0].ProviderStatus != "completed" {
+				t.Fatalf("second status: %+v", st.Shards)
+			}
+			if got := actions(must(e.drv.Collect(ctx, job))); got != "part-00000:collected part-00001:collected" {
+				t.Fatalf("collect: %s", got)
+			}
+			rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
+			want := fmt.Sprintf("expected=8 succeeded=4 failed_retryable=2 failed_permanent=1 quality_failed=1 missing=0 unknown=0 duplicate=0 quarantined=0 closed=true retry=3 state=%s", lake.Partial)
+			got := fmt.Sprintf("expected=%d succeeded=%d failed_retryable=%d failed_permanent=%d quality_failed=%d missing=%d unknown=%d duplicate=%d quarantined=%d closed=%v retry=%d state=%s",
+				rep.Expected, rep.Succeeded, rep.FailedRetryable, rep.FailedPermanent, rep.QualityFailed, rep.Missing, rep.Unknown, rep.Duplicate, rep.Quarantined, rep.Closed, rep.RetryRecords, rep.State)
+			if got != want {
+				t.Fatalf("report:\n got %s\nwant %s", got, want)
+			}
+			// Four successes: input 10+5 tokens, output 5, at gemini-2.5-flash's
+			// $0.30/$2.50 per Mtok, batch 0.5.
+			wantCost := new(big.Rat).SetFrac64(4*(15*30+5*250), 200_000_000)
+			gotCost, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
+			if !ok || gotCost.Cmp(wantCost) != 0 {
+				t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], wantCost.FloatString(9))
+			}
+		})
+	}
+}
+
+func TestExpiredAndCancelledLeaveRecordsMissing(t *testing.T) {
+	e := setup(t, fakegemini.Options{Faults: fakegemini.Faults{Expire: 1}, PollsPerStep: 1}, 0)
+	ctx := context.Background()
+	job := e.plan(t, 4, 2)
+	e.submit(t, job)
+	must(e.drv.Status(ctx, job)) // shard 0 expires on its first poll, shard 1 runs
+	c := must(e.drv.Cancel(ctx, job))
+	if got := actions(c); got != "part-00000:nothing_to_cancel part-00001:cancel_requested" {
+		t.Fatalf("cancel: %s", got)
+	}
+	st := must(e.drv.Status(ctx, job))
+	if st.Pending || st.Shards[0].State != lake.Expired || st.Shards[1].State != lake.Cancelled {
+		t.Fatalf("status: %+v", st.Shards)
+	}
+	if got := actions(must(e.drv.Collect(ctx, job))); got != "part-00000:no_results part-00001:no_results" {
+		t.Fatalf("collect: %s", got)
+	}
+	rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
+	if rep.Missing != 4 || rep.RetryRecords != 4 {
+		t.Fatalf("report: missing %d retry %d", rep.Missing, rep.RetryRecords)
+	}
+}
+
+func TestKeyNeverInErrors(t *testing.T) {
+	e := setup(t, fakegemini.Options{}, 0)
+	c := must(geminibatch.New(geminibatch.Config{APIKey: testKey + "x", BaseURL: e.url, MaxRetries: -1}))
+	_, err := c.Get(context.Background(), "batches/nope")
+	if err == nil || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("error with a wrong key: %v", err)
+	}
+	var apiErr *geminibatch.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 403 {
+		t.Fatalf("want a 403 APIError, got %v", err)
+	}
+	if _, err := c.Find(context.Background(), "j", "s", time.Time{}); err == nil || errors.Is(err, providers.ErrUnknownOutcome) {
+		t.Fatalf("find with a wrong key: %v", err)
+	}
+}
