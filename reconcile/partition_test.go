@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -333,4 +334,88 @@ func mustJob(t *testing.T, m *lake.Manifest) lake.Digest {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestPartitionsMostlyEmpty: with more partitions than records most
+// partitions hold nothing (an empty outcomes file, perhaps one unknown id);
+// the merge still equals the single run.
+func TestPartitionsMostlyEmpty(t *testing.T) {
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(5, 5)), 3, 1, 0)
+	dir := t.TempDir()
+	var reports []*Report
+	for _, n := range []int{0, 9} {
+		l, err := lake.Open(ctx, filepath.Join(dir, fmt.Sprint("lake", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		m := planAndIngest(t, l, dir, g, 2)
+		o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+		if n == 0 {
+			rep, err := Run(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reports = append(reports, rep)
+			continue
+		}
+		empty := 0
+		for k := range n {
+			r, err := RunPartition(ctx, l, o, lake.Partition{K: k, N: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Expected == 0 {
+				empty++
+			}
+		}
+		if empty < n-3 {
+			t.Errorf("%d of %d partitions empty, want at least %d", empty, n, n-3)
+		}
+		rep, err := Merge(ctx, l, o, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, rep)
+	}
+	if a, b := normalised(t, reports[1]), normalised(t, reports[0]); a != b {
+		t.Errorf("merged %s\nsingle %s", a, b)
+	}
+}
+
+// TestPartitionRerunAfterLostMarker: a partition that died after writing its
+// files but before its marker (simulated by removing the marker) writes the
+// same files again — the same bytes, so nothing new — whatever the thread
+// count, and commits the same result.
+func TestPartitionRerunAfterLostMarker(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(9, 9)), 400, 2, 1), 150)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2}}
+	p := lake.Partition{K: 1, N: 2}
+	first, err := RunPartition(ctx, l, o, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(l.LocalPath(first.Key)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.List(ctx, "objects/")
+	o.Engine.Threads = 1
+	again, err := RunPartition(ctx, l, o, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Unchanged || again.OutcomesFile != first.OutcomesFile || again.CostsFile != first.CostsFile || again.Key != first.Key {
+		t.Errorf("re-run wrote %s, %s; first %s, %s", again.OutcomesFile, again.CostsFile, first.OutcomesFile, first.CostsFile)
+	}
+	if after, _ := l.List(ctx, "objects/"); len(after) != len(before) {
+		t.Errorf("re-run added %d objects", len(after)-len(before))
+	}
 }

@@ -186,7 +186,10 @@ func TestPartitionedFanOut(t *testing.T) {
 	if expected != records {
 		t.Errorf("partitions reconciled %d records, want %d", expected, records)
 	}
-	// One partition short, or a partition count that was not run: refused.
+	// Bad usage, one partition short, or a partition count that was not run: refused.
+	fan.must([]int{exitUsage}, "reconcile", "--job", p.JobKey, "--partition", fmt.Sprintf("%d/%d", parts, parts))
+	fan.must([]int{exitUsage}, "reconcile", "--job", p.JobKey, "--partitions", fmt.Sprint(parts))
+	fan.must([]int{exitUsage}, "reconcile", "--job", p.JobKey, "--partition", "0/2", "--merge")
 	fan.must([]int{exitUsage}, "reconcile", "--job", p.JobKey, "--merge", "--partitions", fmt.Sprint(parts+1))
 	fan.must([]int{exitUsage}, "reconcile", "--job", p.JobKey, "--merge", "--max-attempts", "5")
 	fanOut := t.TempDir()
