@@ -84,7 +84,7 @@ func shardStates(t *testing.T, l *lake.Lake, m *lake.Manifest) string {
 // the same outcomes and costs tables, retry shards and lineage, byte for
 // byte under the same keys — and leaves the same ledger states.
 func TestPartitionMergeEqualsSingleRun(t *testing.T) {
-	seeds := 4
+	seeds := 3
 	if testing.Short() {
 		seeds = 2
 	}
