@@ -371,17 +371,18 @@ func findPartitions(ctx context.Context, l *lake.Lake, in *runInputs, n int, wan
 		}
 	}
 	var missing []string
-	if n == 0 {
-		missing = append(missing, "every partition")
-	}
 	for k := range n {
 		if _, ok := mine[n][k]; !ok {
 			missing = append(missing, lake.Partition{K: k, N: n}.String())
 		}
 	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("reconcile --merge: job %s: no result for partition %s of this run (the job's current files and these settings; the merged report would be %s)",
-			in.m.JobKey, strings.Join(missing, ", "), in.runKey)
+	if n == 0 || len(missing) > 0 {
+		what := "no partition results"
+		if n > 0 {
+			what = "no result for partition " + strings.Join(missing, ", ")
+		}
+		msg := fmt.Sprintf("reconcile --merge: job %s: %s of this run (the job's current files and these settings; the merged report would be %s)",
+			in.m.JobKey, what, in.runKey)
 		if n > 0 {
 			msg += fmt.Sprintf("; run `batchlake reconcile --job %s --partition K/%d` with the same flags for each", in.m.JobKey, n)
 		}

@@ -313,6 +313,12 @@ func TestMergeRefuses(t *testing.T) {
 			}
 		})
 	}
+	// A merge with other settings than every partition's finds none of its run.
+	other.MaxAttempts = 4
+	if _, err := Merge(ctx, l, other, 0); !errors.Is(err, ingest.ErrBadInput) ||
+		!strings.Contains(err.Error(), "no partition results of this run") || !strings.Contains(err.Error(), `max_attempts "3" (this merge: "4")`) {
+		t.Errorf("merge with other settings: %v", err)
+	}
 	if keys, _ := l.List(ctx, lake.ReportPrefix(mustJob(t, m))); len(keys) != 0 {
 		t.Errorf("a refused merge wrote %v", keys)
 	}
