@@ -18,10 +18,11 @@ type envelope struct {
 
 // Marker formats. A reader rejects a format it does not know.
 const (
-	FormatManifest = "batchlake.manifest/v1"
-	FormatIngest   = "batchlake.ingest/v1"
-	FormatReport   = "batchlake.report/v1"
-	FormatEvent    = "batchlake.ledger-event/v1"
+	FormatManifest  = "batchlake.manifest/v1"
+	FormatIngest    = "batchlake.ingest/v1"
+	FormatReport    = "batchlake.report/v1"
+	FormatEvent     = "batchlake.ledger-event/v1"
+	FormatPartition = "batchlake.partition/v1"
 )
 
 // SealJSON renders v in an envelope of the given format.

@@ -15,6 +15,7 @@ import (
 //	manifests/<job>.json                            job manifest (commit marker of plan)
 //	ingests/<job>/<channel>-<rawhex>.json           ingest record (commit marker of ingest)
 //	reports/<job>/<reconcile-key-hex>.json          reconcile report (commit marker of reconcile)
+//	partitions/<job>/<reconcile-key-hex>/<kkkk>-of-<nnnn>.json  result of reconcile --partition k/n
 //	ledger/<job>/<shard>/<seq>.json                 ledger events, seq zero-padded to 10 digits
 
 var (
@@ -87,6 +88,52 @@ func ReportPrefix(job Digest) string { return "reports/" + job.Hex() + "/" }
 // ReportKey is the key of the report of one reconcile run, named by the digest
 // of everything that run read (files, flags, prices).
 func ReportKey(job Digest, run Digest) string { return ReportPrefix(job) + run.Hex() + ".json" }
+
+// PartitionArea is the top-level folder of partition results.
+const PartitionArea = "partitions/"
+
+// PartitionPrefix is the prefix of every partition result of a job.
+func PartitionPrefix(job Digest) string { return PartitionArea + job.Hex() + "/" }
+
+// PartitionRunPrefix is the prefix of the partition results of one reconcile
+// run: run is the digest that names that run's report (ReportKey), so the
+// partitions of one run and the merged report share it.
+func PartitionRunPrefix(job, run Digest) string { return PartitionPrefix(job) + run.Hex() + "/" }
+
+// PartitionKey is the key of the result marker of partition p of a run.
+func PartitionKey(job, run Digest, p Partition) string {
+	if err := p.Valid(); err != nil {
+		panic("lake: " + err.Error())
+	}
+	return fmt.Sprintf("%s%04d-of-%04d.json", PartitionRunPrefix(job, run), p.K, p.N)
+}
+
+// ParsePartitionKey splits a partition result key into its job, run and
+// partition. It accepts exactly the keys PartitionKey builds.
+func ParsePartitionKey(key string) (job, run Digest, p Partition, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0]+"/" != PartitionArea {
+		return job, run, p, false
+	}
+	var err error
+	if job, err = ParseDigest(parts[1]); err != nil || job.Hex() != parts[1] {
+		return job, run, p, false
+	}
+	if run, err = ParseDigest(parts[2]); err != nil || run.Hex() != parts[2] {
+		return job, run, p, false
+	}
+	name, found := strings.CutSuffix(parts[3], ".json")
+	ks, ns, cut := strings.Cut(name, "-of-")
+	if !found || !cut || len(ks) != 4 || len(ns) != 4 || strings.Trim(ks+ns, "0123456789") != "" {
+		return job, run, p, false
+	}
+	p.K, _ = strconv.Atoi(ks)
+	p.N, _ = strconv.Atoi(ns)
+	if p.Valid() != nil {
+		return job, run, p, false
+	}
+	return job, run, p, true
+}
 
 // LedgerPrefix is the prefix of all ledger events of a job.
 func LedgerPrefix(job Digest) string { return "ledger/" + job.Hex() + "/" }

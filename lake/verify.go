@@ -93,7 +93,7 @@ func Verify(ctx context.Context, l *Lake) (Report, error) {
 		manifests:  map[Digest]*Manifest{},
 	}
 	steps := []func(context.Context) error{
-		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkReports, v.checkLedger,
+		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkReports, v.checkPartitions, v.checkLedger,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -131,8 +131,8 @@ type verifier struct {
 	// manifests holds the manifests that verified, by job.
 	manifests map[Digest]*Manifest
 
-	manifestKeys, ingestKeys, reportKeys []string
-	ledgerKeys                           []string
+	manifestKeys, ingestKeys, reportKeys, partitionKeys []string
+	ledgerKeys                                          []string
 }
 
 func (v *verifier) problem(key string, sev Severity, format string, args ...any) {
@@ -140,7 +140,7 @@ func (v *verifier) problem(key string, sev Severity, format string, args ...any)
 }
 
 // lakeAreas are the top-level folders of the layout (keys.go).
-var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/"}
+var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/", PartitionArea}
 
 // list reads every key of the lake and sorts it into its kind.
 func (v *verifier) list(ctx context.Context) error {
@@ -227,6 +227,11 @@ func (v *verifier) classify(k string) {
 	case strings.HasPrefix(k, "reports/"):
 		if _, ok := jobMarkerKey(k, "reports/"); ok {
 			v.reportKeys = append(v.reportKeys, k)
+			return
+		}
+	case strings.HasPrefix(k, PartitionArea):
+		if _, _, _, ok := ParsePartitionKey(k); ok {
+			v.partitionKeys = append(v.partitionKeys, k)
 			return
 		}
 	case strings.HasPrefix(k, "ledger/"):
@@ -502,6 +507,36 @@ func (v *verifier) checkReports(ctx context.Context) error {
 			if jk, isStr := m["job_key"].(string); isStr && jk != job.Hex() {
 				v.problem(k, SeverityError, "report body is for job %q, stored under job %s", jk, job.Hex())
 			}
+		}
+		v.reportRefs(k, "", body)
+	}
+	return nil
+}
+
+// checkPartitions checks partition results (reconcile --partition) like
+// reports: their job has a manifest, their body names the job, run and
+// partition they are stored under, and the files they name verify.
+func (v *verifier) checkPartitions(ctx context.Context) error {
+	for _, k := range v.partitionKeys {
+		var body any
+		ok, err := v.readMarker(ctx, k, FormatPartition, &body)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		job, run, p, _ := ParsePartitionKey(k)
+		v.needManifest(k, job, "partition result")
+		m, _ := body.(map[string]any)
+		if jk, _ := m["job_key"].(string); jk != job.Hex() {
+			v.problem(k, SeverityError, "partition result body is for job %q, stored under job %s", jk, job.Hex())
+		}
+		if rk, _ := m["report"].(string); rk != ReportKey(job, run) {
+			v.problem(k, SeverityError, "partition result body is for run %q, stored under run %s", rk, run.Hex())
+		}
+		if ps, _ := m["partition"].(string); ps != p.String() {
+			v.problem(k, SeverityError, "partition result body is partition %q, stored as %s", ps, p)
 		}
 		v.reportRefs(k, "", body)
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	Engine       EngineOptions
 	Lease        time.Duration
 	Actor        string
+	// merged: the session holds outcomes and line_costs of a merge of
+	// partitions instead of sources to classify.
+	merged bool
 }
 
 // Report is the reconcile report of CONTRACT §4.
@@ -98,6 +101,70 @@ func (r *Report) ExitCode() int {
 // Run reconciles a job. Running it again over the same files and settings
 // returns the stored report with Unchanged set and writes nothing.
 func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
+	in, err := prepare(ctx, l, &o)
+	if err != nil {
+		return nil, err
+	}
+	m, runKey := in.m, in.runKey
+	g := lake.NewLedger(l, o.Actor)
+	if stored, err := storedReport(ctx, l, g, m, runKey); stored != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return stored, writeOut(ctx, l, o.OutDir, stored)
+	}
+
+	e, err := OpenEngine(l, o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	rep := in.newReport(o)
+	if err := in.stage(ctx, e, o, rep, nil); err != nil {
+		return nil, err
+	}
+	return lockAndReconcile(ctx, e, l, g, in, o, rep)
+}
+
+// lockAndReconcile leases every shard RECONCILING, reconciles and moves the
+// shards to the report's state.
+func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledger, in *runInputs, o Options, rep *Report) (*Report, error) {
+	m, job, runKey := in.m, in.job, in.runKey
+	for _, s := range m.Shards {
+		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
+		}
+		failpoint.Hit(failpoint.ReconcileAfterReconciling)
+	}
+	rep, err := reconcileLocked(ctx, e, l, m, job, o, rep, in.gate)
+	if err != nil {
+		// Give the lease back so the next run need not wait for it to expire.
+		for _, s := range m.Shards {
+			g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
+		}
+		return nil, err
+	}
+	if err := finishLedger(ctx, g, m, rep); err != nil {
+		return nil, err
+	}
+	return rep, writeOut(ctx, l, o.OutDir, rep)
+}
+
+// runInputs is what one reconcile run reads, and its identity.
+type runInputs struct {
+	m     *lake.Manifest
+	job   lake.Digest
+	rules Rules
+	gate  string
+	recs  []lake.IngestRecord
+	// run is the digest of everything the run reads; runKey its report's key.
+	run                         lake.Digest
+	runKey                      string
+	attemptKeys, quarantineKeys []string
+}
+
+// prepare checks the options, fills in defaults and computes the run's identity.
+func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) {
 	job, err := lake.ParseDigest(o.JobKey)
 	if err != nil {
 		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
@@ -140,95 +207,92 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		// Only with a schema, so runs without one keep their identity.
 		h.AddString("output-schema:" + o.OutputSchema.Digest.Hex())
 	}
-	runKey := lake.ReportKey(job, h.Sum())
+	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, run: h.Sum()}
+	in.runKey = lake.ReportKey(job, in.run)
+	for _, r := range recs {
+		if r.AttemptsFile != "" {
+			in.attemptKeys = append(in.attemptKeys, r.AttemptsFile)
+		}
+		if r.QuarantineFile != "" {
+			in.quarantineKeys = append(in.quarantineKeys, r.QuarantineFile)
+		}
+	}
+	return in, nil
+}
 
-	g := lake.NewLedger(l, o.Actor)
+// storedReport returns the report of a run that already committed (with
+// Unchanged set, the ledger finished), or nil.
+func storedReport(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, runKey string) (*Report, error) {
 	var stored Report
 	if err := l.GetJSON(ctx, runKey, lake.FormatReport, &stored); err == nil {
 		stored.Unchanged = true
 		if err := finishLedger(ctx, g, m, &stored); err != nil {
 			return nil, err
 		}
-		return &stored, writeOut(ctx, l, o.OutDir, &stored)
+		return &stored, nil
 	} else if !errors.Is(err, lake.ErrNotFound) {
 		return nil, err
 	}
+	return nil, nil
+}
 
-	e, err := OpenEngine(l, o.Engine)
-	if err != nil {
-		return nil, err
-	}
-	defer e.Close()
-	var attemptKeys, quarantineKeys []string
+// newReport is the run's report before any counting: settings and files.
+func (in *runInputs) newReport(o Options) *Report {
+	m := in.m
 	rep := &Report{JobKey: m.JobKey, Tenant: m.Tenant, Provider: m.Provider, Attempt: m.Attempt, MaxAttempts: o.MaxAttempts,
-		QualityGate: gate, RetryRules: rules.String(), Prices: o.Prices.Digest.Hex(), Report: runKey, RetryShards: []string{},
+		QualityGate: in.gate, RetryRules: in.rules.String(), Prices: o.Prices.Digest.Hex(), Report: in.runKey, RetryShards: []string{},
 		Files: Files{InputShards: []string{}, Output: []string{}, Error: []string{}}}
 	for _, s := range m.Shards {
 		rep.Files.InputShards = append(rep.Files.InputShards, s.Object.Hex())
 	}
-	for _, r := range recs {
-		if r.AttemptsFile != "" {
-			attemptKeys = append(attemptKeys, r.AttemptsFile)
-		}
-		if r.QuarantineFile != "" {
-			quarantineKeys = append(quarantineKeys, r.QuarantineFile)
-		}
+	for _, r := range in.recs {
 		if r.Channel == ingest.ChannelOutput {
 			rep.Files.Output = append(rep.Files.Output, r.Raw.Hex())
 		} else {
 			rep.Files.Error = append(rep.Files.Error, r.Raw.Hex())
 		}
 	}
-	src := map[string]string{}
-	for name, files := range map[string]func() ([]string, error){
-		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, m.ExpectedFiles) },
-		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, attemptKeys) },
-		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, quarantineKeys) },
-	} {
-		paths, err := files()
-		if err != nil {
-			return nil, err
-		}
-		src[name] = sqlList(paths)
-	}
-	if err := e.ExecFile(ctx, "sources.sql", src); err != nil {
-		return nil, err
-	}
-	if gate != "" {
-		if err := CheckPredicate(ctx, e, gate); err != nil {
-			return nil, err
-		}
-	}
-	if err := rules.load(ctx, e); err != nil {
-		return nil, err
-	}
 	if o.OutputSchema != nil {
 		rep.OutputSchema = o.OutputSchema.Digest.Hex()
 	}
+	return rep
+}
+
+// stage loads the run's sources (only partition p's records and lines, when
+// p is set), rules, output schema failures and prices into the session.
+func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Report, p *lake.Partition) error {
+	src := map[string]any{}
+	for name, files := range map[string]func() ([]string, error){
+		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, in.m.ExpectedFiles) },
+		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, in.attemptKeys) },
+		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, in.quarantineKeys) },
+	} {
+		paths, err := files()
+		if err != nil {
+			return err
+		}
+		src[name] = sqlList(paths)
+	}
+	sources := "sources.sql"
+	if p != nil {
+		sources, src["K"], src["N"] = "partition_sources.sql", p.K, p.N
+	}
+	if err := e.ExecFile(ctx, sources, src); err != nil {
+		return err
+	}
+	if in.gate != "" {
+		if err := CheckPredicate(ctx, e, in.gate); err != nil {
+			return err
+		}
+	}
+	if err := in.rules.load(ctx, e); err != nil {
+		return err
+	}
+	var err error
 	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
-		return nil, err
+		return err
 	}
-	if err := o.Prices.load(ctx, e, recs); err != nil {
-		return nil, err
-	}
-	for _, s := range m.Shards {
-		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
-			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
-		}
-		failpoint.Hit(failpoint.ReconcileAfterReconciling)
-	}
-	rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, gate)
-	if err != nil {
-		// Give the lease back so the next run need not wait for it to expire.
-		for _, s := range m.Shards {
-			g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
-		}
-		return nil, err
-	}
-	if err := finishLedger(ctx, g, m, rep); err != nil {
-		return nil, err
-	}
-	return rep, writeOut(ctx, l, o.OutDir, rep)
+	return o.Prices.load(ctx, e, in.recs)
 }
 
 // reconcileLocked runs the queries and writes the tables, retry files and
@@ -238,8 +302,11 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if gate == "" {
 		gate = "true"
 	}
-	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
-		return nil, err
+	// A merge (Merge) has its tables from the partitions already.
+	if !o.merged {
+		if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
+			return nil, err
+		}
 	}
 	if err := counts(ctx, e, rep); err != nil {
 		return nil, err

@@ -89,6 +89,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var pf providerFlags
 	var wait bool
 	var poll time.Duration
+	var shard string
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -103,6 +104,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 			if err != nil {
 				return err
 			}
+			drv.Shard = shard
 			for {
 				res, err := step(ctx, drv, d, wait)
 				if err != nil {
@@ -132,6 +134,9 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	if use == "status" {
 		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
 		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")
+	}
+	if use == "collect" {
+		c.Flags().StringVar(&shard, "shard", "", "collect only this shard (to collect shards in parallel)")
 	}
 	pf.register(c, "sim")
 	return c

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
 
@@ -58,9 +59,11 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 }
 
 func reconcileCmd(ctx context.Context, g *globals) *cobra.Command {
-	var job, out string
+	var job, out, partition string
 	var rf reconcileFlags
 	var lease time.Duration
+	var merge bool
+	var partitions int
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Run the set algebra for a job, write the report, retry shards and costs",
@@ -68,7 +71,15 @@ func reconcileCmd(ctx context.Context, g *globals) *cobra.Command {
 quality_failed, failed_retryable, failed_permanent, missing), finds unknown and
 duplicate ids, prices every line and writes the report, retry shard(s) with
 lineage and the outcomes and costs tables. Exit 0: COMPLETED; 10: PARTIAL, a
-retry shard was written; 11: unknown or duplicate ids need review.`,
+retry shard was written; 11: unknown or duplicate ids need review.
+
+Past one machine: --partition k/n (0 <= k < n) reconciles only the records
+whose record_id falls in partition k of n, with their result lines, and
+stores a partial result (exit 0; no ledger change); the n partitions may run
+at once, anywhere. --merge then combines them into exactly the report, retry
+shards, lineage and tables a single reconcile writes, and exits like one.
+Give every partition and the merge the same flags; a merge with a partition
+missing or run with other settings or files exits 2 and names it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := jobDigest(job); err != nil {
@@ -79,12 +90,41 @@ retry shard was written; 11: unknown or duplicate ids need review.`,
 				return err
 			}
 			o.OutDir, o.Lease = out, lease
+			if partition != "" && (merge || partitions != 0) {
+				return &ingest.UsageError{Msg: "reconcile: --partition runs one partition; --merge (with --partitions) combines them: give one or the other"}
+			}
+			if partitions != 0 && !merge {
+				return &ingest.UsageError{Msg: "reconcile: --partitions goes with --merge"}
+			}
 			l, err := g.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			rep, err := reconcile.Run(ctx, l, o)
+			if partition != "" {
+				p, err := lake.ParsePartition(partition)
+				if err != nil {
+					return &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
+				}
+				res, err := reconcile.RunPartition(ctx, l, o, p)
+				if err != nil {
+					return err
+				}
+				msg := "reconciled partition"
+				if res.Unchanged {
+					msg = "partition already reconciled with these files and settings: nothing new written"
+				}
+				g.log.Info(msg, "job", res.JobKey[:12], "partition", res.Partition, "expected", res.Expected, "lines_unknown", res.Unknown)
+				printJSON(g.stdout, res)
+				return nil
+			}
+			run := reconcile.Run
+			if merge {
+				run = func(ctx context.Context, l *lake.Lake, o reconcile.Options) (*reconcile.Report, error) {
+					return reconcile.Merge(ctx, l, o, partitions)
+				}
+			}
+			rep, err := run(ctx, l, o)
 			if err != nil {
 				return err
 			}
@@ -98,7 +138,10 @@ retry shard was written; 11: unknown or duplicate ids need review.`,
 	}
 	c.Flags().StringVar(&job, "job", "", "job key (required)")
 	c.Flags().DurationVar(&lease, "lease", 30*time.Minute, "how long a reconciler holds the job's shards (RECONCILING) before another may take over")
-	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here")
+	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here (with --partition: partition-K-of-N.json)")
+	c.Flags().StringVar(&partition, "partition", "", "reconcile only partition k/n (0 <= k < n) of the records, by record_id; combine with --merge")
+	c.Flags().BoolVar(&merge, "merge", false, "combine the partition results of this job, files and flags into the report a single reconcile writes")
+	c.Flags().IntVar(&partitions, "partitions", 0, "with --merge: how many partitions to combine (default: found in the lake)")
 	rf.register(c)
 	return c
 }

@@ -54,6 +54,33 @@ func checkInvocations(t *testing.T, invs []invocation) {
 	}
 }
 
+// usedFlags lists "command --flag" for every flag the invocations use.
+func usedFlags(invs []invocation) map[string]bool {
+	out := map[string]bool{}
+	for _, inv := range invs {
+		for _, a := range inv.args[1:] {
+			if strings.HasPrefix(a, "--") {
+				out[inv.args[0]+" "+strings.SplitN(a, "=", 2)[0]] = true
+			}
+		}
+	}
+	return out
+}
+
+// fanOutFlags are what a deployment needs to run past one machine: collect
+// per shard, reconcile per partition, then the merge.
+var fanOutFlags = []string{"collect --shard", "reconcile --partition", "reconcile --merge", "reconcile --partitions"}
+
+func checkFanOut(t *testing.T, where string, invs []invocation) {
+	t.Helper()
+	used := usedFlags(invs)
+	for _, f := range fanOutFlags {
+		if !used[f] {
+			t.Errorf("%s never runs batchlake %s", where, f)
+		}
+	}
+}
+
 var cmdLine = regexp.MustCompile(`batchlake\s+([a-z]+)((?:\s+[^\s;|>&"\]]+)*)`)
 
 func fromText(where, s string) []invocation {
@@ -112,7 +139,7 @@ func TestArgoWorkflowTemplate(t *testing.T) {
 	for _, tp := range wt.Spec.Templates {
 		names[tp.Name] = true
 	}
-	for _, want := range []string{wt.Spec.Entrypoint, "plan", "submit", "status", "collect", "reconcile", "retry"} {
+	for _, want := range []string{wt.Spec.Entrypoint, "plan", "submit", "status", "collect", "reconcile-partition", "merge", "retry"} {
 		if !names[want] {
 			t.Errorf("template %q missing", want)
 		}
@@ -130,6 +157,15 @@ func TestArgoWorkflowTemplate(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "lastRetry.exitCode) == 75") {
 		t.Error("no retry keyed on exit 75")
+	}
+	checkFanOut(t, p, invs)
+	// Collect fans out over the shards, reconcile over the partitions, and
+	// the round branches on the merge's exit code.
+	for _, want := range []string{"withParam:", "{{item.shard_id}}", "withSequence:", "{{item}}/{{inputs.parameters.partitions}}",
+		"outputs.parameters.code}} == 10", "outputs.parameters.code}} == 11"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("workflow lacks %q", want)
+		}
 	}
 }
 
@@ -160,7 +196,8 @@ func TestAirflowDAG(t *testing.T) {
 	}
 	invs = append(invs, fromText(p, pyList.ReplaceAllString(src, ""))...)
 	checkInvocations(t, invs)
-	for _, want := range []string{"BashSensor", ".expand(", "returncode == 11", "returncode != 10"} {
+	checkFanOut(t, p, invs)
+	for _, want := range []string{"BashSensor", "retry_exit_code=75", "shard_ids.map(", ".expand(part=", "returncode == 11", "returncode != 10"} {
 		if !strings.Contains(src, want) {
 			t.Errorf("DAG lacks %q", want)
 		}

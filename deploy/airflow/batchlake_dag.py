@@ -1,80 +1,129 @@
-"""Airflow DAG: one batch job through batchlake, keyed on its exit codes.
+"""Airflow DAG: one batch job through batchlake, fanned out with dynamic task
+mapping and keyed on batchlake's exit codes (README "Exit codes").
 
 plan -> submit (re-run while it exits 75) -> status (sensor: poke while 75)
--> collect -> reconcile (0 done, 10 retry, 11 alert) -> retry -> next round.
-Dynamic task mapping runs one round per generation handed over by XCom
-(every step prints one JSON object on stdout; plan's is pushed).
+-> collect, one mapped task per shard -> reconcile --partition k/n, one mapped
+task per partition -> reconcile --merge (0 done, 10 retry, 11 alert) -> retry
+-> this DAG again for the child job (conf {"job": <child job key>}).
+
+Every step prints one JSON object on stdout and is idempotent and write-once
+in the lake, so Airflow may retry any task; a shard or partition that runs
+twice writes nothing new. Trigger with conf {"input": ..., "tenant": ...} for
+a new job, or {"job": <job key>} for a planned one (a retry's child).
 """
 import json
+import subprocess
 
 import pendulum
 from airflow.decorators import dag, task
-from airflow.exceptions import AirflowSkipException
+from airflow.exceptions import AirflowFailException, AirflowSkipException
+from airflow.models import Variable
 from airflow.operators.bash import BashOperator
+from airflow.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sensors.bash import BashSensor
 
+# Jinja, for templated fields (bash_command): the lake and the job planned by this run.
 LAKE = "{{ var.value.batchlake_lake }}"
+JOB = "{{ ti.xcom_pull(task_ids='plan') }}"
 PROVIDER = "openai"
+COLLECT = f"batchlake collect --lake {LAKE} --job {JOB} --provider {PROVIDER} --log-format json --shard "
+
+
+def lake() -> str:
+    """The lake URL, for Python tasks (Jinja renders only templated fields)."""
+    return Variable.get("batchlake_lake")
 
 
 @dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False,
-     params={"input": "", "tenant": "", "prompt_version": "v1"})
+     params={"input": "", "tenant": "", "prompt_version": "v1", "job": "", "partitions": 4})
 def batchlake_job():
-    plan = BashOperator(
-        task_id="plan",
-        bash_command=(
-            f"batchlake plan --lake {LAKE} --provider openai --input {{{{ params.input }}}} "
-            "--tenant {{ params.tenant }} --prompt-version {{ params.prompt_version }} --log-format json | jq -c ."
-        ),
-        do_xcom_push=True,
-    )
-
     @task
-    def job_key(out: str) -> list[str]:
-        return [json.loads(out)["job_key"]]
+    def plan(params=None) -> str:
+        """The job key: planned from params.input, or params.job as given."""
+        if params["job"]:
+            return params["job"]
+        p = subprocess.run(["batchlake", "plan", "--lake", lake(), "--provider", PROVIDER, "--input", params["input"],
+                            "--tenant", params["tenant"], "--prompt-version", params["prompt_version"],
+                            "--log-format", "json"], capture_output=True, text=True)
+        if p.returncode == 2:
+            raise AirflowFailException(p.stderr)  # bad input: a person fixes it, no retry
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr)
+        return json.loads(p.stdout)["job_key"]
 
-    jobs = job_key(plan.output)
+    job = plan()
 
     # submit exits 75 while a shard is not bound yet: retry the task.
-    submit = BashOperator.partial(
+    submit = BashOperator(
         task_id="submit", retries=20, retry_delay=pendulum.duration(minutes=1), retry_exponential_backoff=True,
-    ).expand(bash_command=jobs.map(
-        lambda j: f"batchlake submit --lake {LAKE} --job {j} --provider {PROVIDER} --log-format json"))
+        bash_command=f"batchlake submit --lake {LAKE} --job {JOB} --provider {PROVIDER} --log-format json")
 
-    # The sensor pokes status: exit 0 when every shard is terminal, 75 while not.
-    status = BashSensor.partial(
-        task_id="status", poke_interval=300, timeout=60 * 60 * 48, mode="reschedule",
-    ).expand(bash_command=jobs.map(
-        lambda j: f"batchlake status --lake {LAKE} --job {j} --provider {PROVIDER} --log-format json"))
-
-    collect = BashOperator.partial(task_id="collect", retries=5).expand(bash_command=jobs.map(
-        lambda j: f"batchlake collect --lake {LAKE} --job {j} --provider {PROVIDER} --log-format json"))
+    # The sensor pokes status: exit 0 when every shard is terminal, 75 while
+    # not; any other code fails the sensor.
+    status = BashSensor(
+        task_id="status", poke_interval=300, timeout=60 * 60 * 48, mode="reschedule", retry_exit_code=75,
+        bash_command=f"batchlake status --lake {LAKE} --job {JOB} --provider {PROVIDER} --log-format json")
 
     @task
-    def reconcile(j: str) -> str:
-        import subprocess
-        p = subprocess.run(["batchlake", "reconcile", "--lake", LAKE, "--job", j, "--max-attempts", "3",
-                            "--log-format", "json"], capture_output=True, text=True)
+    def shards(j: str) -> list[str]:
+        out = subprocess.run(["batchlake", "sql", "--lake", lake(), "--format", "json", "--log-format", "json",
+                              f"SELECT shard_id FROM shards WHERE job_key = '{j}' ORDER BY shard_id"],
+                             capture_output=True, text=True, check=True).stdout
+        return [r["shard_id"] for r in json.loads(out)]
+
+    shard_ids = shards(job)
+
+    # One mapped task per shard; 75 (batch not terminal yet) and 1 are retried.
+    collect = BashOperator.partial(
+        task_id="collect", retries=5, retry_delay=pendulum.duration(minutes=1),
+    ).expand(bash_command=shard_ids.map(lambda s: COLLECT + s))
+
+    @task(retries=3)
+    def partitions(params=None) -> list[str]:
+        n = int(params["partitions"])
+        return [f"{k}/{n}" for k in range(n)]
+
+    # One mapped task per partition: records split by record_id (docs/engines.md).
+    # Every partition and the merge take the same reconcile flags.
+    @task(retries=3)
+    def reconcile_partition(j: str, part: str) -> None:
+        p = subprocess.run(["batchlake", "reconcile", "--lake", lake(), "--job", j, "--partition", part,
+                            "--max-attempts", "3", "--log-format", "json"], capture_output=True, text=True)
+        if p.returncode == 2:
+            raise AirflowFailException(p.stderr)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr)
+
+    parts = reconcile_partition.partial(j=job).expand(part=partitions())
+
+    @task(retries=3)
+    def merge(j: str, params=None) -> str:
+        p = subprocess.run(["batchlake", "reconcile", "--lake", lake(), "--job", j, "--merge",
+                            "--partitions", str(params["partitions"]), "--max-attempts", "3", "--log-format", "json"],
+                           capture_output=True, text=True)
         if p.returncode == 11:
-            raise RuntimeError(f"batchlake: job {j} has unknown or duplicate ids: review")
+            raise AirflowFailException(f"batchlake: job {j} has unknown or duplicate ids: review")
         if p.returncode == 0:
             raise AirflowSkipException("job COMPLETED: nothing to retry")
+        if p.returncode == 2:
+            raise AirflowFailException(p.stderr)  # a partition missing or made with other flags
         if p.returncode != 10:
-            raise RuntimeError(p.stderr)
+            raise RuntimeError(p.stderr)  # 1 or 75: Airflow retries
         return j
 
     @task
     def retry(j: str) -> str:
-        import subprocess
-        out = subprocess.run(["batchlake", "retry", "--lake", LAKE, "--job", j, "--log-format", "json"],
+        out = subprocess.run(["batchlake", "retry", "--lake", lake(), "--job", j, "--log-format", "json"],
                              capture_output=True, text=True, check=True).stdout
         return json.loads(out)["child"]["job_key"]
 
-    partial = reconcile.expand(j=jobs)
-    children = retry.expand(j=partial)
-    plan >> jobs >> submit >> status >> collect >> partial >> children
-    # The children are new jobs: trigger this DAG's round again for them
-    # (TriggerDagRunOperator with the child job key) or run `batchlake run`.
+    merged = merge(job)
+    child = retry(merged)
+    # The child is a new job: run this DAG again for it.
+    next_round = TriggerDagRunOperator(
+        task_id="next_round", trigger_dag_id="batchlake_job",
+        conf={"job": "{{ ti.xcom_pull(task_ids='retry') }}", "partitions": "{{ params.partitions }}"})
+    job >> submit >> status >> shard_ids >> collect >> parts >> merged >> child >> next_round
 
 
 batchlake_job()

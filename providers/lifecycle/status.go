@@ -99,8 +99,16 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 	for _, r := range recs {
 		have[r.ProviderJobID+"/"+r.Channel] = true
 	}
+	if d.Shard != "" {
+		if _, ok := m.Shard(d.Shard); !ok {
+			return nil, &ingest.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
+		}
+	}
 	res := &Result{JobKey: m.JobKey}
 	for _, s := range m.Shards {
+		if d.Shard != "" && s.ShardID != d.Shard {
+			continue
+		}
 		evs, err := d.Ledger.Events(ctx, job, s.ShardID)
 		if err != nil {
 			return nil, err

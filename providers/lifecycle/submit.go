@@ -29,6 +29,9 @@ type Driver struct {
 	TmpDir string
 	// ClockSkew widens the remote lookup window.
 	ClockSkew time.Duration
+	// Shard, if set, limits Collect to that shard of the job, so shards can
+	// be collected in parallel (collect --shard).
+	Shard string
 }
 
 // ShardResult is what a step did to one shard.

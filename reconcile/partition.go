@@ -1,0 +1,434 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// A reconcile past one machine: RunPartition reconciles the records of one
+// partition (lake.Partition: by record_id) with their result lines and
+// stores its partial tables and counts; Merge combines the n partitions of
+// the same run into exactly the report, retry shards, lineage, outcomes and
+// costs tables a single Run writes (byte for byte: the same keys), and
+// finishes the ledger as Run does. Partitions touch no ledger: they may run
+// anywhere, at once, again.
+
+// PartitionVersion is the version of the partition result this code writes and reads.
+const PartitionVersion = 1
+
+// PartitionResult is the commit marker of one partition of a reconcile run
+// (lake.PartitionKey), and what reconcile --partition prints.
+type PartitionResult struct {
+	Version   int    `json:"partition_version"`
+	JobKey    string `json:"job_key"`
+	Partition string `json:"partition"` // "k/n"
+	K         int    `json:"k"`
+	N         int    `json:"n"`
+	// Report is the key of the report the merge of this run writes: the
+	// run's identity (every input file and setting).
+	Report string `json:"report"`
+	Key    string `json:"key"`
+	// The run's settings, to explain a refused merge.
+	MaxAttempts  int    `json:"max_attempts"`
+	RetryRules   string `json:"retry_rules"`
+	QualityGate  string `json:"quality_gate,omitempty"`
+	Prices       string `json:"prices_sha256"`
+	OutputSchema string `json:"output_schema_sha256,omitempty"`
+	Files        Files  `json:"files"`
+	// Counts of this partition's records and lines (they add up to the
+	// merged report's).
+	Expected        int64                  `json:"expected"`
+	Succeeded       int64                  `json:"succeeded"`
+	FailedRetryable int64                  `json:"failed_retryable"`
+	FailedPermanent int64                  `json:"failed_permanent"`
+	QualityFailed   int64                  `json:"quality_failed"`
+	Missing         int64                  `json:"missing"`
+	Unknown         int64                  `json:"unknown"`
+	Duplicate       int64                  `json:"duplicate"`
+	Quarantined     int64                  `json:"quarantined"`
+	RetryRecords    int64                  `json:"retry_records"`
+	ManualRecords   int64                  `json:"manual_records"`
+	UnpricedLines   int64                  `json:"unpriced_lines"`
+	SchemaFailed    int64                  `json:"schema_failed_lines"`
+	CostUSD         map[string]json.Number `json:"cost_usd"`
+	// The partition's outcomes and line_costs tables (content-addressed
+	// Parquet objects, every column of reconcile.sql's tables).
+	OutcomesFile string    `json:"outcomes_file"`
+	CostsFile    string    `json:"costs_file"`
+	ReconciledAt time.Time `json:"reconciled_at"`
+	// Unchanged is true when this partition had already run (not stored).
+	Unchanged bool `json:"unchanged"`
+}
+
+// settings renders what a partition's run was made of, for comparison.
+func (r *PartitionResult) settings() map[string]string {
+	return map[string]string{
+		"max_attempts": fmt.Sprint(r.MaxAttempts), "retry_rules": r.RetryRules, "quality_gate": r.QualityGate,
+		"prices_sha256": r.Prices, "output_schema_sha256": r.OutputSchema,
+		"input_shards": strings.Join(r.Files.InputShards, ","), "output files": strings.Join(r.Files.Output, ","),
+		"error files": strings.Join(r.Files.Error, ","),
+	}
+}
+
+// RunPartition reconciles partition p of a job: the records whose record_id
+// falls in p and their result lines (unknown ids by the hash of their
+// custom_id). Running it again returns the stored result with Unchanged set.
+func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition) (*PartitionResult, error) {
+	if err := p.Valid(); err != nil {
+		return nil, &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
+	}
+	in, err := prepare(ctx, l, &o)
+	if err != nil {
+		return nil, err
+	}
+	key := lake.PartitionKey(in.job, in.run, p)
+	var stored PartitionResult
+	if err := l.GetJSON(ctx, key, lake.FormatPartition, &stored); err == nil {
+		stored.Unchanged = true
+		return &stored, writePartitionOut(o.OutDir, &stored)
+	} else if !errors.Is(err, lake.ErrNotFound) {
+		return nil, err
+	}
+	// Refuse a job a single reconcile would refuse (shards not yet
+	// submitted), so a fan-out fails early rather than at the merge.
+	g := lake.NewLedger(l, o.Actor)
+	for _, s := range in.m.Shards {
+		last, err := g.Last(ctx, in.job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		if !lake.CanTransition(last.State, lake.Reconciling) {
+			return nil, fmt.Errorf("reconcile %s: shard is %s, not ready to reconcile: %w", s.ShardID, last.State, lake.ErrIllegalTransition)
+		}
+	}
+
+	e, err := OpenEngine(l, o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	rep := in.newReport(o)
+	if err := in.stage(ctx, e, o, rep, &p); err != nil {
+		return nil, err
+	}
+	gate := in.gate
+	if gate == "" {
+		gate = "true"
+	}
+	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
+		return nil, err
+	}
+	if err := counts(ctx, e, rep); err != nil {
+		return nil, err
+	}
+	if sum := rep.Succeeded + rep.QualityFailed + rep.FailedRetryable + rep.FailedPermanent + rep.Missing; sum != rep.Expected {
+		return nil, fmt.Errorf("%w: partition %s: expected %d != succeeded %d + quality_failed %d + failed_retryable %d + failed_permanent %d + missing %d",
+			ErrIdentity, p, rep.Expected, rep.Succeeded, rep.QualityFailed, rep.FailedRetryable, rep.FailedPermanent, rep.Missing)
+	}
+	if rep.CostUSD, err = costs(ctx, e); err != nil {
+		return nil, err
+	}
+	res := &PartitionResult{Version: PartitionVersion, JobKey: in.m.JobKey, Partition: p.String(), K: p.K, N: p.N, Report: in.runKey, Key: key,
+		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
+		Files: rep.Files, Expected: rep.Expected, Succeeded: rep.Succeeded, FailedRetryable: rep.FailedRetryable, FailedPermanent: rep.FailedPermanent,
+		QualityFailed: rep.QualityFailed, Missing: rep.Missing, Unknown: rep.Unknown, Duplicate: rep.Duplicate, Quarantined: rep.Quarantined,
+		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
+	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l); err != nil {
+		return nil, err
+	}
+	res.ReconciledAt = timeNow()
+	// The marker commits the partition: written after the files it names.
+	if _, err := l.PutJSON(ctx, key, lake.FormatPartition, res); err != nil {
+		if !errors.Is(err, lake.ErrCorrupt) {
+			return nil, err
+		}
+		// The same partition, run concurrently, committed first: use its result.
+		if err := l.GetJSON(ctx, key, lake.FormatPartition, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, writePartitionOut(o.OutDir, res)
+}
+
+// writePartials stores the session's outcomes and line_costs tables as
+// content-addressed Parquet objects.
+func writePartials(ctx context.Context, e *Engine, l *lake.Lake) (outcomes, costs string, err error) {
+	dir, err := os.MkdirTemp(e.tmp, "partition-*")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(dir)
+	op, cp := filepath.Join(dir, "outcomes.parquet"), filepath.Join(dir, "costs.parquet")
+	if err := e.ExecFile(ctx, "partition_write.sql", map[string]string{"Outcomes": quote(op), "Costs": quote(cp)}); err != nil {
+		return "", "", err
+	}
+	for _, f := range []struct {
+		path string
+		key  *string
+	}{{op, &outcomes}, {cp, &costs}} {
+		d, _, err := l.PutFile(ctx, f.path, lake.ObjectKey)
+		if err != nil {
+			return "", "", err
+		}
+		*f.key = lake.ObjectKey(d)
+	}
+	return outcomes, costs, nil
+}
+
+func writePartitionOut(dir string, r *PartitionResult) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("partition-%04d-of-%04d.json", r.K, r.N)), append(b, '\n'), 0o644)
+}
+
+// Merge combines the partition results of a run (the same job, files and
+// settings as o) into the run's report, as Run would write it. n is the
+// number of partitions; 0 finds it from the results stored for this run.
+// A missing partition, or results made with other inputs or settings, is a
+// usage error that names them.
+func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error) {
+	if n < 0 || n > lake.MaxPartitions {
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
+	}
+	in, err := prepare(ctx, l, &o)
+	if err != nil {
+		return nil, err
+	}
+	g := lake.NewLedger(l, o.Actor)
+	if stored, err := storedReport(ctx, l, g, in.m, in.runKey); stored != nil || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return stored, writeOut(ctx, l, o.OutDir, stored)
+	}
+	rep := in.newReport(o)
+	want := rep.settingsOf()
+	parts, err := findPartitions(ctx, l, in, n, want)
+	if err != nil {
+		return nil, err
+	}
+	var outcomes, costs []string
+	for _, p := range parts {
+		if have := p.settings(); !maps.Equal(have, want) {
+			return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
+		}
+		if p.JobKey != in.m.JobKey || p.Report != in.runKey || p.Version != PartitionVersion {
+			return nil, fmt.Errorf("reconcile --merge: partition result %s is for job %s run %s (version %d): %w", p.Key, p.JobKey, p.Report, p.Version, lake.ErrCorrupt)
+		}
+		outcomes = append(outcomes, p.OutcomesFile)
+		costs = append(costs, p.CostsFile)
+		rep.SchemaFailed += p.SchemaFailed
+	}
+
+	e, err := OpenEngine(l, o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	src := map[string]string{}
+	for name, files := range map[string]func() ([]string, error){
+		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, in.m.ExpectedFiles) },
+		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, in.quarantineKeys) },
+		"Outcomes":   func() ([]string, error) { return e.stageAll(ctx, outcomes) },
+		"Costs":      func() ([]string, error) { return e.stageAll(ctx, costs) },
+	} {
+		paths, err := files()
+		if err != nil {
+			return nil, err
+		}
+		src[name] = sqlList(paths)
+	}
+	if err := e.ExecFile(ctx, "merge_sources.sql", src); err != nil {
+		return nil, err
+	}
+	if err := checkCoverage(ctx, e, in, len(parts)); err != nil {
+		return nil, err
+	}
+	o.merged = true
+	return lockAndReconcile(ctx, e, l, g, in, o, rep)
+}
+
+// stageAll gives DuckDB local, verified paths for content-addressed objects.
+func (e *Engine) stageAll(ctx context.Context, keys []string) ([]string, error) {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p, err := e.stage.local(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// checkCoverage proves the partitions hold every expected record and every
+// ingested line exactly once.
+func checkCoverage(ctx context.Context, e *Engine, in *runInputs, n int) error {
+	rows, err := e.QueryFile(ctx, "merge_check.sql", nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return fmt.Errorf("sql merge_check.sql: no row")
+	}
+	var expected, outcomes, records, known, lines, distinct int64
+	if err := rows.Scan(&expected, &outcomes, &records, &known, &lines, &distinct); err != nil {
+		return fmt.Errorf("sql merge_check.sql: %w", err)
+	}
+	var ingested int64
+	for _, r := range in.recs {
+		ingested += r.Rows
+	}
+	if expected != in.m.ExpectedRecords || outcomes != expected || records != expected || known != expected || lines != ingested || distinct != lines {
+		return fmt.Errorf("%w: the %d partitions hold %d outcomes of %d distinct records (%d of the job's), and %d cost lines (%d distinct); the job expects %d records and ingested %d lines",
+			ErrIdentity, n, outcomes, records, known, lines, distinct, in.m.ExpectedRecords, ingested)
+	}
+	return rows.Err()
+}
+
+// settingsOf renders a report's settings like PartitionResult.settings.
+func (r *Report) settingsOf() map[string]string {
+	p := PartitionResult{MaxAttempts: r.MaxAttempts, RetryRules: r.RetryRules, QualityGate: r.QualityGate, Prices: r.Prices,
+		OutputSchema: r.OutputSchema, Files: r.Files}
+	return p.settings()
+}
+
+// diffSettings says how a partition's settings differ from the merge's.
+func diffSettings(have, want map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if have[k] != want[k] {
+			out = append(out, fmt.Sprintf("%s %q (this merge: %q)", k, short(have[k]), short(want[k])))
+		}
+	}
+	if len(out) == 0 {
+		return "same settings, other run"
+	}
+	return strings.Join(out, "; ")
+}
+
+func short(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
+}
+
+// findPartitions reads the n partition results of the run (n 0: the one n
+// all of its stored results agree on, or the smallest complete one).
+func findPartitions(ctx context.Context, l *lake.Lake, in *runInputs, n int, want map[string]string) ([]*PartitionResult, error) {
+	keys, err := l.List(ctx, lake.PartitionPrefix(in.job))
+	if err != nil {
+		return nil, err
+	}
+	mine := map[int]map[int]string{} // n -> k -> key, for this run
+	others := map[string][]string{}  // run hex -> keys, for other runs
+	for _, k := range keys {
+		_, run, p, ok := lake.ParsePartitionKey(k)
+		if !ok {
+			continue
+		}
+		if run != in.run {
+			others[run.Hex()] = append(others[run.Hex()], k)
+			continue
+		}
+		if mine[p.N] == nil {
+			mine[p.N] = map[int]string{}
+		}
+		mine[p.N][p.K] = k
+	}
+	if n == 0 {
+		for _, cand := range slices.Sorted(maps.Keys(mine)) {
+			if len(mine[cand]) == cand {
+				n = cand
+				break
+			}
+		}
+		if n == 0 && len(mine) == 1 {
+			for cand := range mine {
+				n = cand
+			}
+		}
+	}
+	var missing []string
+	for k := range n {
+		if _, ok := mine[n][k]; !ok {
+			missing = append(missing, lake.Partition{K: k, N: n}.String())
+		}
+	}
+	if n == 0 || len(missing) > 0 {
+		what := "no partition results"
+		if n > 0 {
+			what = "no result for partition " + strings.Join(missing, ", ")
+		}
+		msg := fmt.Sprintf("reconcile --merge: job %s: %s of this run (the job's current files and these settings; the merged report would be %s)",
+			in.m.JobKey, what, in.runKey)
+		if n > 0 {
+			msg += fmt.Sprintf("; run `batchlake reconcile --job %s --partition K/%d` with the same flags for each", in.m.JobKey, n)
+		}
+		for _, cand := range slices.Sorted(maps.Keys(mine)) {
+			if cand != n {
+				msg += fmt.Sprintf("; this run has %d of %d results for --partitions %d", len(mine[cand]), cand, cand)
+			}
+		}
+		msg += otherRuns(ctx, l, others, want)
+		return nil, &ingest.UsageError{Msg: msg}
+	}
+	var out []*PartitionResult
+	for k := range n {
+		var r PartitionResult
+		if err := l.GetJSON(ctx, mine[n][k], lake.FormatPartition, &r); err != nil {
+			return nil, err
+		}
+		if r.Version != PartitionVersion {
+			return nil, fmt.Errorf("lake read %s: partition version %d is not one this batchlake knows; upgrade batchlake", mine[n][k], r.Version)
+		}
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+// otherRuns explains partition results of the job made with other inputs or
+// settings than the merge's (want).
+func otherRuns(ctx context.Context, l *lake.Lake, others map[string][]string, want map[string]string) string {
+	var parts []string
+	for _, run := range slices.Sorted(maps.Keys(others)) {
+		keys := others[run]
+		var names []string
+		for _, k := range keys {
+			if _, _, p, ok := lake.ParsePartitionKey(k); ok {
+				names = append(names, p.String())
+			}
+		}
+		var r PartitionResult
+		if err := l.GetJSON(ctx, keys[0], lake.FormatPartition, &r); err != nil {
+			parts = append(parts, fmt.Sprintf("run %s has partitions %s (unreadable: %v)", run[:12], strings.Join(names, ", "), err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("run %s has partitions %s, made with other inputs or settings: %s", run[:12], strings.Join(names, ", "), diffSettings(r.settings(), want)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}

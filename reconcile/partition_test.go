@@ -1,0 +1,427 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// normalised renders a report without what may differ between two runs of
+// the same reconcile: its time and whether it was new.
+func normalised(t *testing.T, r *Report) string {
+	t.Helper()
+	c := *r
+	c.ReconciledAt, c.Unchanged = time.Time{}, false
+	b, err := json.MarshalIndent(&c, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// objectsOf returns the bytes of every content-addressed object a report names.
+func objectsOf(t *testing.T, l *lake.Lake, r *Report) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	keys := append([]string{r.OutcomesFile, r.CostsFile, r.RetryLineage}, r.RetryShards...)
+	for _, k := range keys {
+		if k == "" {
+			continue
+		}
+		b, err := l.GetVerified(context.Background(), k, mustKey(t, k))
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		out[k] = b
+	}
+	return out
+}
+
+func mustKey(t *testing.T, k string) lake.Digest {
+	d, ok := lake.ParseObjectKey(k)
+	if !ok {
+		t.Fatalf("not a content-addressed key: %s", k)
+	}
+	return d
+}
+
+// shardStates lists each shard's ledger states of a job, in order.
+func shardStates(t *testing.T, l *lake.Lake, m *lake.Manifest) string {
+	t.Helper()
+	g := lake.NewLedger(l, "")
+	job, _ := lake.ParseDigest(m.JobKey)
+	var b strings.Builder
+	for _, s := range m.Shards {
+		evs, err := g.Events(context.Background(), job, s.ShardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s:", s.ShardID)
+		for _, e := range evs {
+			b.WriteString(" " + string(e.State))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestPartitionMergeEqualsSingleRun: for random batches with every kind of
+// defect (unknown ids, duplicates, quarantined lines, missing records), a
+// reconcile split into n partitions (run concurrently) and merged writes
+// exactly what a single reconcile writes — the same report (but its time),
+// the same outcomes and costs tables, retry shards and lineage, byte for
+// byte under the same keys — and leaves the same ledger states.
+func TestPartitionMergeEqualsSingleRun(t *testing.T) {
+	seeds := 3
+	if testing.Short() {
+		seeds = 2
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			g := generate(rng, 30+rng.IntN(250), 1+rng.IntN(5), rng.IntN(3))
+			shardMax := 1 + rng.IntN(100)
+			dir := t.TempDir()
+			// Every lake plans and ingests the same files, so the job, its
+			// files and the run's identity are the same in each.
+			newLake := func(name string) (*lake.Lake, *lake.Manifest) {
+				url := filepath.Join(dir, name)
+				if seed%2 == 1 {
+					url = "mem://" // a remote-style lake: DuckDB reads through the cache
+				}
+				l, err := lake.Open(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { l.Close() })
+				return l, planAndIngest(t, l, dir, g, shardMax)
+			}
+			opts := func(m *lake.Manifest) Options {
+				return Options{JobKey: m.JobKey, MaxAttempts: 2 + seed%2, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}
+			}
+			single, sm := newLake("single")
+			want, err := Run(ctx, single, opts(sm))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Unknown == 0 || want.Expected == 0 {
+				t.Fatalf("generator made no unknown ids: %+v", want)
+			}
+			wantObjs := objectsOf(t, single, want)
+			wantLedger := shardStates(t, single, sm)
+
+			for _, n := range []int{1, 2, 3, 7} {
+				t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+					l, m := newLake(fmt.Sprintf("part%d", n))
+					o := opts(m)
+					results := make([]*PartitionResult, n)
+					errs := make([]error, n)
+					var wg sync.WaitGroup
+					for k := range n {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							results[k], errs[k] = RunPartition(ctx, l, o, lake.Partition{K: k, N: n})
+						}()
+					}
+					wg.Wait()
+					sum := &Report{}
+					cost := map[string]*Decimal{}
+					for k, err := range errs {
+						if err != nil {
+							t.Fatalf("partition %d/%d: %v", k, n, err)
+						}
+						r := results[k]
+						for _, f := range []struct {
+							dst *int64
+							v   int64
+						}{{&sum.Expected, r.Expected}, {&sum.Succeeded, r.Succeeded},
+							{&sum.FailedRetryable, r.FailedRetryable}, {&sum.FailedPermanent, r.FailedPermanent}, {&sum.QualityFailed, r.QualityFailed},
+							{&sum.Missing, r.Missing}, {&sum.Unknown, r.Unknown}, {&sum.Duplicate, r.Duplicate}, {&sum.Quarantined, r.Quarantined},
+							{&sum.RetryRecords, r.RetryRecords}, {&sum.ManualRecords, r.ManualRecords}, {&sum.UnpricedLines, r.UnpricedLines}} {
+							*f.dst += f.v
+						}
+						for c, v := range r.CostUSD {
+							if cost[c] == nil {
+								cost[c] = NewDecimal()
+							}
+							if err := cost[c].Add(string(v)); err != nil {
+								t.Fatal(err)
+							}
+						}
+						checkPartitionRecords(t, l, r)
+					}
+					// The partitions' counts and costs add up to the single run's.
+					if a, b := sum.counts(), want.counts(); a != b {
+						t.Errorf("partitions add up to %s, the single run has %s", a, b)
+					}
+					for c, v := range want.CostUSD {
+						if cost[c] == nil || cost[c].String() != string(v) {
+							t.Errorf("partitions' cost_usd.%s adds up to %v, the single run has %s", c, cost[c], v)
+						}
+					}
+					if n > 1 && results[0].Expected == want.Expected {
+						t.Errorf("partition 0/%d holds every record: the split does nothing", n)
+					}
+					got, err := Merge(ctx, l, o, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if a, b := normalised(t, got), normalised(t, want); a != b {
+						t.Fatalf("merged report differs from the single run's:\nmerged %s\nsingle %s", a, b)
+					}
+					for k, b := range objectsOf(t, l, got) {
+						if !bytes.Equal(b, wantObjs[k]) {
+							t.Errorf("object %s differs from the single run's", k)
+						}
+					}
+					if s := shardStates(t, l, m); s != wantLedger {
+						t.Errorf("ledger after merge:\n%s\nafter a single run:\n%s", s, wantLedger)
+					}
+					if vr, err := lake.Verify(ctx, l); err != nil || !vr.OK() {
+						t.Errorf("verify after merge: %v %v", err, vr.Problems)
+					}
+
+					// Again: nothing new.
+					before, _ := l.List(ctx, "")
+					again, err := RunPartition(ctx, l, o, lake.Partition{K: n - 1, N: n})
+					if err != nil || !again.Unchanged || again.Key != results[n-1].Key {
+						t.Errorf("partition again: %v unchanged=%v", err, again != nil && again.Unchanged)
+					}
+					merged, err := Merge(ctx, l, o, n)
+					if err != nil || !merged.Unchanged || merged.Report != got.Report {
+						t.Errorf("merge again: %v", err)
+					}
+					if after, _ := l.List(ctx, ""); len(after) != len(before) {
+						t.Errorf("running again wrote %d keys", len(after)-len(before))
+					}
+				})
+			}
+		})
+	}
+}
+
+func (r *Report) counts() string {
+	return fmt.Sprintf("expected=%d succeeded=%d failed_retryable=%d failed_permanent=%d quality_failed=%d missing=%d unknown=%d duplicate=%d quarantined=%d retry=%d manual=%d unpriced=%d",
+		r.Expected, r.Succeeded, r.FailedRetryable, r.FailedPermanent, r.QualityFailed, r.Missing, r.Unknown, r.Duplicate, r.Quarantined, r.RetryRecords, r.ManualRecords, r.UnpricedLines)
+}
+
+// checkPartitionRecords: every record of a partition's outcomes falls in
+// that partition by the Go definition (lake.RecordPartition), the one the
+// SQL filter must agree with.
+func checkPartitionRecords(t *testing.T, l *lake.Lake, r *PartitionResult) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := OpenEngine(l, EngineOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	paths, err := e.stageAll(ctx, []string{r.OutcomesFile, r.CostsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range []string{
+		"SELECT record_id FROM read_parquet(" + quote(paths[0]) + ")",
+		"SELECT coalesce(record_id, '') || ' ' || custom_id FROM read_parquet(" + quote(paths[1]) + ")",
+	} {
+		rows, err := e.DB.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			rec, cid, _ := strings.Cut(v, " ")
+			var p int
+			if i == 1 && rec == "" {
+				p = lake.UnknownIDPartition(cid, r.N)
+			} else if p, err = lake.RecordPartition(rec, r.N); err != nil {
+				t.Fatal(err)
+			}
+			if p != r.K {
+				t.Errorf("partition %s holds %q, which Go puts in partition %d", r.Partition, v, p)
+			}
+			n++
+		}
+		rows.Close()
+		if i == 0 && n != r.Expected {
+			t.Errorf("partition %s outcomes file has %d rows, counts say %d", r.Partition, n, r.Expected)
+		}
+	}
+}
+
+// TestMergeRefuses: a merge with a partition missing, or with partitions of
+// other settings, is a usage error (exit 2) that names them, and writes no
+// report.
+func TestMergeRefuses(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	g := generate(rng, 60, 2, 1)
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := planAndIngest(t, l, dir, g, 25)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+	for _, k := range []int{0, 2} {
+		if _, err := RunPartition(ctx, l, o, lake.Partition{K: k, N: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := o
+	other.MaxAttempts = 5
+	if _, err := RunPartition(ctx, l, other, lake.Partition{K: 1, N: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+		want []string
+	}{
+		{"missing", 3, []string{"partition 1/3", "--partition K/3", "max_attempts \"5\" (this merge: \"3\")"}},
+		{"auto", 0, []string{"partition 1/3"}},
+		{"other n", 4, []string{"0/4, 1/4, 2/4, 3/4", "2 of 3 results for --partitions 3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Merge(ctx, l, o, c.n)
+			if err == nil || !errors.Is(err, ingest.ErrBadInput) {
+				t.Fatalf("merge: %v, want a usage error", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	// A merge with other settings than every partition's finds none of its run.
+	other.MaxAttempts = 4
+	if _, err := Merge(ctx, l, other, 0); !errors.Is(err, ingest.ErrBadInput) ||
+		!strings.Contains(err.Error(), "no partition results of this run") || !strings.Contains(err.Error(), `max_attempts "3" (this merge: "4")`) {
+		t.Errorf("merge with other settings: %v", err)
+	}
+	if keys, _ := l.List(ctx, lake.ReportPrefix(mustJob(t, m))); len(keys) != 0 {
+		t.Errorf("a refused merge wrote %v", keys)
+	}
+	if _, err := RunPartition(ctx, l, o, lake.Partition{K: 3, N: 3}); !errors.Is(err, ingest.ErrBadInput) {
+		t.Errorf("partition 3/3: %v, want a usage error", err)
+	}
+	// With the missing partition run, the merge goes through.
+	if _, err := RunPartition(ctx, l, o, lake.Partition{K: 1, N: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Merge(ctx, l, o, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustJob(t *testing.T, m *lake.Manifest) lake.Digest {
+	d, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestPartitionsMostlyEmpty: with more partitions than records most
+// partitions hold nothing (an empty outcomes file, perhaps one unknown id);
+// the merge still equals the single run.
+func TestPartitionsMostlyEmpty(t *testing.T) {
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(5, 5)), 3, 1, 0)
+	dir := t.TempDir()
+	var reports []*Report
+	for _, n := range []int{0, 9} {
+		l, err := lake.Open(ctx, filepath.Join(dir, fmt.Sprint("lake", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		m := planAndIngest(t, l, dir, g, 2)
+		o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+		if n == 0 {
+			rep, err := Run(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reports = append(reports, rep)
+			continue
+		}
+		empty := 0
+		for k := range n {
+			r, err := RunPartition(ctx, l, o, lake.Partition{K: k, N: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Expected == 0 {
+				empty++
+			}
+		}
+		if empty < n-3 {
+			t.Errorf("%d of %d partitions empty, want at least %d", empty, n, n-3)
+		}
+		rep, err := Merge(ctx, l, o, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, rep)
+	}
+	if a, b := normalised(t, reports[1]), normalised(t, reports[0]); a != b {
+		t.Errorf("merged %s\nsingle %s", a, b)
+	}
+}
+
+// TestPartitionRerunAfterLostMarker: a partition that died after writing its
+// files but before its marker (simulated by removing the marker) writes the
+// same files again — the same bytes, so nothing new — whatever the thread
+// count, and commits the same result.
+func TestPartitionRerunAfterLostMarker(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(9, 9)), 400, 2, 1), 150)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2}}
+	p := lake.Partition{K: 1, N: 2}
+	first, err := RunPartition(ctx, l, o, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(l.LocalPath(first.Key)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.List(ctx, "objects/")
+	o.Engine.Threads = 1
+	again, err := RunPartition(ctx, l, o, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Unchanged || again.OutcomesFile != first.OutcomesFile || again.CostsFile != first.CostsFile || again.Key != first.Key {
+		t.Errorf("re-run wrote %s, %s; first %s, %s", again.OutcomesFile, again.CostsFile, first.OutcomesFile, first.CostsFile)
+	}
+	if after, _ := l.List(ctx, "objects/"); len(after) != len(before) {
+		t.Errorf("re-run added %d objects", len(after)-len(before))
+	}
+}

@@ -1,0 +1,18 @@
+-- reconcile --merge: the tables that report.sql, cost_by_category.sql,
+-- outcome_rows.sql, cost_rows.sql and retry_set.sql read, made of the
+-- partitions' outcomes and line_costs instead of classified anew. expected
+-- and quarantine are the job's own, as in sources.sql.
+CREATE OR REPLACE TEMP VIEW expected AS
+SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW quarantine AS
+SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW outcomes AS
+SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW line_costs AS
+SELECT * FROM read_parquet({{.Costs}}, union_by_name = true);
+
+CREATE OR REPLACE TEMP VIEW lines AS
+SELECT * FROM line_costs;
