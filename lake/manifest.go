@@ -13,32 +13,38 @@ const ManifestVersion = 1
 // It references the job's shard objects and expected table files, which are
 // written before it.
 type Manifest struct {
-	Version              int             `json:"manifest_version"`
-	JobKey               string          `json:"job_key"`
-	Tenant               string          `json:"tenant"`
-	Provider             string          `json:"provider"`
-	Model                string          `json:"model"`
-	Endpoint             string          `json:"endpoint"`
-	PromptVersion        string          `json:"prompt_version"`
-	SourceVersion        string          `json:"source_version"`
-	DatasetVersion       string          `json:"dataset_version"`
-	KeyField             string          `json:"key_field"`
-	GenerationConfigHash string          `json:"generation_config_hash"`
-	ModelConfigHashes    []string        `json:"model_config_hashes"`
-	InputSHA256          string          `json:"input_sha256"`
-	InputFileSHA256      string          `json:"input_file_sha256,omitempty"`
-	InputFileName        string          `json:"input_file_name,omitempty"`
-	ExpectedRecords      int64           `json:"expected_records"`
-	Attempt              int             `json:"attempt"`
-	ParentJobKey         string          `json:"parent_job_key,omitempty"`
-	CreatedAt            time.Time       `json:"created_at"`
-	SubmittedBy          string          `json:"submitted_by,omitempty"`
-	CostCenter           string          `json:"cost_center,omitempty"`
-	Retention            string          `json:"retention,omitempty"`
-	OutputSchemaVersion  string          `json:"output_schema_version,omitempty"`
-	ShardMaxRecords      int             `json:"shard_max_records"`
-	ShardMaxBytes        int64           `json:"shard_max_bytes"`
-	Shards               []ManifestShard `json:"shards"`
+	Version              int       `json:"manifest_version"`
+	JobKey               string    `json:"job_key"`
+	Tenant               string    `json:"tenant"`
+	Provider             string    `json:"provider"`
+	Model                string    `json:"model"`
+	Endpoint             string    `json:"endpoint"`
+	PromptVersion        string    `json:"prompt_version"`
+	SourceVersion        string    `json:"source_version"`
+	DatasetVersion       string    `json:"dataset_version"`
+	KeyField             string    `json:"key_field"`
+	GenerationConfigHash string    `json:"generation_config_hash"`
+	ModelConfigHashes    []string  `json:"model_config_hashes"`
+	InputSHA256          string    `json:"input_sha256"`
+	InputFileSHA256      string    `json:"input_file_sha256,omitempty"`
+	InputFileName        string    `json:"input_file_name,omitempty"`
+	ExpectedRecords      int64     `json:"expected_records"`
+	Attempt              int       `json:"attempt"`
+	ParentJobKey         string    `json:"parent_job_key,omitempty"`
+	CreatedAt            time.Time `json:"created_at"`
+	SubmittedBy          string    `json:"submitted_by,omitempty"`
+	CostCenter           string    `json:"cost_center,omitempty"`
+	Retention            string    `json:"retention,omitempty"`
+	OutputSchemaVersion  string    `json:"output_schema_version,omitempty"`
+	// NotBefore, if set, is the earliest time the job may be submitted (a
+	// retry child's not-before window). It is not part of the job key: the
+	// same records planned again are the same job, whenever they may go.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Estimate is plan's estimate of the job's tokens (estimate.go).
+	Estimate        *Estimate       `json:"estimate,omitempty"`
+	ShardMaxRecords int             `json:"shard_max_records"`
+	ShardMaxBytes   int64           `json:"shard_max_bytes"`
+	Shards          []ManifestShard `json:"shards"`
 	// ExpectedFiles are the lake keys of the job's expected-table files.
 	ExpectedFiles []string `json:"expected_files"`
 }
@@ -115,4 +121,24 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// Estimate is plan's estimate of a job's tokens, so that spend committed but
+// not yet billed is visible before the provider reports usage. It is an
+// estimate: input tokens come from a per-record flag or the request's bytes
+// divided by BytesPerToken; output tokens from each request's own output
+// limit (max_tokens, max_completion_tokens, max_output_tokens, maxTokens,
+// maxOutputTokens) or a per-record flag where a request names none.
+// Reconcile prices it with the price table (report key "estimate").
+type Estimate struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// BytesPerToken is the divisor for input tokens (0 when the flag gave them).
+	BytesPerToken int64 `json:"bytes_per_token,omitempty"`
+	// InputPerRecord and OutputPerRecord are the flags' values (0: unset).
+	InputPerRecord  int64 `json:"input_tokens_per_record,omitempty"`
+	OutputPerRecord int64 `json:"output_tokens_per_record,omitempty"`
+	// NoOutputLimit counts the requests that named no output limit (their
+	// output is OutputPerRecord, or 0).
+	NoOutputLimit int64 `json:"records_without_output_limit"`
 }

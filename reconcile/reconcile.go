@@ -30,6 +30,12 @@ type Options struct {
 	Engine       EngineOptions
 	Lease        time.Duration
 	Actor        string
+	// Caps are the per-record cumulative token and cost caps (policy.go).
+	Caps Caps
+	// RetryNotBefore, if set, is how long after this reconcile the retry
+	// child may be submitted at the earliest (recorded in the report, then
+	// in the child's manifest; submit refuses before it with exit 75).
+	RetryNotBefore time.Duration
 }
 
 // Report is the reconcile report of CONTRACT §4.
@@ -62,10 +68,16 @@ type Report struct {
 	UnpricedLines   int64                  `json:"unpriced_lines"`
 	OutputSchema    string                 `json:"output_schema_sha256,omitempty"`
 	SchemaFailed    int64                  `json:"schema_failed_lines"`
-	OutcomesFile    string                 `json:"outcomes_file,omitempty"`
-	CostsFile       string                 `json:"costs_file,omitempty"`
-	ReconciledAt    time.Time              `json:"reconciled_at"`
-	Report          string                 `json:"report"`
+	MaxRecordTokens int64                  `json:"max_record_tokens,omitempty"`
+	MaxRecordCost   string                 `json:"max_record_cost_usd,omitempty"`
+	// CappedRecords went to the manual queue because a cap was reached.
+	CappedRecords int64 `json:"capped_records"`
+	// RetryNotBefore is the earliest time the retry child may be submitted.
+	RetryNotBefore *time.Time `json:"retry_not_before,omitempty"`
+	OutcomesFile   string     `json:"outcomes_file,omitempty"`
+	CostsFile      string     `json:"costs_file,omitempty"`
+	ReconciledAt   time.Time  `json:"reconciled_at"`
+	Report         string     `json:"report"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
 }
@@ -77,8 +89,9 @@ type Files struct {
 	Error       []string `json:"error"`
 }
 
-// Cost categories of CONTRACT §5, plus unattributed (lines with unknown ids).
-var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "unattributed"}
+// Cost categories of CONTRACT §5, plus manual (lines of records the retry
+// policy gave up on: policy.sql) and unattributed (lines with unknown ids).
+var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "manual", "unattributed"}
 
 // ErrIdentity means the report's counts do not add up: a bug, never output.
 var ErrIdentity = errors.New("reconcile: counts do not add up")
@@ -139,6 +152,20 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	if o.OutputSchema != nil {
 		// Only with a schema, so runs without one keep their identity.
 		h.AddString("output-schema:" + o.OutputSchema.Digest.Hex())
+	}
+	var prior *priorLines
+	if o.Caps.Set() {
+		// With caps the outcome depends on the ancestors' priced lines too.
+		if prior, err = ancestors(ctx, l, m); err != nil {
+			return nil, err
+		}
+		h.AddString(fmt.Sprintf("caps:%d:%s", o.Caps.Tokens, o.Caps.CostUSD))
+		for _, k := range prior.Reports {
+			h.AddString(k)
+		}
+	}
+	if o.RetryNotBefore > 0 {
+		h.AddString("retry-not-before:" + o.RetryNotBefore.String())
 	}
 	runKey := lake.ReportKey(job, h.Sum())
 
@@ -211,6 +238,11 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	if err := o.Prices.load(ctx, e, recs); err != nil {
 		return nil, err
 	}
+	if prior != nil {
+		if err := prior.load(ctx, e); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range m.Shards {
 		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
 			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
@@ -241,6 +273,10 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
 		return nil, err
 	}
+	if rep.CappedRecords, err = applyPolicy(ctx, e, o.Caps); err != nil {
+		return nil, err
+	}
+	rep.MaxRecordTokens, rep.MaxRecordCost = o.Caps.Tokens, o.Caps.CostUSD
 	if err := counts(ctx, e, rep); err != nil {
 		return nil, err
 	}
@@ -271,6 +307,9 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		rep.State = lake.Completed
 	}
 	rep.ReconciledAt = timeNow()
+	if rep.RetryRecords > 0 {
+		rep.RetryNotBefore = notBefore(rep.ReconciledAt, o.RetryNotBefore)
+	}
 	// The report is the run's commit marker: written after everything it names.
 	if _, err := l.PutJSON(ctx, rep.Report, lake.FormatReport, rep); err != nil {
 		if !errors.Is(err, lake.ErrCorrupt) {
