@@ -74,10 +74,15 @@ type Report struct {
 	CappedRecords int64 `json:"capped_records"`
 	// RetryNotBefore is the earliest time the retry child may be submitted.
 	RetryNotBefore *time.Time `json:"retry_not_before,omitempty"`
-	OutcomesFile   string     `json:"outcomes_file,omitempty"`
-	CostsFile      string     `json:"costs_file,omitempty"`
-	ReconciledAt   time.Time  `json:"reconciled_at"`
-	Report         string     `json:"report"`
+	// ProviderTotals are the provider's own token totals (OpenAI batch
+	// usage, Bedrock manifest.json.out) beside the ingested lines' sums.
+	ProviderTotals []ProviderTotal `json:"provider_totals"`
+	// Estimate is plan's estimate, priced, beside what was billed (estimate.go).
+	Estimate     *Estimate `json:"estimate,omitempty"`
+	OutcomesFile string    `json:"outcomes_file,omitempty"`
+	CostsFile    string    `json:"costs_file,omitempty"`
+	ReconciledAt time.Time `json:"reconciled_at"`
+	Report       string    `json:"report"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
 }
@@ -167,9 +172,16 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	if o.RetryNotBefore > 0 {
 		h.AddString("retry-not-before:" + o.RetryNotBefore.String())
 	}
+	g := lake.NewLedger(l, o.Actor)
+	totals, err := gatherTotals(ctx, l, g, m, recs)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range totals.identity {
+		h.AddString(s)
+	}
 	runKey := lake.ReportKey(job, h.Sum())
 
-	g := lake.NewLedger(l, o.Actor)
 	var stored Report
 	if err := l.GetJSON(ctx, runKey, lake.FormatReport, &stored); err == nil {
 		stored.Unchanged = true
@@ -200,9 +212,11 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		if r.QuarantineFile != "" {
 			quarantineKeys = append(quarantineKeys, r.QuarantineFile)
 		}
-		if r.Channel == ingest.ChannelOutput {
+		switch r.Channel {
+		case ingest.ChannelSummary: // provider totals (totals.go), not result lines
+		case ingest.ChannelOutput:
 			rep.Files.Output = append(rep.Files.Output, r.Raw.Hex())
-		} else {
+		default:
 			rep.Files.Error = append(rep.Files.Error, r.Raw.Hex())
 		}
 	}
@@ -249,7 +263,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		}
 		failpoint.Hit(failpoint.ReconcileAfterReconciling)
 	}
-	rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, gate)
+	rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, gate, totals)
 	if err != nil {
 		// Give the lease back so the next run need not wait for it to expire.
 		for _, s := range m.Shards {
@@ -265,7 +279,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 
 // reconcileLocked runs the queries and writes the tables, retry files and
 // report, while the job's shards are leased RECONCILING.
-func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, gate string) (*Report, error) {
+func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, gate string, totals *providerSources) (*Report, error) {
 	var err error
 	if gate == "" {
 		gate = "true"
@@ -285,6 +299,12 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 			ErrIdentity, rep.Expected, m.ExpectedRecords, rep.Succeeded, rep.QualityFailed, rep.FailedRetryable, rep.FailedPermanent, rep.Missing)
 	}
 	if rep.CostUSD, err = costs(ctx, e); err != nil {
+		return nil, err
+	}
+	if rep.Estimate, err = estimate(ctx, e, o.Prices, m, rep.CostUSD["total"]); err != nil {
+		return nil, err
+	}
+	if rep.ProviderTotals, err = totals.compare(ctx, e); err != nil {
 		return nil, err
 	}
 	start := time.Now()

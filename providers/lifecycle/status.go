@@ -60,9 +60,13 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		sr.ProviderStatus = b.Status
 		to := stateOf(b.Status)
 		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
-		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] {
+		usage := UsageDetail(b.Usage)
+		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] || usage[UsageInput] != last.Detail[UsageInput] {
 			detail := map[string]string{"target": d.Target, "provider_status": b.Status, "counts": counts,
 				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
+			for k, v := range usage {
+				detail[k] = v
+			}
 			for i, e := range b.Errors {
 				detail["error_"+strconv.Itoa(i)] = e
 			}
@@ -199,4 +203,21 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	}
 	_, err = d.Status(ctx, job)
 	return res, err
+}
+
+// Ledger detail keys of a batch's aggregate usage (providers.Usage), kept so
+// that reconcile can cross-check the provider's totals against the lines.
+const (
+	UsageInput  = "usage_input_tokens"
+	UsageCached = "usage_cached_input_tokens"
+	UsageOutput = "usage_output_tokens"
+)
+
+// UsageDetail renders a batch's usage as ledger detail (none when nil).
+func UsageDetail(u *providers.Usage) map[string]string {
+	if u == nil {
+		return nil
+	}
+	return map[string]string{UsageInput: strconv.FormatInt(u.InputTokens, 10),
+		UsageCached: strconv.FormatInt(u.CachedInputTokens, 10), UsageOutput: strconv.FormatInt(u.OutputTokens, 10)}
 }
