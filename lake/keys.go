@@ -139,3 +139,8 @@ func ParseObjectKey(key string) (Digest, bool) {
 // the lake so separate commands see the same simulated batches, outside its
 // contract (not write-once, not verified).
 const SimStatePrefix = "_sim/"
+
+// StagingPrefix holds files a provider reads and writes in the lake's own
+// bucket (Bedrock's input shards and output, by default): inside the bucket,
+// outside the lake's contract (written by the provider, not verified).
+const StagingPrefix = "_staging/"

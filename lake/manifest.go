@@ -13,40 +13,40 @@ const ManifestVersion = 1
 // It references the job's shard objects and expected table files, which are
 // written before it.
 type Manifest struct {
-	Version              int       `json:"manifest_version"`
-	JobKey               string    `json:"job_key"`
-	Tenant               string    `json:"tenant"`
-	Provider             string    `json:"provider"`
-	Model                string    `json:"model"`
-	Endpoint             string    `json:"endpoint"`
-	PromptVersion        string    `json:"prompt_version"`
-	SourceVersion        string    `json:"source_version"`
-	DatasetVersion       string    `json:"dataset_version"`
-	KeyField             string    `json:"key_field"`
-	GenerationConfigHash string    `json:"generation_config_hash"`
-	ModelConfigHashes    []string  `json:"model_config_hashes"`
-	InputSHA256          string    `json:"input_sha256"`
-	InputFileSHA256      string    `json:"input_file_sha256,omitempty"`
-	InputFileName        string    `json:"input_file_name,omitempty"`
-	ExpectedRecords      int64     `json:"expected_records"`
-	Attempt              int       `json:"attempt"`
-	ParentJobKey         string    `json:"parent_job_key,omitempty"`
-	CreatedAt            time.Time `json:"created_at"`
-	SubmittedBy          string    `json:"submitted_by,omitempty"`
-	CostCenter           string    `json:"cost_center,omitempty"`
-	Retention            string    `json:"retention,omitempty"`
-	OutputSchemaVersion  string    `json:"output_schema_version,omitempty"`
+	Version              int             `json:"manifest_version"`
+	JobKey               string          `json:"job_key"`
+	Tenant               string          `json:"tenant"`
+	Provider             string          `json:"provider"`
+	Model                string          `json:"model"`
+	Endpoint             string          `json:"endpoint"`
+	PromptVersion        string          `json:"prompt_version"`
+	SourceVersion        string          `json:"source_version"`
+	DatasetVersion       string          `json:"dataset_version"`
+	KeyField             string          `json:"key_field"`
+	GenerationConfigHash string          `json:"generation_config_hash"`
+	ModelConfigHashes    []string        `json:"model_config_hashes"`
+	InputSHA256          string          `json:"input_sha256"`
+	InputFileSHA256      string          `json:"input_file_sha256,omitempty"`
+	InputFileName        string          `json:"input_file_name,omitempty"`
+	ExpectedRecords      int64           `json:"expected_records"`
+	Attempt              int             `json:"attempt"`
+	ParentJobKey         string          `json:"parent_job_key,omitempty"`
+	CreatedAt            time.Time       `json:"created_at"`
+	SubmittedBy          string          `json:"submitted_by,omitempty"`
+	CostCenter           string          `json:"cost_center,omitempty"`
+	Retention            string          `json:"retention,omitempty"`
+	OutputSchemaVersion  string          `json:"output_schema_version,omitempty"`
+	ShardMaxRecords      int             `json:"shard_max_records"`
+	ShardMaxBytes        int64           `json:"shard_max_bytes"`
+	Shards               []ManifestShard `json:"shards"`
+	// ExpectedFiles are the lake keys of the job's expected-table files.
+	ExpectedFiles []string `json:"expected_files"`
 	// NotBefore, if set, is the earliest time the job may be submitted (a
 	// retry child's not-before window). It is not part of the job key: the
 	// same records planned again are the same job, whenever they may go.
 	NotBefore *time.Time `json:"not_before,omitempty"`
-	// Estimate is plan's estimate of the job's tokens (estimate.go).
-	Estimate        *Estimate       `json:"estimate,omitempty"`
-	ShardMaxRecords int             `json:"shard_max_records"`
-	ShardMaxBytes   int64           `json:"shard_max_bytes"`
-	Shards          []ManifestShard `json:"shards"`
-	// ExpectedFiles are the lake keys of the job's expected-table files.
-	ExpectedFiles []string `json:"expected_files"`
+	// Estimate is plan's estimate of the job's tokens.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // ManifestShard is one shard file of a job, stored content-addressed.

@@ -149,8 +149,8 @@ func (v *verifier) list(ctx context.Context) error {
 		return err
 	}
 	for _, k := range top {
-		if k == SimStatePrefix {
-			continue // the built-in simulator's pretend server state
+		if k == SimStatePrefix || k == StagingPrefix {
+			continue // the built-in simulator's pretend server state; provider staging
 		}
 		if !slices.Contains(lakeAreas, k) {
 			v.problem(k, SeverityWarning, "not part of the lake layout")

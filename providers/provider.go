@@ -44,6 +44,10 @@ func (b *Batch) Terminal() bool {
 	switch b.Status {
 	case "completed", "failed", "expired", "cancelled":
 		return true
+	// Amazon Bedrock's words (bedrockbatch keeps them as they are): a
+	// partially completed, stopped or expired job still holds paid results.
+	case "Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired":
+		return true
 	}
 	return false
 }

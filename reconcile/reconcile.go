@@ -68,8 +68,13 @@ type Report struct {
 	UnpricedLines   int64                  `json:"unpriced_lines"`
 	OutputSchema    string                 `json:"output_schema_sha256,omitempty"`
 	SchemaFailed    int64                  `json:"schema_failed_lines"`
-	MaxRecordTokens int64                  `json:"max_record_tokens,omitempty"`
-	MaxRecordCost   string                 `json:"max_record_cost_usd,omitempty"`
+	OutcomesFile    string                 `json:"outcomes_file,omitempty"`
+	CostsFile       string                 `json:"costs_file,omitempty"`
+	ReconciledAt    time.Time              `json:"reconciled_at"`
+	Report          string                 `json:"report"`
+	// The retry policy's per-record caps (policy.go), when set.
+	MaxRecordTokens int64  `json:"max_record_tokens,omitempty"`
+	MaxRecordCost   string `json:"max_record_cost_usd,omitempty"`
 	// CappedRecords went to the manual queue because a cap was reached.
 	CappedRecords int64 `json:"capped_records"`
 	// RetryNotBefore is the earliest time the retry child may be submitted.
@@ -78,11 +83,7 @@ type Report struct {
 	// usage, Bedrock manifest.json.out) beside the ingested lines' sums.
 	ProviderTotals []ProviderTotal `json:"provider_totals"`
 	// Estimate is plan's estimate, priced, beside what was billed (estimate.go).
-	Estimate     *Estimate `json:"estimate,omitempty"`
-	OutcomesFile string    `json:"outcomes_file,omitempty"`
-	CostsFile    string    `json:"costs_file,omitempty"`
-	ReconciledAt time.Time `json:"reconciled_at"`
-	Report       string    `json:"report"`
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
 }

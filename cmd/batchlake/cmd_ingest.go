@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,9 +45,9 @@ Ingesting the same file again changes nothing.`,
 				}
 			}
 			res := struct {
-				JobKey  string              `json:"job_key"`
-				Files   []ingest.FileResult `json:"files"`
-				Summary *summaryCheck       `json:"summary_check,omitempty"`
+				JobKey  string               `json:"job_key"`
+				Files   []ingest.FileResult  `json:"files"`
+				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
 			for _, f := range []struct{ path, channel string }{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}} {
 				if f.path == "" {
@@ -94,16 +92,9 @@ Ingesting the same file again changes nothing.`,
 	return c
 }
 
-// summaryCheck is the cross-check of a Bedrock job summary against the lines.
-type summaryCheck struct {
-	File        string                      `json:"file"`
-	SHA256      string                      `json:"sha256"`
-	Differences []ingest.ManifestDifference `json:"differences"`
-}
-
 // checkBedrockSummary archives a manifest.json.out content-addressed and
 // compares its counts with what the output and error files' lines add up to.
-func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs, providerJobID string, expected int64) (*summaryCheck, error) {
+func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs, providerJobID string, expected int64) (*ingest.SummaryCheck, error) {
 	if m.Provider != "bedrock" {
 		return nil, &ingest.UsageError{Msg: "ingest --summary: only Bedrock jobs have a manifest.json.out; this job is " + m.Provider}
 	}
@@ -111,37 +102,16 @@ func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, pa
 	if err != nil {
 		return nil, &ingest.UsageError{Msg: "ingest --summary: " + err.Error()}
 	}
-	sm, err := ingest.ParseBedrockManifest(data)
-	if err != nil {
-		return nil, &ingest.InputError{File: filepath.Base(path), Msg: err.Error()}
-	}
-	d := lake.Sum(data)
 	// Archived with an ingest record (channel summary), so reconcile reports
-	// the summary's token totals beside the lines'.
+	// the summary's token totals beside the lines' (provider_totals).
 	if err := ingest.RecordSummary(ctx, l, m, filepath.Base(path), providerJobID, data, time.Now()); err != nil {
 		return nil, err
 	}
-	f, _ := ingest.FormatFor("bedrock")
-	tally := ingest.BedrockTally{Expected: expected}
+	var paths []string
 	for _, p := range []string{output, errs} {
-		if p == "" {
-			continue
-		}
-		fh, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), ingest.MaxLineBytes)
-		for sc.Scan() {
-			if row, err := f.ParseResult(sc.Bytes(), ingest.ChannelOutput); err == nil {
-				tally.Add(row)
-			}
-		}
-		fh.Close()
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("ingest --summary: read %s: %w", p, err)
+		if p != "" {
+			paths = append(paths, p)
 		}
 	}
-	return &summaryCheck{File: filepath.Base(path), SHA256: d.Hex(), Differences: append([]ingest.ManifestDifference{}, sm.Check(tally)...)}, nil
+	return ingest.CheckBedrockSummary(ctx, l, filepath.Base(path), data, paths, expected)
 }

@@ -21,12 +21,14 @@ type providerFlags struct {
 	target  string
 	simSeed uint64
 	lease   time.Duration
+	bedrock bedrockFlags
 }
 
 func (p *providerFlags) register(c *cobra.Command, def string) {
-	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator) or openai (OPENAI_API_KEY, OPENAI_BASE_URL)")
+	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)")
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
+	p.bedrock.register(c)
 }
 
 func envUint(k string, def uint64) uint64 {
@@ -48,8 +50,14 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 			return nil, &ingest.UsageError{Msg: "--provider openai: " + err.Error()}
 		}
 		c = oc
+	case "bedrock":
+		bc, err := p.bedrock.client(g, l)
+		if err != nil {
+			return nil, err
+		}
+		c = bc
 	default:
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim or openai", p.target)}
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai or bedrock", p.target)}
 	}
 	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
 }

@@ -1,11 +1,14 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -17,11 +20,11 @@ import (
 // RUNNING (with provider_status=completed) until it is reconciled.
 func stateOf(status string) lake.State {
 	switch status {
-	case "failed":
+	case "failed", "Failed":
 		return lake.Failed
-	case "expired":
+	case "expired", "Expired":
 		return lake.Expired
-	case "cancelled":
+	case "cancelled", "Stopped":
 		return lake.Cancelled
 	default:
 		return lake.Running
@@ -133,7 +136,7 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 			if f.id == "" || have[last.ProviderJobID+"/"+f.channel] {
 				continue
 			}
-			fr, err := d.collectFile(ctx, m, last.ProviderJobID, f.id, f.channel)
+			fr, sum, err := d.collectFile(ctx, m, s, last.ProviderJobID, f.id, f.channel)
 			if errors.Is(err, providers.ErrFileGone) {
 				sr.Detail += fmt.Sprintf("%s file %s is gone at the provider (retention); its records count as missing. ", f.channel, f.id)
 				continue
@@ -142,6 +145,12 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 				return nil, fmt.Errorf("collect %s: %w", s.ShardID, err)
 			}
 			got = append(got, fmt.Sprintf("%s:%d lines", f.channel, fr.Lines))
+			if sum != nil {
+				sr.Summary = sum
+				for _, diff := range sum.Differences {
+					sr.Detail += "job summary disagrees with the result lines: " + diff.String() + ". "
+				}
+			}
 		}
 		sr.Action = "collected"
 		switch {
@@ -157,25 +166,58 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 	return res, nil
 }
 
-func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, batchID, fileID, channel string) (ingest.FileResult, error) {
+// summarizer is a provider whose batches leave a job summary beside their
+// output file (Bedrock's manifest.json.out), which collect archives and
+// cross-checks against the lines it ingested.
+type summarizer interface {
+	SummaryFileID(outputFileID string) string
+}
+
+func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, fileID, channel string) (ingest.FileResult, *ingest.SummaryCheck, error) {
 	f, err := os.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
 	if err != nil {
-		return ingest.FileResult{}, err
+		return ingest.FileResult{}, nil, err
 	}
 	defer os.Remove(f.Name())
 	if err := d.Client.Download(ctx, fileID, f); err != nil {
 		f.Close()
-		return ingest.FileResult{}, err
+		return ingest.FileResult{}, nil, err
 	}
 	if err := f.Close(); err != nil {
-		return ingest.FileResult{}, err
+		return ingest.FileResult{}, nil, err
 	}
 	failpoint.Hit(failpoint.CollectAfterDownload)
 	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
-	if err == nil {
-		failpoint.Hit(failpoint.CollectAfterIngest)
+	if err != nil {
+		return fr, nil, err
 	}
-	return fr, err
+	failpoint.Hit(failpoint.CollectAfterIngest)
+	sz, ok := d.Client.(summarizer)
+	if !ok || channel != ingest.ChannelOutput {
+		return fr, nil, nil
+	}
+	sum, err := d.checkSummary(ctx, m, s, batchID, sz.SummaryFileID(fileID), f.Name())
+	return fr, sum, err
+}
+
+// checkSummary downloads a batch's job summary and compares it with the
+// output file at path. A summary that is missing is reported as a
+// difference, not an error: the lines are what reconcile counts.
+func (d *Driver) checkSummary(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, summaryID, path string) (*ingest.SummaryCheck, error) {
+	var buf bytes.Buffer
+	err := d.Client.Download(ctx, summaryID, &buf)
+	if errors.Is(err, providers.ErrFileGone) {
+		return &ingest.SummaryCheck{File: summaryID, Differences: []ingest.ManifestDifference{{Field: "manifest.json.out", Note: "no job summary beside the output"}}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job summary %s: %w", summaryID, err)
+	}
+	// Recorded (channel summary) so that reconcile reports its token totals
+	// beside the lines' (provider_totals).
+	if err := ingest.RecordSummary(ctx, d.Lake, m, filepath.Base(summaryID), batchID, buf.Bytes(), time.Now()); err != nil {
+		return nil, err
+	}
+	return ingest.CheckBedrockSummary(ctx, d.Lake, summaryID, buf.Bytes(), []string{path}, s.Records)
 }
 
 // Cancel asks the provider to cancel every bound, unfinished batch; status

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
 	"github.com/batchlake/batchlake/providers"
@@ -38,6 +39,9 @@ type ShardResult struct {
 	ProviderStatus string     `json:"provider_status,omitempty"`
 	Action         string     `json:"action"`
 	Detail         string     `json:"detail,omitempty"`
+	// Summary is collect's cross-check of a provider's job summary
+	// (Bedrock's manifest.json.out) against the lines it ingested.
+	Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 }
 
 // Result is a step's result for a job.

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"gocloud.dev/blob"
+
+	"github.com/batchlake/batchlake/providers/fakebedrock"
+)
+
+// TestBedrockProcess runs the binary as an orchestrator would against an
+// s3:// lake on the S3 test server and the fake Bedrock control plane:
+// plan --provider bedrock → submit (twice, the first losing a create
+// response) → status --wait → collect → reconcile, and checks one job per
+// shard, the exact report against the fake's outcomes, the manifest
+// cross-check in collect's result, and that the AWS secret key appears in
+// no output.
+func TestBedrockProcess(t *testing.T) {
+	bin := binary(t)
+	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	s3srv := httptest.NewServer(faker.Server())
+	defer s3srv.Close()
+	q := url.Values{"region": {"us-east-1"}, "endpoint": {s3srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
+		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
+	secret := "aws-SECRET-" + secretKey(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIATESTBATCHLAKE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	fake := fakebedrock.New(fakebedrock.Options{Seed: 5, Rates: &fakebedrock.Rates{BadRequest: 0.2, Throttled: 0.05, ServerError: 0.05, Empty: 0.05},
+		Faults: fakebedrock.Faults{CreateLost: 1, Partial: 1},
+		OpenBucket: func(ctx context.Context, name string) (*blob.Bucket, error) {
+			return blob.OpenBucket(ctx, "s3://"+name+"?"+q.Encode())
+		}})
+	brk := httptest.NewServer(fake.Handler())
+	defer brk.Close()
+
+	lakeURL := "s3://lake?" + q.Encode()
+	tmp := t.TempDir()
+	var outputs [][]byte
+	env := []string{"AWS_ACCESS_KEY_ID=AKIATESTBATCHLAKE", "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_REGION=us-east-1",
+		"AWS_CONFIG_FILE=" + os.DevNull, "AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull, "AWS_EC2_METADATA_DISABLED=true",
+		"BATCHLAKE_BEDROCK_ENDPOINT=" + brk.URL, "AWS_MAX_ATTEMPTS=1"}
+	run := func(extraEnv []string, args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		full := append([]string{args[0], "--lake", lakeURL, "--tmp-dir", tmp, "--progress", "never", "--log-format", "json", "--threads", "1"}, args[1:]...)
+		cmd := exec.CommandContext(ctx, bin, full...)
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "AWS_") && !strings.HasPrefix(k, "BATCHLAKE_") && !strings.HasPrefix(k, "OPENAI_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(append(cmd.Env, env...), extraEnv...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+		outputs = append(outputs, stdout.Bytes(), stderr.Bytes())
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	must := func(code int, args ...string) result {
+		t.Helper()
+		r := run([]string{"BATCHLAKE_BEDROCK_ROLE_ARN=arn:aws:iam::123456789012:role/batchlake-bedrock"}, args...)
+		if r.code != code {
+			t.Fatalf("want exit %d, got %s", code, r)
+		}
+		return r
+	}
+
+	var in strings.Builder
+	for i := range 90 {
+		fmt.Fprintf(&in, `{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`+"\n", i, i)
+	}
+	input := filepath.Join(t.TempDir(), "bedrock.jsonl")
+	if err := os.WriteFile(input, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var p planOut
+	decode(t, must(0, "plan", "--provider", "bedrock", "--model", "anthropic.claude-3-haiku-20240307-v1:0", "--input", input,
+		"--tenant", "acme", "--prompt-version", "p1", "--shard-max-records", "40"), &p)
+	if len(p.Shards) != 3 {
+		t.Fatalf("plan made %d shards, want 3", len(p.Shards))
+	}
+	lc := func(step string, extra ...string) []string {
+		return append([]string{step, "--provider", "bedrock", "--job", p.JobKey}, extra...)
+	}
+
+	// No role: submit is a usage error and creates nothing.
+	if r := run(nil, lc("submit")...); r.code != exitUsage || !strings.Contains(r.stderr, "bedrock-role-arn") {
+		t.Fatalf("submit without a role: %s", r)
+	}
+	// The first create's response is lost (SDK retries off): that shard is
+	// unknown, the run exits 75; once its lease lapses the next run finds
+	// the job and binds it.
+	var s stepOut
+	decode(t, must(exitTempFail, lc("submit", "--lease", "1s")...), &s)
+	if actions(s)[p.Shards[0].ShardID] != "unknown" {
+		t.Fatalf("first submit: %+v", s)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	decode(t, must(0, lc("submit", "--lease", "1s")...), &s)
+	if actions(s)[p.Shards[0].ShardID] != "found" {
+		t.Fatalf("second submit: %+v", s)
+	}
+	must(0, lc("submit")...)
+	jobs := fake.Jobs()
+	if len(jobs) != len(p.Shards) {
+		t.Fatalf("the fake holds %d jobs for %d shards", len(jobs), len(p.Shards))
+	}
+
+	must(0, lc("status", "--wait", "--poll", "10ms")...)
+	var col struct {
+		Shards []struct {
+			ShardID string `json:"shard_id"`
+			Action  string `json:"action"`
+			Summary *struct {
+				Differences []json.RawMessage `json:"differences"`
+			} `json:"summary_check"`
+		} `json:"shards"`
+	}
+	decode(t, must(0, lc("collect")...), &col)
+	for _, sh := range col.Shards {
+		if sh.Action != "collected" || sh.Summary == nil || len(sh.Summary.Differences) != 0 {
+			t.Errorf("collect shard %+v", sh)
+		}
+	}
+
+	truth := map[string]int64{}
+	for _, j := range fake.Jobs() {
+		for _, class := range fake.Outcomes(j.JobArn) {
+			truth[class]++
+		}
+	}
+	var rep report
+	r := must(exitPartial, "reconcile", "--job", p.JobKey)
+	decode(t, r, &rep)
+	want := fmt.Sprintf("expected=90 succeeded=%d quality_failed=%d failed_retryable=%d failed_permanent=%d missing=%d unknown=0 duplicate=0 quarantined=0",
+		truth["succeeded"], truth["quality_failed"], truth["failed_retryable"], truth["failed_permanent"], truth["missing"])
+	if got := rep.counts(); !strings.HasPrefix(got, want) {
+		t.Errorf("report %s\nwant    %s", got, want)
+	}
+	if truth["missing"] == 0 || truth["failed_permanent"] == 0 {
+		t.Errorf("fake outcomes %v: the partially completed job or the permanent failures are missing", truth)
+	}
+	must(0, "verify")
+	for _, o := range outputs {
+		if bytes.Contains(o, []byte(secret)) {
+			t.Fatalf("the AWS secret key appears in batchlake's output")
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package fakebedrock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/bedrock"
+	"github.com/aws/aws-sdk-go-v2/service/bedrock/types"
+
+	"github.com/batchlake/batchlake/providers/fakebedrock"
+)
+
+func setup(t *testing.T, opts fakebedrock.Options) (*fakebedrock.Server, *bedrock.Client, string) {
+	t.Helper()
+	srv := fakebedrock.New(opts)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	c := bedrock.New(bedrock.Options{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIATEST", "secret", ""), RetryMaxAttempts: 1})
+	return srv, c, hs.URL
+}
+
+func createInput(name, token, output string) *bedrock.CreateModelInvocationJobInput {
+	return &bedrock.CreateModelInvocationJobInput{
+		JobName: aws.String(name), ClientRequestToken: aws.String(token), ModelId: aws.String("amazon.nova-lite-v1:0"),
+		RoleArn: aws.String("arn:aws:iam::123456789012:role/r"),
+		InputDataConfig: &types.ModelInvocationJobInputDataConfigMemberS3InputDataConfig{Value: types.ModelInvocationJobS3InputDataConfig{
+			S3Uri: aws.String("s3://b/in/x.jsonl")}},
+		OutputDataConfig: &types.ModelInvocationJobOutputDataConfigMemberS3OutputDataConfig{Value: types.ModelInvocationJobS3OutputDataConfig{
+			S3Uri: aws.String(output)}},
+	}
+}
+
+// TestIdempotency: same token and parameters → the same job; same token,
+// other parameters → ConflictException; bad names and tokens → ValidationException.
+func TestIdempotency(t *testing.T) {
+	srv, c, _ := setup(t, fakebedrock.Options{})
+	ctx := context.Background()
+	a, err := c.CreateModelInvocationJob(ctx, createInput("job-a", "tok1", "s3://b/out/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.CreateModelInvocationJob(ctx, createInput("job-a", "tok1", "s3://b/out/"))
+	if err != nil || *b.JobArn != *a.JobArn {
+		t.Fatalf("repeat create = %v, %v; want %s", b, err, *a.JobArn)
+	}
+	_, err = c.CreateModelInvocationJob(ctx, createInput("job-a", "tok1", "s3://b/other/"))
+	var conflict *types.ConflictException
+	if !errors.As(err, &conflict) {
+		t.Fatalf("same token, other output: %v, want ConflictException", err)
+	}
+	var invalid *types.ValidationException
+	for _, in := range []*bedrock.CreateModelInvocationJobInput{
+		createInput("-leading-dash", "tok2", "s3://b/out/"),
+		createInput(strings.Repeat("n", 64), "tok3", "s3://b/out/"),
+		createInput("job-b", "tok_underscore", "s3://b/out/"),
+		createInput("job-c", "trailing-", "s3://b/out/"),
+	} {
+		if _, err := c.CreateModelInvocationJob(ctx, in); !errors.As(err, &invalid) {
+			t.Errorf("create %s/%s: %v, want ValidationException", *in.JobName, *in.ClientRequestToken, err)
+		}
+	}
+	if n := len(srv.Jobs()); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
+}
+
+// TestList: nameContains, statusEquals, sort order and nextToken paging.
+func TestList(t *testing.T) {
+	srv, c, _ := setup(t, fakebedrock.Options{})
+	ctx := context.Background()
+	var arns []string
+	for i := range 7 {
+		name := fmt.Sprintf("batchlake-x-%d", i)
+		if i == 6 {
+			name = "other-6"
+		}
+		out, err := c.CreateModelInvocationJob(ctx, createInput(name, fmt.Sprintf("t%d", i), "s3://b/out/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, *out.JobArn)
+	}
+	// No S3: the job fails at validation, so its status differs.
+	for range 2 {
+		if _, err := c.GetModelInvocationJob(ctx, &bedrock.GetModelInvocationJobInput{JobIdentifier: aws.String(arns[0])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(in *bedrock.ListModelInvocationJobsInput) []string {
+		var got []string
+		p := bedrock.NewListModelInvocationJobsPaginator(c, in)
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range page.InvocationJobSummaries {
+				got = append(got, *s.JobArn)
+			}
+		}
+		return got
+	}
+	before := srv.CountRequests("GET", "/model-invocation-jobs")
+	got := list(&bedrock.ListModelInvocationJobsInput{NameContains: aws.String("batchlake-x"), MaxResults: aws.Int32(2)})
+	want := slices.Clone(arns[:6])
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("newest first by name: %v, want %v", got, want)
+	}
+	if n := srv.CountRequests("GET", "/model-invocation-jobs") - before; n != 3 {
+		t.Errorf("%d pages, want 3", n)
+	}
+	got = list(&bedrock.ListModelInvocationJobsInput{SortOrder: types.SortOrderAscending, StatusEquals: types.ModelInvocationJobStatusSubmitted})
+	if !slices.Equal(got, arns[1:]) {
+		t.Errorf("ascending, Submitted: %v, want %v", got, arns[1:])
+	}
+	j, _ := c.GetModelInvocationJob(ctx, &bedrock.GetModelInvocationJobInput{JobIdentifier: aws.String(arns[0])})
+	if j.Status != types.ModelInvocationJobStatusFailed || aws.ToString(j.Message) == "" {
+		t.Errorf("job without readable input: %s %q", j.Status, aws.ToString(j.Message))
+	}
+	var invalid *types.ValidationException
+	if _, err := c.StopModelInvocationJob(ctx, &bedrock.StopModelInvocationJobInput{JobIdentifier: aws.String(arns[0])}); !errors.As(err, &invalid) {
+		t.Errorf("stop of a failed job: %v, want ValidationException", err)
+	}
+}
+
+// TestUnsigned: a request without SigV4 is refused.
+func TestUnsigned(t *testing.T) {
+	_, _, url := setup(t, fakebedrock.Options{})
+	resp, err := http.Get(url + "/model-invocation-jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Amzn-ErrorType") != "AccessDeniedException" {
+		t.Fatalf("unsigned list: %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"))
+	}
+}
