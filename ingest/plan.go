@@ -45,6 +45,12 @@ type PlanOptions struct {
 	Lineage      map[string]Lineage
 	Attempt      int
 	ParentJobKey string
+	// NotBefore, if set, is recorded in the manifest: submit refuses the
+	// job before it (a retry's not-before window). Not part of the job key.
+	NotBefore *time.Time
+	// Estimate sets the token estimate recorded in the manifest and the
+	// expected rows.
+	Estimate EstimateOptions
 }
 
 // Lineage is a retried record's identity, carried from its parent job.
@@ -285,6 +291,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: int64(len(recs)), Attempt: o.Attempt,
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
+		NotBefore: o.NotBefore,
 	}
 	if err := writeShards(ctx, l, file, recs, m, o); err != nil {
 		return nil, err
@@ -399,6 +406,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 		}
 	)
 	rd := &lineReader{f: src}
+	est := newEstimator(o.Estimate)
 	for i := range recs {
 		r := &recs[i]
 		if cap(buf) < int(r.n) {
@@ -429,6 +437,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
 			RequestSHA256: r.req.Hex(), ModelConfigHash: r.cfg.Hex(), InputLine: r.line,
 		}
+		row.EstInputTokens, row.EstOutputTokens = est.add(line)
 		if r.lin != nil {
 			row.ParentShardID, row.RetryReason = r.lin.ParentShardID, r.lin.RetryReason
 			row.Attempt = int32(r.lin.Attempt)
@@ -456,6 +465,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
+	m.Estimate = &est.sum
 	return nil
 }
 

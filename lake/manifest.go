@@ -41,6 +41,12 @@ type Manifest struct {
 	Shards               []ManifestShard `json:"shards"`
 	// ExpectedFiles are the lake keys of the job's expected-table files.
 	ExpectedFiles []string `json:"expected_files"`
+	// NotBefore, if set, is the earliest time the job may be submitted (a
+	// retry child's not-before window). It is not part of the job key: the
+	// same records planned again are the same job, whenever they may go.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Estimate is plan's estimate of the job's tokens.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // ManifestShard is one shard file of a job, stored content-addressed.
@@ -115,4 +121,24 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// Estimate is plan's estimate of a job's tokens, so that spend committed but
+// not yet billed is visible before the provider reports usage. It is an
+// estimate: input tokens come from a per-record flag or the request's bytes
+// divided by BytesPerToken; output tokens from each request's own output
+// limit (max_tokens, max_completion_tokens, max_output_tokens, maxTokens,
+// maxOutputTokens) or a per-record flag where a request names none.
+// Reconcile prices it with the price table (report key "estimate").
+type Estimate struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// BytesPerToken is the divisor for input tokens (0 when the flag gave them).
+	BytesPerToken int64 `json:"bytes_per_token,omitempty"`
+	// InputPerRecord and OutputPerRecord are the flags' values (0: unset).
+	InputPerRecord  int64 `json:"input_tokens_per_record,omitempty"`
+	OutputPerRecord int64 `json:"output_tokens_per_record,omitempty"`
+	// NoOutputLimit counts the requests that named no output limit (their
+	// output is OutputPerRecord, or 0).
+	NoOutputLimit int64 `json:"records_without_output_limit"`
 }

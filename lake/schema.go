@@ -19,6 +19,9 @@ type ExpectedRow struct {
 	RequestSHA256   string `parquet:"request_sha256"`
 	ModelConfigHash string `parquet:"model_config_hash,dict"`
 	InputLine       int64  `parquet:"input_line"`
+	// Plan's estimate of the record's tokens (lake.Estimate).
+	EstInputTokens  int64 `parquet:"est_input_tokens"`
+	EstOutputTokens int64 `parquet:"est_output_tokens"`
 }
 
 // AttemptRow is one result line ingested from a provider output or error file.

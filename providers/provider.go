@@ -21,10 +21,22 @@ type Batch struct {
 	Metadata     map[string]string
 	// Errors are batch-level errors (a batch failed at validation).
 	Errors []string
+	// Usage is the provider's aggregate token usage of the batch, where the
+	// batch object has it (OpenAI: batches created after 2025-09-07); nil
+	// otherwise. Reconcile cross-checks it against the ingested lines.
+	Usage *Usage
 	// Duplicates, set only by Find, are the ids of further batches created
 	// for the same job and shard (a create retried after a lost response
 	// elsewhere): each is a paid duplicate submission to cancel or collect.
 	Duplicates []string
+}
+
+// Usage is a batch's aggregate token usage as the provider reports it.
+// InputTokens include the cached ones.
+type Usage struct {
+	InputTokens       int64
+	CachedInputTokens int64
+	OutputTokens      int64
 }
 
 // Terminal reports whether the provider will not change the batch any more.

@@ -87,18 +87,22 @@ type AttemptsBin struct {
 // command prints: the page is rendered from this value alone, so a test can
 // check that the page shows exactly these numbers.
 type JobSummary struct {
-	JobKey       string        `json:"job_key"`
-	Expected     int64         `json:"expected"`
-	Succeeded    int64         `json:"succeeded"`
-	Retried      int64         `json:"retried"`
-	Manual       int64         `json:"manual"`
-	Pending      int64         `json:"pending"`
-	Generations  []Generation  `json:"generations"`
-	CostTotal    string        `json:"cost_total_usd"`
-	CostCategory []CostLine    `json:"cost_by_category"`
-	CostModel    []CostLine    `json:"cost_by_model"`
-	Attempts     []AttemptsBin `json:"attempts_per_record"`
-	ManualShown  []ManualRow   `json:"manual_queue"`
+	JobKey      string       `json:"job_key"`
+	Expected    int64        `json:"expected"`
+	Succeeded   int64        `json:"succeeded"`
+	Retried     int64        `json:"retried"`
+	Manual      int64        `json:"manual"`
+	Pending     int64        `json:"pending"`
+	Generations []Generation `json:"generations"`
+	CostTotal   string       `json:"cost_total_usd"`
+	// Plan's estimates of the family's jobs, priced, and the part of them not
+	// billed yet (records with no result line): an estimate, not a bill.
+	EstimatedUSD          string        `json:"estimated_usd"`
+	CommittedNotBilledUSD string        `json:"committed_not_billed_usd"`
+	CostCategory          []CostLine    `json:"cost_by_category"`
+	CostModel             []CostLine    `json:"cost_by_model"`
+	Attempts              []AttemptsBin `json:"attempts_per_record"`
+	ManualShown           []ManualRow   `json:"manual_queue"`
 }
 
 // ManualShownMax bounds the manual queue rows on the page (the manual command
@@ -134,6 +138,8 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	if len(s.Generations) == 0 {
 		return nil, fmt.Errorf("report: no job %s in the lake: %w", s.JobKey, lake.ErrNotFound)
 	}
+	estimated, notBilled := NewDecimal(), NewDecimal()
+	var shipped *PriceTable
 	for i := range s.Generations {
 		g := &s.Generations[i]
 		d, err := lake.ParseDigest(g.JobKey)
@@ -142,6 +148,21 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		}
 		rep, err := LatestReport(ctx, l, d)
 		if errors.Is(err, lake.ErrNotFound) {
+			// Not reconciled: all of its estimate is committed, not billed,
+			// priced with the shipped table.
+			m, err := l.GetManifest(ctx, d)
+			if err != nil {
+				return nil, err
+			}
+			if shipped == nil {
+				if shipped, err = LoadPrices("", nil); err != nil {
+					return nil, err
+				}
+			}
+			if est := ManifestEstimate(shipped, m); est != nil {
+				estimated.Add(string(est.CostUSD))
+				notBilled.Add(string(est.NotBilledUSD))
+			}
 			continue
 		}
 		if err != nil {
@@ -151,7 +172,12 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
 		g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
 		g.Missing = rep.Missing
+		if rep.Estimate != nil {
+			estimated.Add(string(rep.Estimate.CostUSD))
+			notBilled.Add(string(rep.Estimate.NotBilledUSD))
+		}
 	}
+	s.EstimatedUSD, s.CommittedNotBilledUSD = estimated.String(), notBilled.String()
 
 	if stmts, err = lakesql.Render("family_records.sql", nil); err != nil {
 		return nil, err

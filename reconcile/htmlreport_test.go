@@ -39,6 +39,8 @@ func wantIDs(t *testing.T, s *JobSummary) map[string]string {
 		Expected, Succeeded, Retried, Manual json.Number
 		Pending                              json.Number `json:"pending"`
 		CostTotal                            string      `json:"cost_total_usd"`
+		Estimated                            string      `json:"estimated_usd"`
+		NotBilled                            string      `json:"committed_not_billed_usd"`
 		Generations                          []map[string]any
 		Cat                                  []CostLine    `json:"cost_by_category"`
 		Model                                []CostLine    `json:"cost_by_model"`
@@ -52,7 +54,7 @@ func wantIDs(t *testing.T, s *JobSummary) map[string]string {
 	}
 	w := map[string]string{"job_key": j.JobKey, "expected": j.Expected.String(), "succeeded": j.Succeeded.String(),
 		"retried": j.Retried.String(), "manual": j.Manual.String(), "pending": j.Pending.String(), "cost-total": j.CostTotal,
-		"manual-shown": fmt.Sprint(len(j.Queue))}
+		"manual-shown": fmt.Sprint(len(j.Queue)), "cost-estimated": j.Estimated, "cost-committed-not-billed": j.NotBilled}
 	for i, g := range j.Generations {
 		w[fmt.Sprintf("gen-%d-attempt", i)] = fmt.Sprint(g["attempt"])
 		w[fmt.Sprintf("gen-%d-job", i)] = g["job_key"].(string)[:12]

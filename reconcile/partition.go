@@ -129,6 +129,11 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
 		return nil, err
 	}
+	// The retry policy acts per record, so each partition applies it to its
+	// own records (the ancestors' lines of every record are in the session).
+	if err := applyPolicy(ctx, e, o.Caps); err != nil {
+		return nil, err
+	}
 	if err := counts(ctx, e, rep); err != nil {
 		return nil, err
 	}
@@ -248,6 +253,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	for name, files := range map[string]func() ([]string, error){
 		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, in.m.ExpectedFiles) },
 		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, in.quarantineKeys) },
+		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, in.attemptKeys) },
 		"Outcomes":   func() ([]string, error) { return e.stageAll(ctx, outcomes) },
 		"Costs":      func() ([]string, error) { return e.stageAll(ctx, costs) },
 	} {

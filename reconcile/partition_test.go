@@ -110,7 +110,12 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 				return l, planAndIngest(t, l, dir, g, shardMax)
 			}
 			opts := func(m *lake.Manifest) Options {
-				return Options{JobKey: m.JobKey, MaxAttempts: 2 + seed%2, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}
+				o := Options{JobKey: m.JobKey, MaxAttempts: 2 + seed%2, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}
+				if seed == 2 {
+					// The retry policy's caps act per record inside each partition.
+					o.Caps = Caps{Tokens: 1}
+				}
+				return o
 			}
 			single, sm := newLake("single")
 			want, err := Run(ctx, single, opts(sm))
@@ -119,6 +124,9 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 			}
 			if want.Unknown == 0 || want.Expected == 0 {
 				t.Fatalf("generator made no unknown ids: %+v", want)
+			}
+			if seed == 2 && want.CappedRecords == 0 {
+				t.Fatalf("seed 2 sends no record to manual by the token cap: %+v", want)
 			}
 			wantObjs := objectsOf(t, single, want)
 			wantLedger := shardStates(t, single, sm)

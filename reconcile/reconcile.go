@@ -30,6 +30,12 @@ type Options struct {
 	Engine       EngineOptions
 	Lease        time.Duration
 	Actor        string
+	// Caps are the per-record cumulative token and cost caps (policy.go).
+	Caps Caps
+	// RetryNotBefore, if set, is how long after this reconcile the retry
+	// child may be submitted at the earliest (recorded in the report, then
+	// in the child's manifest; submit refuses before it with exit 75).
+	RetryNotBefore time.Duration
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
@@ -69,6 +75,18 @@ type Report struct {
 	CostsFile       string                 `json:"costs_file,omitempty"`
 	ReconciledAt    time.Time              `json:"reconciled_at"`
 	Report          string                 `json:"report"`
+	// The retry policy's per-record caps (policy.go), when set.
+	MaxRecordTokens int64  `json:"max_record_tokens,omitempty"`
+	MaxRecordCost   string `json:"max_record_cost_usd,omitempty"`
+	// CappedRecords went to the manual queue because a cap was reached.
+	CappedRecords int64 `json:"capped_records"`
+	// RetryNotBefore is the earliest time the retry child may be submitted.
+	RetryNotBefore *time.Time `json:"retry_not_before,omitempty"`
+	// ProviderTotals are the provider's own token totals (OpenAI batch
+	// usage, Bedrock manifest.json.out) beside the ingested lines' sums.
+	ProviderTotals []ProviderTotal `json:"provider_totals"`
+	// Estimate is plan's estimate, priced, beside what was billed (estimate.go).
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
 }
@@ -80,8 +98,9 @@ type Files struct {
 	Error       []string `json:"error"`
 }
 
-// Cost categories of CONTRACT §5, plus unattributed (lines with unknown ids).
-var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "unattributed"}
+// Cost categories of CONTRACT §5, plus manual (lines of records the retry
+// policy gave up on: policy.sql) and unattributed (lines with unknown ids).
+var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "manual", "unattributed"}
 
 // ErrIdentity means the report's counts do not add up: a bug, never output.
 var ErrIdentity = errors.New("reconcile: counts do not add up")
@@ -136,7 +155,7 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 		}
 		failpoint.Hit(failpoint.ReconcileAfterReconciling)
 	}
-	rep, err := reconcileLocked(ctx, e, l, m, job, o, rep, in.gate)
+	rep, err := reconcileLocked(ctx, e, l, m, job, o, rep, in)
 	if err != nil {
 		// Give the lease back so the next run need not wait for it to expire.
 		for _, s := range m.Shards {
@@ -161,6 +180,10 @@ type runInputs struct {
 	run                         lake.Digest
 	runKey                      string
 	attemptKeys, quarantineKeys []string
+	// prior are the ancestors' priced lines, with caps (policy.go); totals
+	// the provider's own totals to cross-check (totals.go).
+	prior  *priorLines
+	totals *providerSources
 }
 
 // prepare checks the options, fills in defaults and computes the run's identity.
@@ -207,7 +230,28 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		// Only with a schema, so runs without one keep their identity.
 		h.AddString("output-schema:" + o.OutputSchema.Digest.Hex())
 	}
-	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, run: h.Sum()}
+	var prior *priorLines
+	if o.Caps.Set() {
+		// With caps the outcome depends on the ancestors' priced lines too.
+		if prior, err = ancestors(ctx, l, m); err != nil {
+			return nil, err
+		}
+		h.AddString(fmt.Sprintf("caps:%d:%s", o.Caps.Tokens, o.Caps.CostUSD))
+		for _, k := range prior.Reports {
+			h.AddString(k)
+		}
+	}
+	if o.RetryNotBefore > 0 {
+		h.AddString("retry-not-before:" + o.RetryNotBefore.String())
+	}
+	totals, err := gatherTotals(ctx, l, lake.NewLedger(l, o.Actor), m, recs)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range totals.identity {
+		h.AddString(s)
+	}
+	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, run: h.Sum(), prior: prior, totals: totals}
 	in.runKey = lake.ReportKey(job, in.run)
 	for _, r := range recs {
 		if r.AttemptsFile != "" {
@@ -246,9 +290,11 @@ func (in *runInputs) newReport(o Options) *Report {
 		rep.Files.InputShards = append(rep.Files.InputShards, s.Object.Hex())
 	}
 	for _, r := range in.recs {
-		if r.Channel == ingest.ChannelOutput {
+		switch r.Channel {
+		case ingest.ChannelSummary: // provider totals (totals.go), not result lines
+		case ingest.ChannelOutput:
 			rep.Files.Output = append(rep.Files.Output, r.Raw.Hex())
-		} else {
+		default:
 			rep.Files.Error = append(rep.Files.Error, r.Raw.Hex())
 		}
 	}
@@ -292,22 +338,37 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
 		return err
 	}
-	return o.Prices.load(ctx, e, in.recs)
+	if err := o.Prices.load(ctx, e, in.recs); err != nil {
+		return err
+	}
+	if in.prior != nil {
+		return in.prior.load(ctx, e)
+	}
+	return nil
 }
 
 // reconcileLocked runs the queries and writes the tables, retry files and
 // report, while the job's shards are leased RECONCILING.
-func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, gate string) (*Report, error) {
+func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, in *runInputs) (*Report, error) {
 	var err error
+	gate := in.gate
 	if gate == "" {
 		gate = "true"
 	}
-	// A merge (Merge) has its tables from the partitions already.
+	// A merge (Merge) has its tables from the partitions already, the retry
+	// policy applied by each partition.
 	if !o.merged {
 		if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
 			return nil, err
 		}
+		if err := applyPolicy(ctx, e, o.Caps); err != nil {
+			return nil, err
+		}
 	}
+	if rep.CappedRecords, err = cappedRecords(ctx, e, o.Caps); err != nil {
+		return nil, err
+	}
+	rep.MaxRecordTokens, rep.MaxRecordCost = o.Caps.Tokens, o.Caps.CostUSD
 	if err := counts(ctx, e, rep); err != nil {
 		return nil, err
 	}
@@ -316,6 +377,12 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 			ErrIdentity, rep.Expected, m.ExpectedRecords, rep.Succeeded, rep.QualityFailed, rep.FailedRetryable, rep.FailedPermanent, rep.Missing)
 	}
 	if rep.CostUSD, err = costs(ctx, e); err != nil {
+		return nil, err
+	}
+	if rep.Estimate, err = estimate(ctx, e, o.Prices, m, rep.CostUSD["total"]); err != nil {
+		return nil, err
+	}
+	if rep.ProviderTotals, err = in.totals.compare(ctx, e); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -338,6 +405,9 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		rep.State = lake.Completed
 	}
 	rep.ReconciledAt = timeNow()
+	if rep.RetryRecords > 0 {
+		rep.RetryNotBefore = notBefore(rep.ReconciledAt, o.RetryNotBefore)
+	}
 	// The report is the run's commit marker: written after everything it names.
 	if _, err := l.PutJSON(ctx, rep.Report, lake.FormatReport, rep); err != nil {
 		if !errors.Is(err, lake.ErrCorrupt) {

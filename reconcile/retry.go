@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -20,13 +21,23 @@ type RetryResult struct {
 	Report       string             `json:"report"`
 	RetryRecords int64              `json:"retry_records"`
 	Child        *ingest.PlanResult `json:"child,omitempty"`
-	Message      string             `json:"message"`
+	// NotBefore is the earliest time the child may be submitted.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	Message   string     `json:"message"`
 }
 
 // Retry turns the retry shards of a job's latest report into a child job:
 // attempt n+1, the same record ids, new custom ids, lineage kept. Running it
 // again yields the same child job key and writes nothing.
 func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*RetryResult, error) {
+	return RetryWith(ctx, l, job, tmpDir, 0)
+}
+
+// RetryWith is Retry with a not-before window: the child may be submitted
+// no earlier than now + notBefore, or the reconcile's --retry-not-before
+// time if that is later. The time is recorded in the child's manifest (not
+// part of its job key); a child already planned keeps the time it has.
+func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string, notBefore time.Duration) (*RetryResult, error) {
 	m, err := l.GetManifest(ctx, job)
 	if err != nil {
 		return nil, err
@@ -86,18 +97,36 @@ func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
+	nb := rep.RetryNotBefore
+	if notBefore > 0 {
+		if t := timeNow().Add(notBefore).UTC().Truncate(time.Second); nb == nil || t.After(*nb) {
+			nb = &t
+		}
+	}
+	var est ingest.EstimateOptions
+	if m.Estimate != nil {
+		est = ingest.EstimateOptions{InputTokens: m.Estimate.InputPerRecord, OutputTokens: m.Estimate.OutputPerRecord}
+	}
 	failpoint.Hit(failpoint.RetryBeforePlan)
 	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
 		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
-		TmpDir: tmpDir, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey,
+		TmpDir: tmpDir, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retry: plan child of %s: %w", m.JobKey[:12], err)
 	}
 	res.Child = child
 	res.Message = fmt.Sprintf("child job %s: attempt %d for %d records", child.JobKey[:12], m.Attempt+1, child.Records)
+	// The child's manifest holds the time that counts (a child planned
+	// before keeps its own).
+	if cd, err := lake.ParseDigest(child.JobKey); err == nil {
+		if cm, err := l.GetManifest(ctx, cd); err == nil && cm.NotBefore != nil {
+			res.NotBefore = cm.NotBefore
+			res.Message += fmt.Sprintf(", not to be submitted before %s", cm.NotBefore.Format(time.RFC3339))
+		}
+	}
 	if !child.Created {
 		res.Message = "child job already planned: nothing new written"
 	}

@@ -34,6 +34,8 @@ type manifestRow struct {
 	CostCenter           string    `parquet:"cost_center"`
 	Retention            string    `parquet:"retention"`
 	OutputSchemaVersion  string    `parquet:"output_schema_version"`
+	// NotBefore: the earliest submit time of a retry child (NULL: none).
+	NotBefore *time.Time `parquet:"not_before,timestamp,optional"`
 }
 
 type shardRow struct {
@@ -109,7 +111,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		}
 		mrows = append(mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
 			m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
-			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion})
+			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore})
 		expected = append(expected, m.ExpectedFiles...)
 		recs, err := l.IngestRecords(ctx, d)
 		if err != nil {

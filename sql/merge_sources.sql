@@ -5,6 +5,10 @@
 CREATE OR REPLACE TEMP VIEW expected AS
 SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
 
+-- Every ingested line, for the provider totals cross-check (provider_totals.sql).
+CREATE OR REPLACE TEMP VIEW attempts_raw AS
+SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true);
+
 CREATE OR REPLACE TEMP VIEW quarantine AS
 SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 

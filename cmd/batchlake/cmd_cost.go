@@ -8,20 +8,42 @@ import (
 )
 
 func costCmd(ctx context.Context, g *globals) *cobra.Command {
-	var job, tenant, by, format string
+	var job, tenant, by, format, prices string
+	var estimate bool
 	c := &cobra.Command{
 		Use:   "cost",
 		Short: "Cost attribution for a job, a tenant or everything, grouped by tenant, job, model, category or attempt",
 		Long: `cost sums the priced result lines of the lake (the costs view: one row per
 line, priced by the price table of the reconcile that produced it) grouped by
 --by. Categories: first_success, duplicate_submission, quality_failure,
-retryable_failure, permanent_failure, unattributed (lines with unknown ids).`,
+retryable_failure, permanent_failure, manual (every line of a record the retry
+policy gave up on — --max-attempts, --max-record-tokens, --max-record-cost-usd —
+in the job where it gave up), unattributed (lines with unknown ids). They
+partition the lines: the categories add up to the total exactly.
+
+--estimate prints one row per job instead (with --job: the job and its retry
+descendants): plan's token estimate priced (estimated_usd), what was billed
+(billed_usd), the estimate of records with no result line yet
+(committed_not_billed_usd), and the provider's own token totals (OpenAI batch
+usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if job != "" {
 				if _, err := jobDigest(job); err != nil {
 					return err
 				}
+			}
+			if estimate {
+				pt, err := loadPriceFlag(prices)
+				if err != nil {
+					return err
+				}
+				l, err := g.open(ctx)
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				return costEstimate(ctx, l, pt, job, tenant, g.stdout, format)
 			}
 			e, done, err := g.session(ctx, tenant)
 			if err != nil {
@@ -44,5 +66,7 @@ retryable_failure, permanent_failure, unattributed (lines with unknown ids).`,
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
 	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model, category, attempt, provider, record")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or json")
+	c.Flags().BoolVar(&estimate, "estimate", false, "per job: estimated, billed and committed-not-billed USD, and provider token totals minus the lines'")
+	c.Flags().StringVar(&prices, "prices", "", "with --estimate: price table for jobs not reconciled yet (default: the shipped one)")
 	return c
 }

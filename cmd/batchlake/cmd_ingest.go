@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -70,7 +71,7 @@ Ingesting the same file again changes nothing.`,
 				if s, ok := m.Shard(shard); ok {
 					expected = s.Records
 				}
-				if res.Summary, err = checkBedrockSummary(ctx, l, m, summary, output, errs, expected); err != nil {
+				if res.Summary, err = checkBedrockSummary(ctx, l, m, summary, output, errs, providerJobID, expected); err != nil {
 					return err
 				}
 				for _, d := range res.Summary.Differences {
@@ -93,13 +94,18 @@ Ingesting the same file again changes nothing.`,
 
 // checkBedrockSummary archives a manifest.json.out content-addressed and
 // compares its counts with what the output and error files' lines add up to.
-func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs string, expected int64) (*ingest.SummaryCheck, error) {
+func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs, providerJobID string, expected int64) (*ingest.SummaryCheck, error) {
 	if m.Provider != "bedrock" {
 		return nil, &ingest.UsageError{Msg: "ingest --summary: only Bedrock jobs have a manifest.json.out; this job is " + m.Provider}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &ingest.UsageError{Msg: "ingest --summary: " + err.Error()}
+	}
+	// Archived with an ingest record (channel summary), so reconcile reports
+	// the summary's token totals beside the lines' (provider_totals).
+	if err := ingest.RecordSummary(ctx, l, m, filepath.Base(path), providerJobID, data, time.Now()); err != nil {
+		return nil, err
 	}
 	var paths []string
 	for _, p := range []string{output, errs} {

@@ -114,6 +114,9 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				if !res.Pending || !wait {
 					for _, s := range res.Shards {
 						g.log.Info(use, "shard", s.ShardID, "state", s.State, "action", s.Action, "provider_job_id", s.ProviderJobID, "provider_status", s.ProviderStatus)
+						if s.Detail != "" {
+							g.log.Warn(use+": "+s.Detail, "shard", s.ShardID)
+						}
 					}
 					printJSON(g.stdout, res)
 					if res.Pending && pendingCode != 0 {

@@ -2,14 +2,33 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
 )
+
+// loadPriceFlag reads a --prices file, or the shipped table for "".
+func loadPriceFlag(path string) (*reconcile.PriceTable, error) {
+	if path == "" {
+		return reconcile.LoadPrices("", nil)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ingest.UsageError{Msg: "--prices: " + err.Error()}
+	}
+	return reconcile.LoadPrices(filepath.Base(path), b)
+}
+
+func mustJob(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
 
 func planCmd(ctx context.Context, g *globals) *cobra.Command {
 	var o ingest.PlanOptions
+	var prices string
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Validate a provider input JSONL and write its shards, expected rows and manifest",
@@ -20,6 +39,13 @@ lake. Planning the same records with the same settings again writes nothing.
 Bad input exits 2 naming file, line and field, with nothing written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Estimate.InputTokens < 0 || o.Estimate.OutputTokens < 0 {
+				return &ingest.UsageError{Msg: "plan: --est-input-tokens and --est-output-tokens must not be negative"}
+			}
+			pt, err := loadPriceFlag(prices)
+			if err != nil {
+				return err
+			}
 			l, err := g.open(ctx)
 			if err != nil {
 				return err
@@ -34,12 +60,22 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 				return err
 			}
 			g.log.Info(res.Message, "job", res.JobKey, "records", res.Records, "shards", len(res.Shards))
-			printJSON(g.stdout, res)
+			// The manifest's token estimate, priced (for display: reconcile
+			// prices it again with its own table).
+			out := struct {
+				*ingest.PlanResult
+				Estimate *reconcile.Estimate `json:"estimate,omitempty"`
+			}{PlanResult: res}
+			if m, err := l.GetManifest(ctx, mustJob(res.JobKey)); err == nil {
+				out.Estimate = reconcile.ManifestEstimate(pt, m)
+			}
+			printJSON(g.stdout, out)
 			return nil
 		},
 	}
 	registerPlanFlags(c, &o)
 	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai, anthropic, bedrock or gemini")
+	c.Flags().StringVar(&prices, "prices", "", "price table CSV to price the estimate with (default: the shipped sql/prices.csv)")
 	return c
 }
 
@@ -58,4 +94,6 @@ func registerPlanFlags(c *cobra.Command, o *ingest.PlanOptions) {
 	f.StringVar(&o.CostCenter, "cost-center", "", "cost center (manifest)")
 	f.StringVar(&o.Retention, "retention", "", "data retention policy (manifest)")
 	f.StringVar(&o.OutputSchemaVersion, "output-schema-version", "", "expected output schema version (manifest)")
+	f.Int64Var(&o.Estimate.InputTokens, "est-input-tokens", 0, "estimated input tokens per record (default: request bytes / 4)")
+	f.Int64Var(&o.Estimate.OutputTokens, "est-output-tokens", 0, "estimated output tokens per record whose request names no max_tokens (default 0)")
 }

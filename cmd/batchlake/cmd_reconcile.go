@@ -20,6 +20,9 @@ type reconcileFlags struct {
 	gate        string
 	prices      string
 	schema      string
+	maxTokens   int64
+	maxCost     string
+	notBefore   time.Duration
 }
 
 func (r *reconcileFlags) register(c *cobra.Command) {
@@ -29,11 +32,25 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"finish_reason <> 'length'\"")
 	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
 	f.StringVar(&r.schema, "output-schema", "", "JSON Schema every success line's output (parsed as JSON) must satisfy to pass the quality gate")
+	f.Int64Var(&r.maxTokens, "max-record-tokens", 0, "a record whose input+output tokens over all its attempts reach this goes to the manual queue (token_cap) instead of retry; 0: no cap")
+	f.StringVar(&r.maxCost, "max-record-cost-usd", "", "a record whose cost over all its attempts reaches this exact decimal goes to the manual queue (cost_cap) instead of retry")
+	f.DurationVar(&r.notBefore, "retry-not-before", 0, "the retry child may be submitted no earlier than this long after the reconcile (submit exits 75 before)")
 }
 
 func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
 	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, TmpDir: g.tmpDir,
 		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
+	if r.maxTokens < 0 {
+		return o, &ingest.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
+	}
+	if r.notBefore < 0 {
+		return o, &ingest.UsageError{Msg: "--retry-not-before: want a non-negative duration"}
+	}
+	o.Caps.Tokens, o.RetryNotBefore = r.maxTokens, r.notBefore
+	var err error
+	if o.Caps.CostUSD, err = reconcile.ParseCostCap(r.maxCost); err != nil {
+		return o, err
+	}
 	if r.retryable != "" {
 		o.Retryable = strings.Split(r.retryable, ",")
 	}

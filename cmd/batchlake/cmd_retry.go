@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -10,6 +11,7 @@ import (
 
 func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	var job string
+	var notBefore time.Duration
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
@@ -20,7 +22,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			res, err := reconcile.Retry(ctx, l, d, g.tmpDir)
+			res, err := reconcile.RetryWith(ctx, l, d, g.tmpDir, notBefore)
 			if err != nil {
 				return err
 			}
@@ -30,5 +32,6 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().DurationVar(&notBefore, "not-before", 0, "the child may be submitted no earlier than this long from now (recorded in its manifest; submit exits 75 before)")
 	return c
 }

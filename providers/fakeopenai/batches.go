@@ -41,6 +41,58 @@ type Batch struct {
 	CancelledAt      *int64            `json:"cancelled_at"`
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
+	// Usage is the batch's aggregate token usage, set when it finishes:
+	// the sum over its output lines (providers.md §1.3).
+	Usage *BatchUsage `json:"usage,omitempty"`
+}
+
+// BatchUsage is a batch object's aggregate usage.
+type BatchUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int64 `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// usageOf sums the usage of a batch's output lines (chat completions and
+// responses shapes), plus skew on the input tokens (Faults.UsageSkew).
+func usageOf(output []byte, skew int64) *BatchUsage {
+	u := &BatchUsage{}
+	for _, line := range bytes.Split(output, []byte{'\n'}) {
+		var l struct {
+			Response *struct {
+				Body struct {
+					Usage struct {
+						PromptTokens        int64 `json:"prompt_tokens"`
+						CompletionTokens    int64 `json:"completion_tokens"`
+						InputTokens         int64 `json:"input_tokens"`
+						OutputTokens        int64 `json:"output_tokens"`
+						PromptTokensDetails struct {
+							CachedTokens int64 `json:"cached_tokens"`
+						} `json:"prompt_tokens_details"`
+						InputTokensDetails struct {
+							CachedTokens int64 `json:"cached_tokens"`
+						} `json:"input_tokens_details"`
+					} `json:"usage"`
+				} `json:"body"`
+			} `json:"response"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &l) != nil || l.Response == nil {
+			continue
+		}
+		x := l.Response.Body.Usage
+		u.InputTokens += x.PromptTokens + x.InputTokens
+		u.InputTokensDetails.CachedTokens += x.PromptTokensDetails.CachedTokens + x.InputTokensDetails.CachedTokens
+		u.OutputTokens += x.CompletionTokens + x.OutputTokens
+	}
+	u.InputTokens += skew
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	return u
 }
 
 // BatchErrors are a batch's batch-level errors (set when it failed validation).
@@ -407,6 +459,7 @@ func (s *Server) fail(b *batch, code, msg string) {
 // storeResults writes a batch's output and error files; s.mu must be held.
 // An empty channel gets no file (its id stays null), as OpenAI does.
 func (s *Server) storeResults(b *batch, output, errs []byte) {
+	b.Usage = usageOf(output, s.faults.UsageSkew)
 	if len(output) > 0 {
 		f := s.storeFile(b.ID+"_output.jsonl", "batch_output", output)
 		b.OutputFileID = ptr(f.ID)

@@ -83,6 +83,10 @@ type Faults struct {
 	// output and error files, as after the provider's retention deleted them.
 	FilesGone bool
 
+	// UsageSkew is added to the input tokens of every finished batch's
+	// aggregate usage, so that it disagrees with the sum of its lines.
+	UsageSkew int64
+
 	// LeakKey makes error messages quote the presented API key in full, as
 	// some gateways do, so tests can prove clients keep it out of errors.
 	LeakKey bool

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -61,9 +63,13 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		sr.ProviderStatus = b.Status
 		to := stateOf(b.Status)
 		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
-		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] {
+		usage := UsageDetail(b.Usage)
+		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] || usage[UsageInput] != last.Detail[UsageInput] {
 			detail := map[string]string{"target": d.Target, "provider_status": b.Status, "counts": counts,
 				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
+			for k, v := range usage {
+				detail[k] = v
+			}
 			for i, e := range b.Errors {
 				detail["error_"+strconv.Itoa(i)] = e
 			}
@@ -198,14 +204,14 @@ func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.Manif
 	if !ok || channel != ingest.ChannelOutput {
 		return fr, nil, nil
 	}
-	sum, err := d.checkSummary(ctx, m, s, sz.SummaryFileID(fileID), f.Name())
+	sum, err := d.checkSummary(ctx, m, s, batchID, sz.SummaryFileID(fileID), f.Name())
 	return fr, sum, err
 }
 
 // checkSummary downloads a batch's job summary and compares it with the
 // output file at path. A summary that is missing is reported as a
 // difference, not an error: the lines are what reconcile counts.
-func (d *Driver) checkSummary(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, summaryID, path string) (*ingest.SummaryCheck, error) {
+func (d *Driver) checkSummary(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, summaryID, path string) (*ingest.SummaryCheck, error) {
 	var buf bytes.Buffer
 	err := d.Client.Download(ctx, summaryID, &buf)
 	if errors.Is(err, providers.ErrFileGone) {
@@ -213,6 +219,11 @@ func (d *Driver) checkSummary(ctx context.Context, m *lake.Manifest, s lake.Mani
 	}
 	if err != nil {
 		return nil, fmt.Errorf("job summary %s: %w", summaryID, err)
+	}
+	// Recorded (channel summary) so that reconcile reports its token totals
+	// beside the lines' (provider_totals).
+	if err := ingest.RecordSummary(ctx, d.Lake, m, filepath.Base(summaryID), batchID, buf.Bytes(), time.Now()); err != nil {
+		return nil, err
 	}
 	return ingest.CheckBedrockSummary(ctx, d.Lake, summaryID, buf.Bytes(), []string{path}, s.Records)
 }
@@ -242,4 +253,21 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	}
 	_, err = d.Status(ctx, job)
 	return res, err
+}
+
+// Ledger detail keys of a batch's aggregate usage (providers.Usage), kept so
+// that reconcile can cross-check the provider's totals against the lines.
+const (
+	UsageInput  = "usage_input_tokens"
+	UsageCached = "usage_cached_input_tokens"
+	UsageOutput = "usage_output_tokens"
+)
+
+// UsageDetail renders a batch's usage as ledger detail (none when nil).
+func UsageDetail(u *providers.Usage) map[string]string {
+	if u == nil {
+		return nil
+	}
+	return map[string]string{UsageInput: strconv.FormatInt(u.InputTokens, 10),
+		UsageCached: strconv.FormatInt(u.CachedInputTokens, 10), UsageOutput: strconv.FormatInt(u.OutputTokens, 10)}
 }

@@ -107,6 +107,14 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		sr.Action = "already_bound"
 		return sr, nil
 	}
+	if now := d.Ledger.Now(); last.State == lake.Validated && m.NotBefore != nil && now.Before(*m.NotBefore) {
+		// A retry's not-before window (the manifest's not_before): nothing
+		// is written and no provider is called before it; exit 75, try later.
+		sr.Action = "not_before"
+		sr.Detail = fmt.Sprintf("may not be submitted before %s (%s from now): the retry's not-before window; run submit again then",
+			m.NotBefore.Format(time.RFC3339), m.NotBefore.Sub(now).Round(time.Second))
+		return sr, nil
+	}
 	if last.State == lake.Submitting {
 		if t := last.Detail["target"]; t != "" && t != d.Target {
 			return sr, fmt.Errorf("shard was being submitted to %s, not %s", t, d.Target)

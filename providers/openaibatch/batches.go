@@ -149,6 +149,10 @@ func toBatch(b *openai.Batch) *providers.Batch {
 		CreatedAt:    time.Unix(b.CreatedAt, 0).UTC(),
 		Metadata:     maps.Clone(map[string]string(b.Metadata)),
 	}
+	if b.JSON.Usage.Valid() {
+		out.Usage = &providers.Usage{InputTokens: b.Usage.InputTokens, CachedInputTokens: b.Usage.InputTokensDetails.CachedTokens,
+			OutputTokens: b.Usage.OutputTokens}
+	}
 	for _, e := range b.Errors.Data {
 		msg := e.Message
 		if e.Code != "" {

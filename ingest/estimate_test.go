@@ -1,0 +1,43 @@
+package ingest
+
+import "testing"
+
+func TestOutputLimit(t *testing.T) {
+	cases := []struct {
+		name, line string
+		want       int64
+		ok         bool
+	}{
+		{"openai chat", `{"custom_id":"a","body":{"model":"m","max_tokens": 64,"messages":[]}}`, 64, true},
+		{"completion tokens win", `{"body":{"max_tokens":10,"max_completion_tokens":500}}`, 500, true},
+		{"responses", `{"body":{"max_output_tokens":300}}`, 300, true},
+		{"bedrock converse", `{"modelInput":{"inferenceConfig":{"maxTokens":77}}}`, 77, true},
+		{"gemini", `{"request":{"generationConfig":{"maxOutputTokens":1024}}}`, 1024, true},
+		{"none", `{"body":{"messages":[{"content":"no limit"}]}}`, 0, false},
+		{"escaped key inside text", `{"body":{"messages":[{"content":"say \"max_tokens\": 99"}]}}`, 0, false},
+		{"escaped then real", `{"body":{"messages":[{"content":"\"max_tokens\": 99"}],"max_tokens":5}}`, 5, true},
+		{"not a number", `{"body":{"max_tokens":null}}`, 0, false},
+	}
+	for _, c := range cases {
+		got, ok := outputLimit([]byte(c.line))
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: outputLimit = %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestEstimatorSums(t *testing.T) {
+	e := newEstimator(EstimateOptions{OutputTokens: 7})
+	in1, out1 := e.add([]byte(`{"body":{"max_tokens":64}}`)) // 26 bytes
+	in2, out2 := e.add([]byte(`{"body":{}}`))                // 11 bytes, no limit
+	if in1 != 7 || out1 != 64 || in2 != 3 || out2 != 7 {
+		t.Errorf("per record: %d/%d and %d/%d, want 7/64 and 3/7", in1, out1, in2, out2)
+	}
+	if e.sum.InputTokens != 10 || e.sum.OutputTokens != 71 || e.sum.NoOutputLimit != 1 || e.sum.BytesPerToken != 4 {
+		t.Errorf("sum %+v", e.sum)
+	}
+	f := newEstimator(EstimateOptions{InputTokens: 100})
+	if in, _ := f.add([]byte(`{}`)); in != 100 || f.sum.BytesPerToken != 0 || f.sum.InputPerRecord != 100 {
+		t.Errorf("--est-input-tokens 100: in %d, sum %+v", in, f.sum)
+	}
+}

@@ -1,0 +1,108 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Estimate is the report's view of plan's estimate (lake.Estimate), priced,
+// beside what was billed. It is an estimate, never a bill: input tokens are
+// request bytes / 4 or a per-record flag, output tokens each request's
+// output limit (an upper bound) or a per-record flag.
+type Estimate struct {
+	InputTokens  int64       `json:"input_tokens"`
+	OutputTokens int64       `json:"output_tokens"`
+	CostUSD      json.Number `json:"cost_usd"`
+	// PriceModel is the price-table model the estimate was priced at ("":
+	// no price for the job's model; costs are 0).
+	PriceModel string `json:"price_model"`
+	// BilledUSD is the reconciled cost of the job's lines (cost_usd.total).
+	BilledUSD json.Number `json:"billed_usd"`
+	// Committed but not billed: the estimate of the records with no result
+	// line yet (missing).
+	NotBilledRecords      int64       `json:"not_billed_records"`
+	NotBilledInputTokens  int64       `json:"not_billed_input_tokens"`
+	NotBilledOutputTokens int64       `json:"not_billed_output_tokens"`
+	NotBilledUSD          json.Number `json:"committed_not_billed_usd"`
+}
+
+// PriceFor returns the price row for a provider's model at a time: the
+// longest matching model prefix, and of it the row with the latest
+// effective_from at or before t (as prices.sql does for lines).
+func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
+	var best *Price
+	for i := range t.Rows {
+		p := &t.Rows[i]
+		if p.Provider != provider || !strings.HasPrefix(model, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
+			continue
+		}
+		if best == nil || len(p.Model) > len(best.Model) || (len(p.Model) == len(best.Model) && p.EffectiveFrom.After(best.EffectiveFrom)) {
+			best = p
+		}
+	}
+	return best
+}
+
+// EstimateCost prices input and output tokens exactly:
+// (in × input + out × output) / 1e6 × batch_multiplier. Estimates have no
+// cached tokens. nil price: 0.
+func EstimateCost(p *Price, in, out int64) string {
+	if p == nil {
+		return "0"
+	}
+	v := new(big.Rat).Mul(big.NewRat(in, 1), p.Input)
+	v.Add(v, new(big.Rat).Mul(big.NewRat(out, 1), p.Output))
+	v.Mul(v, p.Multiply)
+	v.Quo(v, million)
+	return trimDecimal(v.FloatString(18))
+}
+
+// ManifestEstimate prices a manifest's estimate at its plan time, or returns
+// nil when the job was planned without one.
+func ManifestEstimate(t *PriceTable, m *lake.Manifest) *Estimate {
+	if m.Estimate == nil {
+		return nil
+	}
+	p := t.PriceFor(m.Provider, m.Model, m.CreatedAt)
+	e := &Estimate{InputTokens: m.Estimate.InputTokens, OutputTokens: m.Estimate.OutputTokens,
+		CostUSD: json.Number(EstimateCost(p, m.Estimate.InputTokens, m.Estimate.OutputTokens)), BilledUSD: "0",
+		NotBilledRecords: m.ExpectedRecords, NotBilledInputTokens: m.Estimate.InputTokens, NotBilledOutputTokens: m.Estimate.OutputTokens}
+	e.NotBilledUSD = e.CostUSD
+	if p != nil {
+		e.PriceModel = p.Model
+	}
+	return e
+}
+
+// estimate fills the report's estimate from the expected rows and outcomes.
+func estimate(ctx context.Context, e *Engine, t *PriceTable, m *lake.Manifest, billed json.Number) (*Estimate, error) {
+	if m.Estimate == nil {
+		return nil, nil // planned before estimates existed
+	}
+	rows, err := e.QueryFile(ctx, "estimate.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	est := &Estimate{BilledUSD: billed}
+	if rows.Next() {
+		if err := rows.Scan(&est.InputTokens, &est.OutputTokens, &est.NotBilledRecords, &est.NotBilledInputTokens, &est.NotBilledOutputTokens); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	p := t.PriceFor(m.Provider, m.Model, m.CreatedAt)
+	if p != nil {
+		est.PriceModel = p.Model
+	}
+	est.CostUSD = json.Number(EstimateCost(p, est.InputTokens, est.OutputTokens))
+	est.NotBilledUSD = json.Number(EstimateCost(p, est.NotBilledInputTokens, est.NotBilledOutputTokens))
+	return est, nil
+}

@@ -1,0 +1,43 @@
+-- Retry policy beyond --max-attempts, run after reconcile.sql and before the
+-- report's counts: per-record cumulative token and cost caps, and the manual
+-- cost category. Reads lines, line_costs and outcomes (reconcile.sql) and,
+-- with a cap, prior_costs and prior_attempts (policy_sources.sql).
+{{if .Caps}}
+-- Each record's usage over every attempt so far: this job's lines as priced
+-- here, plus its ancestors' lines as their latest reconcile priced them (the
+-- costs table) with the tokens of the attempt row each priced line names.
+-- Tokens are input_tokens + output_tokens (input counts cached and cache-write
+-- tokens, output counts reasoning tokens).
+CREATE OR REPLACE TEMP TABLE record_usage AS
+SELECT record_id, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
+FROM (
+    SELECT l.record_id, l.input_tokens + l.output_tokens AS tokens, c.cost_usd
+    FROM lines l
+    JOIN line_costs c ON c.channel = l.channel AND c.raw_sha256 = l.raw_sha256 AND c.line_no = l.line_no
+    WHERE l.record_id IS NOT NULL
+    UNION ALL
+    SELECT c.record_id, coalesce(a.input_tokens + a.output_tokens, 0), CAST(c.cost_usd AS DECIMAL(38, 18))
+    FROM prior_costs c
+    LEFT JOIN prior_attempts a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256
+                              AND a.line_no = c.line_no AND a.custom_id = c.custom_id
+    WHERE c.record_id <> '' AND c.record_id IN (SELECT record_id FROM outcomes)
+)
+GROUP BY record_id;
+
+-- A record that would be retried but has reached a cap goes to the manual
+-- queue instead; the token cap is named when both are reached.
+UPDATE outcomes
+SET disposition = 'manual',
+    reason = CASE WHEN {{.TokenCap}} THEN 'token_cap' ELSE 'cost_cap' END
+FROM record_usage u
+WHERE outcomes.record_id = u.record_id AND outcomes.disposition = 'retry'
+  AND ({{.TokenCap}} OR {{.CostCap}});
+{{end}}
+-- The manual category: every line of a record the retry policy gave up on in
+-- this job (disposition manual, outcome not failed_permanent: past
+-- --max-attempts or a cap). Such a record has no succeeded line, so only its
+-- failure categories are relabelled and the categories still partition the
+-- lines; permanently failed records keep permanent_failure.
+UPDATE line_costs
+SET category = 'manual'
+WHERE record_id IN (SELECT record_id FROM outcomes WHERE disposition = 'manual' AND outcome <> 'failed_permanent');
