@@ -157,6 +157,27 @@ func TestBedrockProcess(t *testing.T) {
 	if got := rep.counts(); !strings.HasPrefix(got, want) {
 		t.Errorf("report %s\nwant    %s", got, want)
 	}
+	// Each collected manifest.json.out is reported beside the lines of its
+	// job (reconcile's provider_totals), and agrees with them.
+	var totals struct {
+		ProviderTotals []struct {
+			Source        string `json:"source"`
+			ProviderJobID string `json:"provider_job_id"`
+			Provider      struct {
+				InputTokens int64 `json:"input_tokens"`
+			} `json:"provider"`
+			Agree bool `json:"agree"`
+		} `json:"provider_totals"`
+	}
+	decode(t, r, &totals)
+	if len(totals.ProviderTotals) != len(p.Shards) {
+		t.Errorf("provider_totals %+v, want one per shard (%d)", totals.ProviderTotals, len(p.Shards))
+	}
+	for _, pt := range totals.ProviderTotals {
+		if pt.Source != "bedrock_manifest" || pt.ProviderJobID == "" || !pt.Agree || pt.Provider.InputTokens == 0 {
+			t.Errorf("provider total %+v: want the job's manifest.json.out, agreeing with its lines", pt)
+		}
+	}
 	if truth["missing"] == 0 || truth["failed_permanent"] == 0 {
 		t.Errorf("fake outcomes %v: the partially completed job or the permanent failures are missing", truth)
 	}
