@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -158,7 +159,6 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 
 	// Pass 1: validate every line and compute its identity.
 	var (
-		recs      []planRec
 		bad       InputErrors
 		model     string
 		endpoint  string
@@ -171,15 +171,20 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		rid lake.Digest // the record id, hashed on the parsing cores
 		lin *Lineage
 	}
-	// Most of the records' memory: size it once from the file size and the
-	// first lines' length instead of growing (and copying) it by doubling.
-	est := estimateLines(file)
-	recs = make([]planRec, 0, est)
-	// A soft memory limit keeps the heap near what the records need (about
-	// 170 bytes each) instead of letting garbage double it (GOGC=100), which
-	// a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
+	// The records, sorted by business key (and line): at most one run of
+	// them in memory, the rest in sorted run files (see planRuns).
+	runMax := defaultRunRecords
+	if o.Lineage != nil {
+		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
+	}
+	recs := newPlanRuns(byKeyLine, runMax, o.TmpDir)
+	defer recs.close()
+	sameKeys := true // every business key is its custom id (the default --key-field)
+	// A soft memory limit keeps the heap near what one run of records needs
+	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
+	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetMemoryLimit(int64(est)*200 + 192<<20)
+		prev := debug.SetMemoryLimit(int64(min(estimateLines(file), runMax))*200 + 192<<20)
 		defer debug.SetMemoryLimit(prev)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
@@ -231,8 +236,8 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			bad.add(&InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
 			return nil
 		}
-		recs = append(recs, pr)
-		return nil
+		sameKeys = sameKeys && pr.key == pr.customID
+		return recs.add(pr)
 	})
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
@@ -240,21 +245,24 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		}
 		return nil, fmt.Errorf("plan %s: %w", name, err)
 	}
-	if len(recs) == 0 && bad.Total == 0 {
+	if recs.n == 0 && bad.Total == 0 {
 		bad.add(&InputError{File: name, Msg: "no requests in file"})
 	}
-	checkUnique(recs, name, &bad)
-	if bad.Total > 0 {
-		return nil, &bad
+	if err := recs.sort(); err != nil {
+		return nil, err
 	}
-
-	// Identity of the job: records in business-key order.
-	slices.SortFunc(recs, func(a, b planRec) int { return strings.Compare(a.key, b.key) })
+	// Identity of the job: records in business-key order, hashed in the
+	// same pass that finds duplicates.
 	in := lake.NewFieldHasher()
 	cfgs := map[lake.Digest]bool{}
-	for _, r := range recs {
+	if err := checkUnique(recs, sameKeys, name, o.TmpDir, &bad, func(r *planRec) {
 		in.AddString(r.key).Add(r.req[:])
 		cfgs[r.cfg] = true
+	}); err != nil {
+		return nil, err
+	}
+	if bad.Total > 0 {
+		return nil, &bad
 	}
 	inputHash := in.Sum()
 	var cfgList []string
@@ -275,7 +283,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	var fileDigest lake.Digest
 	fileHash.Sum(fileDigest[:0])
 
-	res := &PlanResult{JobKey: job.Hex(), Manifest: lake.ManifestKey(job), Records: int64(len(recs))}
+	res := &PlanResult{JobKey: job.Hex(), Manifest: lake.ManifestKey(job), Records: recs.n}
 	if m, err := l.GetManifest(ctx, job); err == nil {
 		res.Shards = summaries(m)
 		res.Message = "already planned: same records and settings, nothing new written"
@@ -288,7 +296,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		Version: lake.ManifestVersion, JobKey: job.Hex(), Tenant: o.Tenant, Provider: f.Name(), Model: model,
 		Endpoint: endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
 		KeyField: o.KeyField, GenerationConfigHash: genCfg, ModelConfigHashes: cfgList, InputSHA256: inputHash.Hex(),
-		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: int64(len(recs)), Attempt: o.Attempt,
+		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: recs.n, Attempt: o.Attempt,
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore,
@@ -311,7 +319,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, err
 	}
 	res.Shards, res.Created = summaries(m), true
-	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", len(recs), len(m.Shards))
+	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", recs.n, len(m.Shards))
 	return res, nil
 }
 
@@ -340,48 +348,66 @@ func estimateLines(f *os.File) int {
 	return int(min(est+est/20+16, 1<<28))
 }
 
-// checkUnique reports duplicate business keys and custom ids, naming both lines.
-func checkUnique(recs []planRec, name string, bad *InputErrors) {
-	before := bad.Total
-	idx := make([]int, len(recs))
-	for i := range idx {
-		idx[i] = i
-	}
-	for _, by := range []struct {
-		field string
-		get   func(*planRec) string
-	}{{"custom_id", func(r *planRec) string { return r.customID }}, {"business key", func(r *planRec) string { return r.key }}} {
-		if by.field == "business key" && bad.Total == before && sameKeys(recs) {
-			// Keys are the custom ids (the default --key-field), found unique above.
-			break
-		}
-		slices.SortStableFunc(idx, func(a, b int) int {
-			if c := strings.Compare(by.get(&recs[a]), by.get(&recs[b])); c != 0 {
-				return c
+// checkUnique reports duplicate custom ids, then duplicate business keys,
+// naming both lines, and calls each for every record in business-key order.
+// recs is sorted by (key, line); where the keys are the custom ids one pass
+// serves both checks, otherwise the custom ids get a sort of their own.
+func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErrors, each func(*planRec)) error {
+	dups := func(field string, get func(*planRec) string, into *InputErrors) func(*planRec) {
+		var prev string
+		var prevLine int64
+		first := true
+		return func(r *planRec) {
+			k := get(r)
+			if !first && k == prev {
+				into.add(&InputError{File: name, Line: r.line, Field: field, Msg: fmt.Sprintf("duplicate %q, first on line %d", k, prevLine)})
 			}
-			return int(recs[a].line - recs[b].line)
-		})
-		for i := 1; i < len(idx); i++ {
-			a, b := &recs[idx[i-1]], &recs[idx[i]]
-			if by.get(a) == by.get(b) {
-				bad.add(&InputError{File: name, Line: b.line, Field: by.field, Msg: fmt.Sprintf("duplicate %q, first on line %d", by.get(b), a.line)})
-			}
+			first, prev, prevLine = false, k, r.line
 		}
 	}
-}
-
-func sameKeys(recs []planRec) bool {
-	for i := range recs {
-		if recs[i].key != recs[i].customID {
-			return false
+	key := func(r *planRec) string { return r.key }
+	if sameKeys {
+		before := bad.Total
+		ids := dups("custom_id", key, bad)
+		if err := recs.each(func(r *planRec) error { ids(r); each(r); return nil }); err != nil {
+			return err
 		}
+		if bad.Total == before {
+			return nil // keys are the custom ids, found unique
+		}
+		keys := dups("business key", key, bad)
+		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
-	return true
+	byID := newPlanRuns(byCustomIDLine, recs.max, tmp)
+	defer byID.close()
+	var keyErrs InputErrors
+	keys := dups("business key", key, &keyErrs)
+	if err := recs.each(func(r *planRec) error {
+		keys(r)
+		each(r)
+		c := *r
+		return byID.add(c)
+	}); err != nil {
+		return err
+	}
+	if err := byID.sort(); err != nil {
+		return err
+	}
+	ids := dups("custom_id", func(r *planRec) string { return r.customID }, bad)
+	if err := byID.each(func(r *planRec) error { ids(r); return nil }); err != nil {
+		return err
+	}
+	// Custom-id problems are listed first, as they are checked first.
+	for _, e := range keyErrs.Errs {
+		bad.add(e)
+	}
+	bad.Total += keyErrs.Total - len(keyErrs.Errs)
+	return nil
 }
 
 // writeShards cuts the records (in key order) into shards within the limits,
 // stores each shard file content-addressed and writes the expected rows.
-func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec, m *lake.Manifest, o PlanOptions) error {
+func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions) error {
 	job, _ := lake.ParseDigest(m.JobKey)
 	ew, err := lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job)
 	if err != nil {
@@ -405,10 +431,15 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 			return nil
 		}
 	)
+	var opened []*shardWriter // removed at the end (a committed one is gone already)
+	defer func() {
+		for _, w := range opened {
+			w.abort()
+		}
+	}()
 	rd := &lineReader{f: src}
 	est := newEstimator(o.Estimate)
-	for i := range recs {
-		r := &recs[i]
+	err = recs.each(func(r *planRec) error {
 		if cap(buf) < int(r.n) {
 			buf = make([]byte, r.n)
 		}
@@ -427,7 +458,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 			if err != nil {
 				return err
 			}
-			defer sw.abort()
+			opened = append(opened, sw)
 		}
 		if int64(len(line))+1 > o.ShardMaxBytes {
 			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", len(line), o.ShardMaxBytes)}
@@ -452,6 +483,10 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs []planRec
 			}
 			rows = rows[:0]
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := flushed(); err != nil {
 		return err

@@ -117,8 +117,11 @@ func (p *priorLines) load(ctx context.Context, e *Engine) error {
 	return e.ExecFile(ctx, "policy_sources.sql", map[string]string{"Costs": sqlList(costs), "Attempts": sqlList(attempts)})
 }
 
-// applyPolicy runs policy.sql: caps, then the manual cost category.
+// applyPolicy runs policy.sql: the caps send records to the manual queue.
 func applyPolicy(ctx context.Context, e *Engine, c Caps) error {
+	if !c.Set() {
+		return nil
+	}
 	return e.ExecFile(ctx, "policy.sql", c.policyData())
 }
 

@@ -15,66 +15,120 @@ import (
 )
 
 // writeTables stores the job's outcomes and costs tables. Rows are scanned in
-// column batches where the build allows (see eachRow) and written to Parquet
-// in batches of tableBatch rows.
+// column batches where the build allows (see eachRow) and handed in batches of
+// tableBatch rows to a writer goroutine, so Parquet encoding (zstd) overlaps
+// DuckDB's work instead of following it: the outcomes file is encoded while
+// the cost rows are queried.
 func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string) (outcomes, costs string, err error) {
 	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer ow.Abort()
-	batch := make([]lake.OutcomeRow, 0, tableBatch)
+	opipe := newTablePipe(ctx, ow)
 	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
 	err = e.eachRow(ctx, "outcome_rows.sql", "ssssssnssssns", func(x *scanRow) error {
 		s, n := x.s, x.n
-		batch = append(batch, lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
+		return opipe.add(lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
 			Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
-		if len(batch) == cap(batch) {
-			err := ow.Write(batch...)
-			batch = batch[:0]
-			return err
-		}
-		return nil
 	})
-	if err == nil {
-		err = ow.Write(batch...)
+	if oerr := opipe.close(err); err == nil {
+		err = oerr
 	}
 	if err != nil {
 		return "", "", err
 	}
-	start := time.Now()
-	if outcomes, err = ow.Commit(ctx); err != nil {
-		return "", "", err
-	}
-	logTiming("outcomes", "commit", start)
-	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
 
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer cw.Abort()
-	cbatch := make([]lake.CostRow, 0, tableBatch)
+	cpipe := newTablePipe(ctx, cw)
 	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd
 	err = e.eachRow(ctx, "cost_rows.sql", "ssssnssssnss", func(x *scanRow) error {
 		s, n := x.s, x.n
-		cbatch = append(cbatch, lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
+		return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
 			ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
-		if len(cbatch) == cap(cbatch) {
-			err := cw.Write(cbatch...)
-			cbatch = cbatch[:0]
-			return err
-		}
-		return nil
 	})
-	if err == nil {
-		err = cw.Write(cbatch...)
+	if cerr := cpipe.close(err); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return "", "", err
 	}
-	costs, err = cw.Commit(ctx)
+	// The outcomes file is stored before the costs file (the failpoint
+	// order crash tests rely on).
+	start := time.Now()
+	if outcomes, err = opipe.commit(); err != nil {
+		return "", "", err
+	}
+	logTiming("outcomes", "commit", start)
+	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
+	costs, err = cpipe.commit()
 	return outcomes, costs, err
+}
+
+// tablePipe feeds a table writer from another goroutine: add collects rows
+// into batches, the goroutine encodes them; commit stores the file.
+type tablePipe[T any] struct {
+	ctx   context.Context
+	w     *lake.TableWriter[T]
+	batch []T
+	ch    chan []T   // full batches to the writer
+	free  chan []T   // emptied batches back
+	done  chan error // the writer's result, once ch is closed
+	err   error
+}
+
+func newTablePipe[T any](ctx context.Context, w *lake.TableWriter[T]) *tablePipe[T] {
+	p := &tablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, 2), free: make(chan []T, 3), done: make(chan error, 1)}
+	for range 3 {
+		p.free <- make([]T, 0, tableBatch)
+	}
+	p.batch = <-p.free
+	go func() {
+		var err error
+		for b := range p.ch {
+			if err == nil {
+				err = w.Write(b...)
+			}
+			clear(b) // drop the strings for the GC
+			p.free <- b[:0]
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+func (p *tablePipe[T]) add(row T) error {
+	p.batch = append(p.batch, row)
+	if len(p.batch) < cap(p.batch) {
+		return nil
+	}
+	// After a write error the goroutine keeps draining (and reports the
+	// error at close), so this never blocks for good.
+	p.ch <- p.batch
+	p.batch = <-p.free
+	return nil
+}
+
+// close sends the last batch and waits for the writer; scanErr (the scan's
+// error, if any) leaves the last batch unwritten.
+func (p *tablePipe[T]) close(scanErr error) error {
+	if scanErr == nil && len(p.batch) > 0 {
+		p.ch <- p.batch
+	}
+	close(p.ch)
+	p.err = <-p.done
+	return p.err
+}
+
+func (p *tablePipe[T]) commit() (string, error) {
+	if p.err != nil {
+		return "", p.err
+	}
+	return p.w.Commit(p.ctx)
 }
 
 // tableBatch is how many rows go to the Parquet writer at a time.

@@ -1,6 +1,7 @@
--- Rows of the costs table: one per result line.
+-- Rows of the costs table: one per result line, in (raw_sha256, channel,
+-- line_no) order (out_no numbers the files in that order).
 SELECT job_key, tenant, coalesce(record_id, '') AS record_id, custom_id, coalesce(attempt, 0) AS attempt,
        provider, model_version, category, raw_sha256, line_no, coalesce(price_model, '') AS price_model,
        CAST(cost_usd AS VARCHAR) AS cost_usd
 FROM line_costs
-ORDER BY raw_sha256, channel, line_no;
+ORDER BY out_no, line_no;

@@ -15,8 +15,11 @@ SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 CREATE OR REPLACE TEMP VIEW outcomes AS
 SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
 
+-- A partition numbers only the files it has lines of: out_no (the costs
+-- table's file order, cost_rows.sql) is numbered again over all of them.
 CREATE OR REPLACE TEMP VIEW line_costs AS
-SELECT * FROM read_parquet({{.Costs}}, union_by_name = true);
+SELECT * EXCLUDE (out_no), CAST(dense_rank() OVER (ORDER BY raw_sha256, channel) AS INTEGER) AS out_no
+FROM read_parquet({{.Costs}}, union_by_name = true);
 
 CREATE OR REPLACE TEMP VIEW lines AS
 SELECT * FROM line_costs;

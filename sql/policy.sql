@@ -1,7 +1,8 @@
 -- Retry policy beyond --max-attempts, run after reconcile.sql and before the
--- report's counts: per-record cumulative token and cost caps, and the manual
--- cost category. Reads lines, line_costs and outcomes (reconcile.sql) and,
--- with a cap, prior_costs and prior_attempts (policy_sources.sql).
+-- report's counts, only with a cap: per-record cumulative token and cost caps.
+-- Reads lines and outcomes (reconcile.sql), prior_costs and prior_attempts
+-- (policy_sources.sql). The manual cost category follows from the outcomes'
+-- dispositions (reconcile.sql's line_costs view).
 {{if .Caps}}
 -- Each record's usage over every attempt so far: this job's lines as priced
 -- here, plus its ancestors' lines as their latest reconcile priced them (the
@@ -11,10 +12,9 @@
 CREATE OR REPLACE TEMP TABLE record_usage AS
 SELECT record_id, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
 FROM (
-    SELECT l.record_id, l.input_tokens + l.output_tokens AS tokens, c.cost_usd
-    FROM lines l
-    JOIN line_costs c ON c.channel = l.channel AND c.raw_sha256 = l.raw_sha256 AND c.line_no = l.line_no
-    WHERE l.record_id IS NOT NULL
+    SELECT record_id, tokens, cost_usd
+    FROM lines
+    WHERE record_id IS NOT NULL
     UNION ALL
     SELECT c.record_id, coalesce(a.input_tokens + a.output_tokens, 0), CAST(c.cost_usd AS DECIMAL(38, 18))
     FROM prior_costs c
@@ -33,11 +33,3 @@ FROM record_usage u
 WHERE outcomes.record_id = u.record_id AND outcomes.disposition = 'retry'
   AND ({{.TokenCap}} OR {{.CostCap}});
 {{end}}
--- The manual category: every line of a record the retry policy gave up on in
--- this job (disposition manual, outcome not failed_permanent: past
--- --max-attempts or a cap). Such a record has no succeeded line, so only its
--- failure categories are relabelled and the categories still partition the
--- lines; permanently failed records keep permanent_failure.
-UPDATE line_costs
-SET category = 'manual'
-WHERE record_id IN (SELECT record_id FROM outcomes WHERE disposition = 'manual' AND outcome <> 'failed_permanent');

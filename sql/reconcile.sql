@@ -4,17 +4,49 @@
 -- schema_failures(...) (schema.sql).
 --
 -- Shaped for speed and memory at millions of lines: only the columns the
--- algebra needs are materialised (never output_text), each record's best line
--- comes from one hash aggregate instead of window functions over every line,
--- and prices are resolved once per distinct model version, not per line.
+-- algebra needs are materialised (never output_text, never job_key or tenant,
+-- raw files as small integers instead of 64-character digests), each line is
+-- priced where it is classified, and each record's best line, line count and
+-- cost come from one hash aggregate over an integer precedence key.
 
--- Every result line, joined to its record by custom_id (never by line number)
--- and classified. record_id IS NULL marks an unknown id.
+-- Temp tables below need no row order (every read of them orders its own
+-- result); letting DuckDB drop it saves memory and time.
+SET preserve_insertion_order = false;
+
+-- Each result file once, with two small numbers: file_no in (channel,
+-- raw_sha256) order (ties between a record's lines) and out_no in
+-- (raw_sha256, channel) order (the costs table's row order).
+CREATE OR REPLACE TEMP TABLE files AS
+SELECT channel, raw_sha256,
+       CAST(row_number() OVER (ORDER BY channel, raw_sha256) AS INTEGER) AS file_no,
+       CAST(row_number() OVER (ORDER BY raw_sha256, channel) AS INTEGER) AS out_no
+FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
+
+-- The price of each distinct (provider, model version, raw file): the longest
+-- matching model prefix of its provider, and of that model the row with the
+-- latest effective_from at or before the file's ingest time (raw_times).
+CREATE OR REPLACE TEMP TABLE model_prices AS
+SELECT m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model, p.input_per_token, p.cached_per_token,
+       p.cache_write_per_token, p.output_per_token
+FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at
+      FROM attempts_raw a LEFT JOIN raw_times t ON t.channel = a.channel AND t.raw_sha256 = a.raw_sha256) m
+JOIN files f ON f.channel = m.channel AND f.raw_sha256 = m.raw_sha256
+LEFT JOIN prices p ON p.provider = m.provider AND starts_with(m.model_version, p.model)
+                  AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
+QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
+                           ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1;
+
+-- Every result line, joined to its record by custom_id (never by line number),
+-- classified and priced. record_id IS NULL marks an unknown id. rank is the
+-- outcome precedence: 1 succeeded, 2 quality_failed, 3 failed_retryable,
+-- 4 failed_permanent; line_key orders a record's lines by (rank, channel,
+-- raw_sha256, line_no), which identifies a line uniquely, packed in a BIGINT
+-- (rank << 59 | file_no << 40 | line_no: up to 2^19 files of 2^40 lines).
 CREATE OR REPLACE TEMP TABLE lines AS
 WITH gated AS (
     -- The quality gate sees the whole normalised result row; only what the
     -- algebra needs is kept.
-    SELECT job_key, tenant, provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
+    SELECT provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
            error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
            coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false)
              -- --output-schema: lines whose output failed the JSON Schema
@@ -22,101 +54,115 @@ WITH gated AS (
                              WHERE f.s_raw = attempts_raw.raw_sha256 AND f.s_channel = attempts_raw.channel
                                AND f.s_line = attempts_raw.line_no) AS gate_ok
     FROM attempts_raw
+),
+classified AS (
+    SELECT a.*,
+        CAST(CASE
+            WHEN a.gate_ok THEN 1
+            WHEN a.outcome = 'success' THEN 2
+            WHEN a.error_code IN (SELECT code FROM permanent_codes) THEN 4
+            WHEN a.status_code IN (SELECT status FROM retry_status)
+              OR a.error_code IN (SELECT code FROM retry_codes)
+              OR a.error_type IN (SELECT code FROM retry_codes) THEN 3
+            ELSE 4
+        END AS BIGINT) AS rank
+    FROM gated a
 )
 SELECT
-    a.* EXCLUDE (gate_ok),
+    a.provider, a.custom_id, a.model_version, a.line_no, a.status_code, a.error_code,
+    f.file_no,
     e.record_id,
-    e.shard_id,
     e.attempt,
-    CASE
-        WHEN a.gate_ok THEN 'succeeded'
-        WHEN a.outcome = 'success' THEN 'quality_failed'
-        WHEN a.error_code IN (SELECT code FROM permanent_codes) THEN 'failed_permanent'
-        WHEN a.status_code IN (SELECT status FROM retry_status)
-          OR a.error_code IN (SELECT code FROM retry_codes)
-          OR a.error_type IN (SELECT code FROM retry_codes) THEN 'failed_retryable'
-        ELSE 'failed_permanent'
-    END AS class
-FROM gated a
-LEFT JOIN expected e ON e.custom_id = a.custom_id;
+    CAST(a.rank AS UTINYINT) AS rank,
+    CASE WHEN a.line_no >= 1099511627776 OR f.file_no >= 524288 THEN error('reconcile: over 2^19 result files or 2^40 lines in one file')
+         ELSE (a.rank << 59) | (CAST(f.file_no AS BIGINT) << 40) | a.line_no END AS line_key,
+    a.input_tokens + a.output_tokens AS tokens,
+    p.model AS price_model,
+    (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL AS unpriced,
+    coalesce(
+        CAST(a.input_tokens - a.cached_input_tokens - a.cache_write_tokens AS DECIMAL(18, 0)) * p.input_per_token
+      + CAST(a.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
+      + CAST(a.cache_write_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
+      + CAST(a.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
+        CAST(0 AS DECIMAL(38, 18))) AS cost_usd
+FROM classified a
+JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
+LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version = a.model_version
+LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
 
--- One row per record with a line: how many lines it had and its best line.
--- Outcome precedence: succeeded > quality_failed > failed_retryable >
--- failed_permanent; ties go to the first line in (channel, raw_sha256,
--- line_no) order, which identifies a line uniquely. min() of a struct compares
--- its fields in order.
+-- One row per record with a line: how many lines it had, what they cost and
+-- its best line (the least line_key; min() of a struct compares its fields in
+-- order, and line_key is unique).
 CREATE OR REPLACE TEMP TABLE best AS
 SELECT
-    record_id,
+    custom_id,
     count(*) AS lines,
-    min({
-        'rank': CASE class WHEN 'succeeded' THEN 1 WHEN 'quality_failed' THEN 2 WHEN 'failed_retryable' THEN 3 ELSE 4 END,
-        'channel': channel, 'raw_sha256': raw_sha256, 'line_no': line_no,
-        'class': class, 'error_code': error_code, 'status_code': status_code
-    }) AS b
+    sum(cost_usd) AS cost_usd,
+    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code}) AS b
 FROM lines
 WHERE record_id IS NOT NULL
-GROUP BY record_id;
+GROUP BY custom_id;
 
--- One row per expected record: its best line (if any) and how many lines it had.
+-- One row per expected record: its best line (if any), how many lines it had
+-- and their cost.
 CREATE OR REPLACE TEMP TABLE outcomes AS
+WITH o AS (
+    SELECT e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
+           e.attempt, e.parent_job_key,
+           b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
+           b.b.error_code AS error_code, b.b.status_code AS status_code,
+           coalesce(b.lines, 0) AS lines,
+           coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
+    FROM expected e
+    LEFT JOIN best b ON b.custom_id = e.custom_id
+)
 SELECT
-    e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
-    e.attempt, e.parent_job_key,
-    coalesce(b.b.class, 'missing') AS outcome,
+    job_key, tenant, record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,
+    CASE rank WHEN 1 THEN 'succeeded' WHEN 2 THEN 'quality_failed' WHEN 3 THEN 'failed_retryable'
+              WHEN 4 THEN 'failed_permanent' ELSE 'missing' END AS outcome,
     CASE
-        WHEN b.b.class IS NULL THEN 'missing'
-        WHEN b.b.class = 'quality_failed' THEN 'quality_gate'
-        WHEN b.b.class = 'succeeded' THEN ''
-        ELSE coalesce(nullif(b.b.error_code, ''), 'http_' || CAST(b.b.status_code AS VARCHAR), 'unknown_error')
+        WHEN rank IS NULL THEN 'missing'
+        WHEN rank = 2 THEN 'quality_gate'
+        WHEN rank = 1 THEN ''
+        ELSE coalesce(nullif(error_code, ''), 'http_' || CAST(status_code AS VARCHAR), 'unknown_error')
     END AS reason,
-    coalesce(b.lines, 0) AS lines,
+    lines,
     CASE
-        WHEN b.b.class = 'succeeded' THEN 'accepted'
-        WHEN coalesce(b.b.class, 'missing') IN ('missing', 'failed_retryable', 'quality_failed')
-             AND e.attempt < {{.MaxAttempts}} THEN 'retry'
+        WHEN rank = 1 THEN 'accepted'
+        WHEN (rank IS NULL OR rank IN (2, 3)) AND attempt < {{.MaxAttempts}} THEN 'retry'
         ELSE 'manual'
-    END AS disposition
-FROM expected e
-LEFT JOIN best b ON b.record_id = e.record_id;
+    END AS disposition,
+    cost_usd,
+    best_key
+FROM o;
 
--- The price of each distinct (provider, model version, raw file): the longest
--- matching model prefix of its provider, and of that model the row with the
--- latest effective_from at or before the file's ingest time (raw_times).
-CREATE OR REPLACE TEMP TABLE model_prices AS
-SELECT m.provider, m.model_version, m.channel, m.raw_sha256, p.model, p.input_per_token, p.cached_per_token,
-       p.cache_write_per_token, p.output_per_token
-FROM (SELECT DISTINCT l.provider, l.model_version, l.channel, l.raw_sha256, t.priced_at
-      FROM lines l LEFT JOIN raw_times t ON t.channel = l.channel AND t.raw_sha256 = l.raw_sha256) m
-LEFT JOIN prices p ON p.provider = m.provider AND starts_with(m.model_version, p.model)
-                  AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
-QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
-                           ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1;
-
--- Every line priced. A record's first success is its best line when that
--- line succeeded; its other successes are duplicate submissions.
-CREATE OR REPLACE TEMP TABLE line_costs AS
+-- Every line priced and in its cost category. A record's first success is its
+-- best line when that line succeeded; its other successes are duplicate
+-- submissions. Every line of a record the retry policy gave up on in this job
+-- (disposition manual, not failed_permanent: past --max-attempts or a cap,
+-- policy.sql) is in the manual category; such a record has no succeeded line,
+-- so only failure categories give way and the categories still partition the
+-- lines. A view, read after policy.sql has settled the dispositions: the
+-- costs table and the report read it once each.
+CREATE OR REPLACE TEMP VIEW line_costs AS
 SELECT
-    l.job_key, l.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
-    l.raw_sha256, l.line_no, l.channel,
+    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
+    f.raw_sha256, l.line_no, f.channel, f.out_no,
     CASE
         WHEN l.record_id IS NULL THEN 'unattributed'
-        WHEN l.class = 'succeeded' AND b.b.channel = l.channel AND b.b.raw_sha256 = l.raw_sha256
-             AND b.b.line_no = l.line_no THEN 'first_success'
-        WHEN l.class = 'succeeded' THEN 'duplicate_submission'
-        WHEN l.class = 'quality_failed' THEN 'quality_failure'
-        WHEN l.class = 'failed_retryable' THEN 'retryable_failure'
+        WHEN l.rank = 1 AND o.best_key = l.line_key THEN 'first_success'
+        WHEN l.rank = 1 THEN 'duplicate_submission'
+        WHEN o.disposition = 'manual' AND o.outcome <> 'failed_permanent' THEN 'manual'
+        WHEN l.rank = 2 THEN 'quality_failure'
+        WHEN l.rank = 3 THEN 'retryable_failure'
         ELSE 'permanent_failure'
     END AS category,
-    p.model AS price_model,
-    (l.input_tokens + l.output_tokens) > 0 AND p.model IS NULL AS unpriced,
-    coalesce(
-        CAST(l.input_tokens - l.cached_input_tokens - l.cache_write_tokens AS DECIMAL(18, 0)) * p.input_per_token
-      + CAST(l.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
-      + CAST(l.cache_write_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
-      + CAST(l.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
-        CAST(0 AS DECIMAL(38, 18))) AS cost_usd
+    l.price_model,
+    l.unpriced,
+    l.cost_usd
 FROM lines l
-LEFT JOIN model_prices p ON p.provider = l.provider AND p.model_version = l.model_version
-                        AND p.channel = l.channel AND p.raw_sha256 = l.raw_sha256
-LEFT JOIN best b ON b.record_id = l.record_id;
+JOIN files f ON f.file_no = l.file_no
+-- one job, one tenant: constants, not carried through every line
+CROSS JOIN (SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw) j
+-- outcomes holds only known custom ids
+LEFT JOIN outcomes o ON o.custom_id = l.custom_id;

@@ -11,5 +11,5 @@ SELECT
     (SELECT count(*) FROM quarantine) AS quarantined,
     count(*) FILTER (WHERE disposition = 'retry') AS retry_records,
     count(*) FILTER (WHERE disposition = 'manual') AS manual_records,
-    (SELECT count(*) FROM line_costs WHERE unpriced) AS unpriced_lines
+    (SELECT count(*) FROM lines WHERE unpriced) AS unpriced_lines
 FROM outcomes;

@@ -62,7 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := newRoot(ctx, g, stderr)
 	root.SetArgs(args)
+	stopProfiles := startProfiles(stderr)
 	err := root.Execute()
+	stopProfiles()
 	code := exitCode(err)
 	var ee exitErr
 	if err != nil && code == exitTempFail && !errors.As(err, &ee) {

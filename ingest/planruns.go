@@ -1,0 +1,268 @@
+package ingest
+
+import (
+	"bufio"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// planRuns holds a plan's records sorted by cmp: in memory while they fit in
+// one run, as sorted run files merged on the fly beyond that, so a plan's
+// memory stays flat however many records the input has (an external sort).
+// Records with lineage (retry jobs) always stay in memory: their lineage map
+// is in memory already.
+type planRuns struct {
+	cmp   func(a, b *planRec) int
+	max   int // records per run
+	dir   string
+	buf   []planRec
+	files []string
+	n     int64
+}
+
+// defaultRunRecords bounds the records a plan holds in memory at once:
+// about 50 MB of records.
+var defaultRunRecords = 1 << 18
+
+func newPlanRuns(cmp func(a, b *planRec) int, max int, dir string) *planRuns {
+	return &planRuns{cmp: cmp, max: max, dir: dir}
+}
+
+func byKeyLine(a, b *planRec) int {
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return int(a.line - b.line)
+}
+
+func byCustomIDLine(a, b *planRec) int {
+	if c := strings.Compare(a.customID, b.customID); c != 0 {
+		return c
+	}
+	return int(a.line - b.line)
+}
+
+func (s *planRuns) add(r planRec) error {
+	if s.buf == nil {
+		s.buf = make([]planRec, 0, min(s.max, 1<<16))
+	}
+	s.buf = append(s.buf, r)
+	s.n++
+	if len(s.buf) >= s.max && r.lin == nil {
+		return s.spill()
+	}
+	return nil
+}
+
+// spill sorts the buffered records and writes them as one run file.
+func (s *planRuns) spill() error {
+	sort.Sort(recSort{s.buf, s.cmp})
+	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
+	if err != nil {
+		return fmt.Errorf("plan: sort run: %w", err)
+	}
+	s.files = append(s.files, f.Name())
+	w := bufio.NewWriterSize(f, 1<<20)
+	var scratch []byte
+	for i := range s.buf {
+		scratch = encodePlanRec(scratch[:0], &s.buf[i])
+		w.Write(scratch)
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("plan: sort run: %w", err)
+	}
+	clear(s.buf) // drop the strings for the GC
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// sort finishes adding; each may be called any number of times after it.
+func (s *planRuns) sort() error {
+	if len(s.files) == 0 {
+		sort.Sort(recSort{s.buf, s.cmp})
+		return nil
+	}
+	if len(s.buf) > 0 {
+		if err := s.spill(); err != nil {
+			return err
+		}
+	}
+	s.buf = nil
+	return nil
+}
+
+// each calls fn with every record in cmp order. fn must not keep r.
+func (s *planRuns) each(fn func(r *planRec) error) error {
+	if len(s.files) == 0 {
+		for i := range s.buf {
+			if err := fn(&s.buf[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	h := &runHeap{cmp: s.cmp}
+	defer h.close()
+	for _, name := range s.files {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("plan: sort run: %w", err)
+		}
+		rr := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10)}
+		h.all = append(h.all, rr)
+		ok, err := rr.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			h.rs = append(h.rs, rr)
+		}
+	}
+	heap.Init(h)
+	for len(h.rs) > 0 {
+		top := h.rs[0]
+		if err := fn(&top.cur); err != nil {
+			return err
+		}
+		ok, err := top.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+	}
+	return nil
+}
+
+// close removes the run files.
+func (s *planRuns) close() {
+	for _, f := range s.files {
+		os.Remove(f)
+	}
+	s.files, s.buf = nil, nil
+}
+
+type runReader struct {
+	f   *os.File
+	r   *bufio.Reader
+	cur planRec
+}
+
+func (rr *runReader) next() (bool, error) {
+	err := decodePlanRec(rr.r, &rr.cur)
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("plan: read sort run %s: %w", rr.f.Name(), err)
+	}
+	return true, nil
+}
+
+type runHeap struct {
+	cmp func(a, b *planRec) int
+	rs  []*runReader
+	all []*runReader
+}
+
+func (h *runHeap) Len() int           { return len(h.rs) }
+func (h *runHeap) Less(i, j int) bool { return h.cmp(&h.rs[i].cur, &h.rs[j].cur) < 0 }
+func (h *runHeap) Swap(i, j int)      { h.rs[i], h.rs[j] = h.rs[j], h.rs[i] }
+func (h *runHeap) Push(x any)         { h.rs = append(h.rs, x.(*runReader)) }
+func (h *runHeap) Pop() any {
+	x := h.rs[len(h.rs)-1]
+	h.rs = h.rs[:len(h.rs)-1]
+	return x
+}
+func (h *runHeap) close() {
+	for _, rr := range h.all {
+		rr.f.Close()
+	}
+}
+
+// A run record: key, custom id (empty length-plus-one 0 when equal to the
+// key), line, offset, length, then the three digests.
+func encodePlanRec(b []byte, r *planRec) []byte {
+	b = binary.AppendUvarint(b, uint64(len(r.key)))
+	b = append(b, r.key...)
+	if r.customID == r.key {
+		b = binary.AppendUvarint(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(r.customID))+1)
+		b = append(b, r.customID...)
+	}
+	b = binary.AppendUvarint(b, uint64(r.line))
+	b = binary.AppendUvarint(b, uint64(r.off))
+	b = binary.AppendUvarint(b, uint64(r.n))
+	b = append(b, r.req[:]...)
+	b = append(b, r.rid[:]...)
+	return append(b, r.cfg[:]...)
+}
+
+func decodePlanRec(br *bufio.Reader, r *planRec) error {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return err // io.EOF at a record boundary: the run's end
+	}
+	str := func(n uint64) (string, error) {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return "", err
+		}
+		return string(b), nil
+	}
+	if r.key, err = str(n); err != nil {
+		return unexpected(err)
+	}
+	if n, err = binary.ReadUvarint(br); err != nil {
+		return unexpected(err)
+	}
+	if n == 0 {
+		r.customID = r.key
+	} else if r.customID, err = str(n - 1); err != nil {
+		return unexpected(err)
+	}
+	var v [3]uint64
+	for i := range v {
+		if v[i], err = binary.ReadUvarint(br); err != nil {
+			return unexpected(err)
+		}
+	}
+	r.line, r.off, r.n, r.lin = int64(v[0]), int64(v[1]), int32(v[2]), nil
+	for _, d := range []*lake.Digest{&r.req, &r.rid, &r.cfg} {
+		if _, err := io.ReadFull(br, d[:]); err != nil {
+			return unexpected(err)
+		}
+	}
+	return nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+type recSort struct {
+	r   []planRec
+	cmp func(a, b *planRec) int
+}
+
+func (s recSort) Len() int           { return len(s.r) }
+func (s recSort) Less(i, j int) bool { return s.cmp(&s.r[i], &s.r[j]) < 0 }
+func (s recSort) Swap(i, j int)      { s.r[i], s.r[j] = s.r[j], s.r[i] }

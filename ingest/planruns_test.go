@@ -1,0 +1,113 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// planWith plans lines with at most runMax records per sort run and returns
+// the result (or the error text) and every object the lake holds, with its
+// bytes, but the ledger.
+func planWith(t *testing.T, lines []string, runMax int, edit func(*PlanOptions)) (string, map[string]string) {
+	t.Helper()
+	old := defaultRunRecords
+	defaultRunRecords = runMax
+	defer func() { defaultRunRecords = old }()
+	ctx := context.Background()
+	l := newLake(t)
+	tmp := t.TempDir()
+	o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+	o.TmpDir, o.ShardMaxRecords = tmp, 7
+	o.Now = func() time.Time { return time.Unix(0, 0).UTC() }
+	if edit != nil {
+		edit(&o)
+	}
+	res, err := Plan(ctx, l, o)
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("plan left %d temporary file(s), e.g. %s", len(left), left[0].Name())
+	}
+	out := map[string]string{}
+	for _, k := range keys(t, l) {
+		if strings.HasPrefix(k, "ledger/") {
+			continue // events carry the time they were written
+		}
+		b, rerr := l.Bucket.ReadAll(ctx, k)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		out[k] = string(b)
+	}
+	if err != nil {
+		return "error: " + err.Error(), out
+	}
+	return fmt.Sprintf("%s %d %v %s", res.JobKey, res.Records, res.Shards, res.Message), out
+}
+
+// TestPlanExternalSortMatchesInMemory: records sorted through run files on
+// disk (an external sort) give the same job, shards, expected rows, manifest
+// and the same errors, in the same order, as records sorted in memory.
+func TestPlanExternalSortMatchesInMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var shuffled []string
+	for i := range 50 {
+		shuffled = append(shuffled, openaiLine(fmt.Sprintf("id-%03d", i), "gpt-4o-mini", fmt.Sprintf("text %d", rng.IntN(1000))))
+	}
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	withKey := func(id, key string) string {
+		return fmt.Sprintf(`{"custom_id": %q, "method": "POST", "url": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "metadata": {"doc": %q}}}`, id, key)
+	}
+	var keyed []string
+	for i := range 30 {
+		keyed = append(keyed, withKey(fmt.Sprintf("c%02d", 29-i), fmt.Sprintf("k%02d", i)))
+	}
+	dupIDs := slices.Clone(shuffled)
+	dupIDs = append(dupIDs, shuffled[3], shuffled[10], shuffled[3])
+	dupKeys := slices.Clone(keyed)
+	dupKeys = append(dupKeys, withKey("c99", "k05"), withKey("c05", "k98"), withKey("c98", "k05"))
+	manyDups := slices.Clone(shuffled)
+	for range 60 {
+		manyDups = append(manyDups, shuffled[rng.IntN(len(shuffled))])
+	}
+	useDoc := func(o *PlanOptions) { o.KeyField = "body.metadata.doc" }
+	cases := []struct {
+		name  string
+		lines []string
+		edit  func(*PlanOptions)
+		fails bool
+	}{
+		{"shuffled ids", shuffled, nil, false},
+		{"key field", keyed, useDoc, false},
+		{"duplicate ids", dupIDs, nil, true},
+		{"duplicate ids and keys", dupKeys, useDoc, true},
+		{"over 50 duplicates", manyDups, nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want, wantObjs := planWith(t, c.lines, math.MaxInt, c.edit)
+			if strings.HasPrefix(want, "error: ") != c.fails {
+				t.Fatalf("in memory: %s", want)
+			}
+			for _, runMax := range []int{1, 4, 16} {
+				got, gotObjs := planWith(t, c.lines, runMax, c.edit)
+				if got != want {
+					t.Errorf("runs of %d:\n got %s\nwant %s", runMax, got, want)
+				}
+				if len(gotObjs) != len(wantObjs) {
+					t.Errorf("runs of %d: %d objects, in memory %d", runMax, len(gotObjs), len(wantObjs))
+				}
+				for k, v := range wantObjs {
+					if gotObjs[k] != v {
+						t.Errorf("runs of %d: object %s differs or is missing", runMax, k)
+					}
+				}
+			}
+		})
+	}
+}
