@@ -10,6 +10,7 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
+	"github.com/batchlake/batchlake/providers/lifecycle"
 )
 
 // bedrockFlags are --provider bedrock's settings. Each falls back to an
@@ -42,17 +43,7 @@ func (b *bedrockFlags) client(g *globals, l *lake.Lake) (*bedrockbatch.Client, e
 		Output:       cmp.Or(b.output, os.Getenv("BATCHLAKE_BEDROCK_OUTPUT")),
 		TimeoutHours: b.timeoutHours,
 		Logger:       g.log,
-		Model: func(ctx context.Context, jobKey string) (string, error) {
-			d, err := lake.ParseDigest(jobKey)
-			if err != nil {
-				return "", err
-			}
-			m, err := l.GetManifest(ctx, d)
-			if err != nil {
-				return "", err
-			}
-			return m.Model, nil
-		},
+		Model:        lifecycle.LakeShards{Lake: l}.Model,
 	}
 	if in, out, ok := bedrockbatch.DefaultLocations(l.URL); ok {
 		cfg.Input, cfg.Output = cmp.Or(cfg.Input, in), cmp.Or(cfg.Output, out)
