@@ -107,8 +107,8 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		_, err = costs(ctx, e)
 		must(err)
 		n := 0
-		must(e.eachRow(ctx, "outcome_rows.sql", "ssssssnssssns", func(*scanRow) error { n++; return nil }))
-		must(e.eachRow(ctx, "cost_rows.sql", "ssssnssssnss", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "outcome_rows.sql", recordRange{}, "ssssssnssssns", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "cost_rows.sql", costRange{}, "ssssnssssnss", func(*scanRow) error { n++; return nil }))
 		e.Close()
 	}
 }

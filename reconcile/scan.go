@@ -18,12 +18,12 @@ type scanRow struct {
 // colKinds lists each result column as 's' (text) or 'n' (integer).
 type colKinds string
 
-// eachRow runs one embedded query and calls fn for every row, in order. With
+// eachRow runs one embedded query (rendered with data) and calls fn for every row, in order. With
 // the duckdb_arrow build tag the rows come through DuckDB's Arrow interface in
 // column batches (several times faster than database/sql at millions of rows);
 // otherwise through database/sql. fn must not keep r.
-func (e *Engine) eachRow(ctx context.Context, name string, kinds colKinds, fn func(r *scanRow) error) error {
-	stmts, err := lakesql.Render(name, nil)
+func (e *Engine) eachRow(ctx context.Context, name string, data any, kinds colKinds, fn func(r *scanRow) error) error {
+	stmts, err := lakesql.Render(name, data)
 	if err != nil {
 		return err
 	}

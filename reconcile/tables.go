@@ -19,7 +19,11 @@ import (
 // tableBatch rows to a writer goroutine, so Parquet encoding (zstd) overlaps
 // DuckDB's work instead of following it: the outcomes file is encoded while
 // the cost rows are queried.
-func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string) (outcomes, costs string, err error) {
+//
+// Both tables are read in ranges of their sort key (chunks.go): DuckDB
+// materialises a query's whole result before the first row comes out, so one
+// ORDER BY over every row held them all in memory at once.
+func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool) (outcomes, costs string, err error) {
 	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
@@ -27,11 +31,16 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	defer ow.Abort()
 	opipe := newTablePipe(ctx, ow)
 	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
-	err = e.eachRow(ctx, "outcome_rows.sql", "ssssssnssssns", func(x *scanRow) error {
-		s, n := x.s, x.n
-		return opipe.add(lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
-			Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
-	})
+	for _, r := range recordRanges(m.ExpectedRecords) {
+		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssssnssssns", func(x *scanRow) error {
+			s, n := x.s, x.n
+			return opipe.add(lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
+				Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
+		})
+		if err != nil {
+			break
+		}
+	}
 	if oerr := opipe.close(err); err == nil {
 		err = oerr
 	}
@@ -46,11 +55,20 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	defer cw.Abort()
 	cpipe := newTablePipe(ctx, cw)
 	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd
-	err = e.eachRow(ctx, "cost_rows.sql", "ssssnssssnss", func(x *scanRow) error {
-		s, n := x.s, x.n
-		return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
-			ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
-	})
+	cranges := []costRange{{}} // a merge's out_no is a window over all its lines: one query
+	if !merged {
+		cranges, err = costRanges(ctx, e)
+	}
+	for _, r := range cranges {
+		if err != nil {
+			break
+		}
+		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnss", func(x *scanRow) error {
+			s, n := x.s, x.n
+			return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
+				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
+		})
+	}
 	if cerr := cpipe.close(err); err == nil {
 		err = cerr
 	}

@@ -136,6 +136,10 @@ SELECT
     best_key
 FROM o;
 
+-- best was only the way to outcomes: free its memory for the statements and
+-- table reads that follow.
+DROP TABLE best;
+
 -- Every line priced and in its cost category. A record's first success is its
 -- best line when that line succeeded; its other successes are duplicate
 -- submissions. Every line of a record the retry policy gave up on in this job

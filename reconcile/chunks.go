@@ -1,0 +1,102 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+)
+
+// chunkRows is about how many rows one range query of the outcomes or costs
+// table returns. DuckDB materialises a query's result before handing out the
+// first row, so this (times ~0.5 KB a row) bounds that memory instead of the
+// table's size; each range costs one more scan of the temp tables. A
+// variable so that tests can cut small tables into many ranges.
+var chunkRows int64 = 1 << 18
+
+// recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where
+// "" leaves a side unbounded.
+type recordRange struct{ Lo, Hi string }
+
+// recordRanges cuts the record_id space into ranges of about chunkRows of n
+// records. record_id is a uniform lower-case hex digest, so 4-hex-digit
+// boundaries split it evenly; the first and last ranges are open, so the
+// ranges cover every string whatever its form, and as DuckDB compares
+// VARCHARs bytewise their results concatenate in record_id order.
+func recordRanges(n int64) []recordRange {
+	const space = 1 << 16 // 4 hex digits
+	k := (n + chunkRows - 1) / chunkRows
+	k = max(1, min(k, 4096))
+	bound := func(i int64) string { return fmt.Sprintf("%04x", i*space/k) }
+	out := make([]recordRange, k)
+	for i := range k {
+		if i > 0 {
+			out[i].Lo = bound(i)
+		}
+		if i < k-1 {
+			out[i].Hi = bound(i + 1)
+		}
+	}
+	return out
+}
+
+// costRange is one range of cost_rows.sql: with Files, the result files
+// OutLo..OutHi; with Lines as well (one file), lines LineLo <= line_no < LineHi.
+type costRange struct {
+	Files          bool
+	OutLo, OutHi   int64
+	Lines          bool
+	LineLo, LineHi int64
+}
+
+// costRanges cuts the costs table, ordered by (out_no, line_no), into ranges
+// of about chunkRows lines: runs of consecutive small files, and a file with
+// more lines than that in even spans of its line numbers.
+func costRanges(ctx context.Context, e *Engine) ([]costRange, error) {
+	rows, err := e.QueryFile(ctx, "cost_ranges.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		out  []costRange
+		cur  *costRange
+		curN int64
+	)
+	flush := func() {
+		if cur != nil {
+			out = append(out, *cur)
+			cur, curN = nil, 0
+		}
+	}
+	for rows.Next() {
+		var file, n, first, last int64
+		if err := rows.Scan(&file, &n, &first, &last); err != nil {
+			return nil, fmt.Errorf("sql cost_ranges.sql: %w", err)
+		}
+		if n > chunkRows {
+			flush()
+			k := (n + chunkRows - 1) / chunkRows
+			span := last - first + 1
+			for j := range k {
+				out = append(out, costRange{Files: true, OutLo: file, OutHi: file, Lines: true,
+					LineLo: first + span*j/k, LineHi: first + span*(j+1)/k})
+			}
+			continue
+		}
+		if cur == nil {
+			cur = &costRange{Files: true, OutLo: file}
+		}
+		cur.OutHi = file
+		curN += n
+		if curN >= chunkRows {
+			flush()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql cost_ranges.sql: %w", err)
+	}
+	flush()
+	if len(out) == 0 {
+		out = []costRange{{}} // no lines: one query, an empty result
+	}
+	return out, nil
+}
