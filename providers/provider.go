@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"time"
 )
 
@@ -62,6 +63,19 @@ const (
 // ErrUnknownOutcome means a create call was sent but its outcome is unknown
 // (lost response, timeout): the batch may or may not exist.
 var ErrUnknownOutcome = errors.New("provider: create outcome unknown")
+
+// Refusal reports whether an HTTP status answering a create is a definite
+// refusal (nothing was created, creating again is safe): a 4xx other than
+// 408 (timeout), 409 (conflict) and 429 (rate limit), which gateways send
+// while the request may still be in flight upstream. A 5xx, or no answer,
+// means the outcome is unknown.
+func Refusal(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
+}
 
 // ErrFileGone means a result file no longer exists at the provider (retention).
 var ErrFileGone = errors.New("provider: file no longer available")

@@ -172,15 +172,8 @@ func statusOf(err error) int {
 	return 0
 }
 
-// refused reports a definite refusal: a 4xx other than 408, 409 and 429.
-func refused(err error) bool {
-	switch st := statusOf(err); st {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
-		return false
-	default:
-		return st >= 400 && st < 500
-	}
-}
+// refused reports a definite refusal (providers.Refusal of its status).
+func refused(err error) bool { return providers.Refusal(statusOf(err)) }
 
 func retryable(err error) bool {
 	st := statusOf(err)

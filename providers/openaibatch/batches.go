@@ -54,19 +54,9 @@ func (c *Client) Create(ctx context.Context, fileID, endpoint string, meta map[s
 	return toBatch(b), nil
 }
 
-// refused reports whether a create error is a definite refusal: a 4xx
-// answer that says the request was rejected. 408 (timeout), 409 (conflict)
-// and 429 (rate limit) are left out: gateways send them while the request
-// may still be in flight upstream, and a 5xx means the server failed
-// somewhere, possibly after creating the batch.
-func refused(err error) bool {
-	st := statusOf(err)
-	switch st {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
-		return false
-	}
-	return st >= 400 && st < 500
-}
+// refused reports whether a create error is a definite refusal
+// (providers.Refusal of its status).
+func refused(err error) bool { return providers.Refusal(statusOf(err)) }
 
 // Find looks for the batch created for (jobKey, shardID), listing batches
 // newest first until they are older than since minus the clock-skew margin
