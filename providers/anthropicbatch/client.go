@@ -73,7 +73,7 @@ var ErrUnverified = fmt.Errorf("anthropicbatch: a candidate batch cannot be veri
 // Client is a providers.Client for Anthropic Message Batches.
 type Client struct {
 	sdk  anthropic.Client
-	key  string
+	key  providers.Secret
 	base *url.URL
 	cfg  Config
 	log  *slog.Logger
@@ -132,7 +132,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Client{sdk: anthropic.NewClient(opts...), key: key, base: bu, cfg: cfg, log: log, staged: map[string]staged{}}, nil
+	return &Client{sdk: anthropic.NewClient(opts...), key: providers.Secret(key), base: bu, cfg: cfg, log: log, staged: map[string]staged{}}, nil
 }
 
 // APIError is an error answer from the API reduced to what is safe to
@@ -155,31 +155,13 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 // clean turns an SDK error into one that is safe to print and log.
 func (c *Client) clean(err error) error {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		return &APIError{StatusCode: apiErr.StatusCode, Type: c.redact(string(apiErr.Type())), Message: c.redact(apiErr.Message)}
+		return &APIError{StatusCode: apiErr.StatusCode, Type: c.key.Redact(string(apiErr.Type())), Message: c.key.Redact(apiErr.Message)}
 	}
-	if msg := err.Error(); c.redact(msg) != msg {
-		return &redactedError{msg: c.redact(msg), err: err}
-	}
-	return err
-}
-
-func (c *Client) redact(s string) string {
-	if len(c.key) < 8 {
-		return s
-	}
-	return strings.ReplaceAll(s, c.key, "[redacted]")
+	return c.key.RedactError(err)
 }
 
 func statusOf(err error) int {

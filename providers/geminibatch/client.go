@@ -64,7 +64,7 @@ type Config struct {
 
 // Client is a providers.Client for Gemini batch mode.
 type Client struct {
-	key  string
+	key  providers.Secret
 	base *url.URL
 	http *http.Client
 	cfg  Config
@@ -119,7 +119,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Client{key: key, base: bu, http: hc, cfg: cfg, log: log, inline: map[string][]byte{}}, nil
+	return &Client{key: providers.Secret(key), base: bu, http: hc, cfg: cfg, log: log, inline: map[string][]byte{}}, nil
 }
 
 // APIError is an error answer (google.rpc.Status in {"error": …}), with the
@@ -142,26 +142,8 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-func (c *Client) redact(s string) string {
-	if len(c.key) < 8 {
-		return s
-	}
-	return strings.ReplaceAll(s, c.key, "[redacted]")
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 func (c *Client) clean(err error) error {
-	if msg := err.Error(); c.redact(msg) != msg {
-		return &redactedError{msg: c.redact(msg), err: err}
-	}
-	return err
+	return c.key.RedactError(err)
 }
 
 func statusOf(err error) int {
@@ -249,7 +231,7 @@ func (c *Client) once(ctx context.Context, u *url.URL, k call) (*http.Response, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if strings.EqualFold(u.Host, c.base.Host) && strings.EqualFold(u.Scheme, c.base.Scheme) {
-		req.Header.Set("x-goog-api-key", c.key)
+		req.Header.Set("x-goog-api-key", string(c.key))
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
@@ -271,7 +253,7 @@ func (c *Client) once(ctx context.Context, u *url.URL, k call) (*http.Response, 
 		if msg == "" && len(data) > 0 && !json.Valid(data) {
 			msg = strings.TrimSpace(string(data))
 		}
-		return nil, &APIError{StatusCode: res.StatusCode, Status: c.redact(e.Error.Status), Message: c.redact(msg)}
+		return nil, &APIError{StatusCode: res.StatusCode, Status: c.key.Redact(e.Error.Status), Message: c.key.Redact(msg)}
 	}
 	res.Body = &cancelBody{ReadCloser: res.Body, cancel: cancel}
 	return res, nil

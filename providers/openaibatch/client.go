@@ -53,7 +53,7 @@ type Config struct {
 // Client is a providers.Client for the OpenAI Batch API.
 type Client struct {
 	sdk openai.Client
-	key string // only to redact it from error text
+	key providers.Secret // only to redact it from error text
 	cfg Config
 	log *slog.Logger
 }
@@ -97,7 +97,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &Client{sdk: openai.NewClient(opts...), key: key, cfg: cfg, log: log}, nil
+	return &Client{sdk: openai.NewClient(opts...), key: providers.Secret(key), cfg: cfg, log: log}, nil
 }
 
 // APIError is an error answer from the API, reduced to what is safe to
@@ -125,39 +125,19 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// redactedError is a transport error whose text mentioned the key.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 // clean turns an SDK error into one that is safe to print and log.
 func (c *Client) clean(err error) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		return &APIError{
 			StatusCode: apiErr.StatusCode,
-			Type:       c.redact(apiErr.Type),
-			Code:       c.redact(apiErr.Code),
-			Param:      c.redact(apiErr.Param),
-			Message:    c.redact(apiErr.Message),
+			Type:       c.key.Redact(apiErr.Type),
+			Code:       c.key.Redact(apiErr.Code),
+			Param:      c.key.Redact(apiErr.Param),
+			Message:    c.key.Redact(apiErr.Message),
 		}
 	}
-	if msg := err.Error(); c.redact(msg) != msg {
-		return &redactedError{msg: c.redact(msg), err: err}
-	}
-	return err
-}
-
-func (c *Client) redact(s string) string {
-	// A very short key would match ordinary text; real keys are long.
-	if len(c.key) < 8 {
-		return s
-	}
-	return strings.ReplaceAll(s, c.key, "[redacted]")
+	return c.key.RedactError(err)
 }
 
 // statusOf is the HTTP status of an API error, 0 for other errors.
