@@ -7,14 +7,19 @@ import (
 
 // chunkRows is about how many rows one range query of the outcomes or costs
 // table returns. DuckDB materialises a query's result before handing out the
-// first row, so this (times ~0.5 KB a row) bounds that memory instead of the
-// table's size; each range costs one more scan of the temp tables. A
-// variable so that tests can cut small tables into many ranges.
-var chunkRows int64 = 1 << 18
+// first row, so this (times ~0.3 KB a row) bounds that memory instead of the
+// table's size. The temp tables are stored in the ranges' order
+// (reconcile.sql, line_costs.sql), so a range reads only its own row groups
+// (DuckDB's are ~120k rows) and smaller ranges cost little more. A variable
+// so that tests can cut small tables into many ranges.
+var chunkRows int64 = 1 << 16
 
 // recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where
 // "" leaves a side unbounded.
-type recordRange struct{ Lo, Hi string }
+type recordRange struct {
+	Lo, Hi string
+	Sort   bool // ORDER BY: the table is not stored in record_id order (a merge)
+}
 
 // recordRanges cuts the record_id space into ranges of about chunkRows of n
 // records. record_id is a uniform lower-case hex digest, so 4-hex-digit

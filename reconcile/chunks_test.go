@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/lake"
@@ -74,5 +75,40 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTableRowsOrderChecked: outcome rows are read without ORDER BY, relying
+// on the outcomes table being stored in record_id order; rows that come out
+// of order (a table built some other way) fail the write loudly instead of
+// producing a file in another order.
+func TestTableRowsOrderChecked(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e, err := OpenEngine(l, EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// Three outcomes stored in descending record_id order.
+	err = e.Exec(ctx, "fixture", []string{
+		`CREATE TEMP TABLE outcomes AS
+		 SELECT 'j' AS job_key, 't' AS tenant, id AS record_id, 'k' || id AS business_key, 's' AS shard_id, 'c' || id AS custom_id,
+		        1 AS attempt, '' AS parent_job_key, 'succeeded' AS outcome, 'accepted' AS disposition, '' AS reason,
+		        1 AS lines, CAST(0 AS DECIMAL(38, 18)) AS cost_usd
+		 FROM (VALUES ('cc'), ('bb'), ('aa')) v(id)`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &lake.Manifest{JobKey: "j", Tenant: "t", ExpectedRecords: 3}
+	_, _, err = writeTables(ctx, e, l, m, lake.Sum([]byte("j")), dir, false)
+	if err == nil || !strings.Contains(err.Error(), "out of record_id order") {
+		t.Fatalf("writeTables over an unordered outcomes table: %v, want an order error", err)
 	}
 }

@@ -117,12 +117,16 @@ func (p *priorLines) load(ctx context.Context, e *Engine) error {
 	return e.ExecFile(ctx, "policy_sources.sql", map[string]string{"Costs": sqlList(costs), "Attempts": sqlList(attempts)})
 }
 
-// applyPolicy runs policy.sql: the caps send records to the manual queue.
+// applyPolicy runs policy.sql (the caps send records to the manual queue)
+// and then line_costs.sql, which puts each line in its cost category: the
+// manual category depends on the dispositions the policy settles.
 func applyPolicy(ctx context.Context, e *Engine, c Caps) error {
-	if !c.Set() {
-		return nil
+	if c.Set() {
+		if err := e.ExecFile(ctx, "policy.sql", c.policyData()); err != nil {
+			return err
+		}
 	}
-	return e.ExecFile(ctx, "policy.sql", c.policyData())
+	return e.ExecFile(ctx, "line_costs.sql", nil)
 }
 
 // cappedRecords counts the records a cap sent to the manual queue (after

@@ -17,8 +17,7 @@ import (
 // writeTables stores the job's outcomes and costs tables. Rows are scanned in
 // column batches where the build allows (see eachRow) and handed in batches of
 // tableBatch rows to a writer goroutine, so Parquet encoding (zstd) overlaps
-// DuckDB's work instead of following it: the outcomes file is encoded while
-// the cost rows are queried.
+// DuckDB's work instead of following it.
 //
 // Both tables are read in ranges of their sort key (chunks.go): DuckDB
 // materialises a query's whole result before the first row comes out, so one
@@ -31,9 +30,15 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	defer ow.Abort()
 	opipe := newTablePipe(ctx, ow)
 	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
+	var last string // the previous row's record_id: rows must come in order
 	for _, r := range recordRanges(m.ExpectedRecords) {
+		r.Sort = merged
 		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssssnssssns", func(x *scanRow) error {
 			s, n := x.s, x.n
+			if s[2] <= last {
+				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[2], last)
+			}
+			last = s[2]
 			return opipe.add(lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
 				Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
 		})
@@ -47,6 +52,15 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	if err != nil {
 		return "", "", err
 	}
+	// The outcomes file is stored before the costs are read (and so before
+	// the costs file, the failpoint order crash tests rely on): its writer's
+	// buffers are freed before the costs writer fills its own.
+	start := time.Now()
+	if outcomes, err = opipe.commit(); err != nil {
+		return "", "", err
+	}
+	logTiming("outcomes", "commit", start)
+	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
 
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
@@ -54,17 +68,22 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	}
 	defer cw.Abort()
 	cpipe := newTablePipe(ctx, cw)
-	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd
+	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
 	cranges := []costRange{{}} // a merge's out_no is a window over all its lines: one query
 	if !merged {
 		cranges, err = costRanges(ctx, e)
 	}
+	lastOut, lastLine := int64(-1), int64(-1) // the previous row's (out_no, line_no): rows must come in order
 	for _, r := range cranges {
 		if err != nil {
 			break
 		}
-		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnss", func(x *scanRow) error {
+		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnssn", func(x *scanRow) error {
 			s, n := x.s, x.n
+			if n[2] < lastOut || n[2] == lastOut && n[1] <= lastLine {
+				return fmt.Errorf("reconcile: cost rows out of (file, line) order: %d:%d after %d:%d", n[2], n[1], lastOut, lastLine)
+			}
+			lastOut, lastLine = n[2], n[1]
 			return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
 				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
 		})
@@ -75,14 +94,6 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	if err != nil {
 		return "", "", err
 	}
-	// The outcomes file is stored before the costs file (the failpoint
-	// order crash tests rely on).
-	start := time.Now()
-	if outcomes, err = opipe.commit(); err != nil {
-		return "", "", err
-	}
-	logTiming("outcomes", "commit", start)
-	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
 	costs, err = cpipe.commit()
 	return outcomes, costs, err
 }

@@ -1,11 +1,15 @@
 -- Rows of the outcomes table, with each record's cost in this job, in
 -- record_id order. The Go side reads them in record_id ranges (.Lo, .Hi:
 -- hex prefixes it generates; "" is unbounded) so that no single query
--- materialises and sorts every row; the ranges partition the key space, so
--- their results concatenate to the order of one ORDER BY record_id.
+-- materialises every row; the ranges partition the key space, so their
+-- results concatenate to the order of one ORDER BY record_id. reconcile.sql
+-- stores the table in that order and the scan keeps it (preserve insertion
+-- order), so only a merge, whose table is the partitions' files, sorts
+-- (.Sort); the Go side checks the order of every row.
 SELECT job_key, tenant, record_id, business_key, shard_id, custom_id, attempt,
        parent_job_key, outcome, disposition, reason, lines,
        CAST(cost_usd AS VARCHAR) AS cost_usd
 FROM outcomes
 WHERE true{{if .Lo}} AND record_id >= '{{.Lo}}'{{end}}{{if .Hi}} AND record_id < '{{.Hi}}'{{end}}
-ORDER BY record_id;
+{{- if .Sort}}
+ORDER BY record_id{{end}};

@@ -2,7 +2,7 @@
 -- report's counts, only with a cap: per-record cumulative token and cost caps.
 -- Reads lines and outcomes (reconcile.sql), prior_costs and prior_attempts
 -- (policy_sources.sql). The manual cost category follows from the outcomes'
--- dispositions (reconcile.sql's line_costs view).
+-- dispositions (line_costs.sql, run right after).
 {{if .Caps}}
 -- Each record's usage over every attempt so far: this job's lines as priced
 -- here, plus its ancestors' lines as their latest reconcile priced them (the

@@ -104,7 +104,12 @@ WHERE record_id IS NOT NULL
 GROUP BY custom_id;
 
 -- One row per expected record: its best line (if any), how many lines it had
--- and their cost.
+-- and their cost. Stored in record_id order, the outcomes table's row order:
+-- DuckDB keeps each row group's min and max record_id, so each range that
+-- outcome_rows.sql reads touches only its own row groups instead of scanning
+-- and filtering the whole table once per range.
+SET preserve_insertion_order = true;
+
 CREATE OR REPLACE TEMP TABLE outcomes AS
 WITH o AS (
     SELECT e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
@@ -134,39 +139,11 @@ SELECT
     END AS disposition,
     cost_usd,
     best_key
-FROM o;
+FROM o
+ORDER BY record_id;
+
+SET preserve_insertion_order = false;
 
 -- best was only the way to outcomes: free its memory for the statements and
 -- table reads that follow.
 DROP TABLE best;
-
--- Every line priced and in its cost category. A record's first success is its
--- best line when that line succeeded; its other successes are duplicate
--- submissions. Every line of a record the retry policy gave up on in this job
--- (disposition manual, not failed_permanent: past --max-attempts or a cap,
--- policy.sql) is in the manual category; such a record has no succeeded line,
--- so only failure categories give way and the categories still partition the
--- lines. A view, read after policy.sql has settled the dispositions: the
--- costs table and the report read it once each.
-CREATE OR REPLACE TEMP VIEW line_costs AS
-SELECT
-    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
-    f.raw_sha256, l.line_no, f.channel, f.out_no,
-    CASE
-        WHEN l.record_id IS NULL THEN 'unattributed'
-        WHEN l.rank = 1 AND o.best_key = l.line_key THEN 'first_success'
-        WHEN l.rank = 1 THEN 'duplicate_submission'
-        WHEN o.disposition = 'manual' AND o.outcome <> 'failed_permanent' THEN 'manual'
-        WHEN l.rank = 2 THEN 'quality_failure'
-        WHEN l.rank = 3 THEN 'retryable_failure'
-        ELSE 'permanent_failure'
-    END AS category,
-    l.price_model,
-    l.unpriced,
-    l.cost_usd
-FROM lines l
-JOIN files f ON f.file_no = l.file_no
--- one job, one tenant: constants, not carried through every line
-CROSS JOIN (SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw) j
--- outcomes holds only known custom ids
-LEFT JOIN outcomes o ON o.custom_id = l.custom_id;
