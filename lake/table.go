@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
 // Parquet files are written deterministically: the same rows give the same
@@ -38,7 +37,7 @@ func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*
 	}
 	w := parquet.NewGenericWriter[T](f,
 		parquet.CreatedBy(createdBy, createdByVer, ""),
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}),
+		parquet.Compression(tableCodec),
 		parquet.MaxRowsPerRowGroup(rowGroupRows),
 		parquet.PageBufferSize(256*1024),
 	)

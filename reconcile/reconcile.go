@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +121,7 @@ func (r *Report) ExitCode() int {
 // Run reconciles a job. Running it again over the same files and settings
 // returns the stored report with Unchanged set and writes nothing.
 func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
+	defer limitGoHeap()()
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
@@ -562,4 +564,21 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 		return nil, err
 	}
 	return &r, nil
+}
+
+// goHeapLimit is the soft limit (debug.SetMemoryLimit) on reconcile's Go
+// memory. Its live heap (the Parquet writers' row groups, row batches in
+// flight) stays under about 80 MB whatever the job's size, and without a
+// limit the collector lets garbage double that; DuckDB's own memory is
+// governed by --memory-limit.
+const goHeapLimit = 128 << 20
+
+// limitGoHeap sets goHeapLimit unless GOMEMLIMIT is set, and returns the
+// function that restores the previous limit.
+func limitGoHeap() (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(goHeapLimit)
+	return func() { debug.SetMemoryLimit(prev) }
 }
