@@ -27,36 +27,58 @@ var outputLimitKeys = [][]byte{
 }
 
 // outputLimit finds the first output limit a request line names: a key of
-// outputLimitKeys followed by a colon and a non-negative integer. A quoted
-// key inside a string value is escaped (\"max_tokens\") and so never matches.
+// outputLimitKeys followed by a colon and a non-negative integer; when the
+// line names several, the key earliest in outputLimitKeys wins, and of one
+// key its first occurrence. A quoted key inside a string value is escaped
+// (\"max_tokens\") and so never matches.
+//
+// Every key starts with `"max`, so one pass over the places that prefix
+// occurs does what a search per key did in six (it ran in plan's serial
+// shard writer, about a tenth of plan's cpu time).
 func outputLimit(line []byte) (int64, bool) {
-	for _, k := range outputLimitKeys {
-		for off := 0; off < len(line); {
-			i := bytes.Index(line[off:], k)
-			if i < 0 {
-				break
-			}
-			i += off
-			off = i + len(k)
-			if i > 0 && line[i-1] == '\\' {
+	best, bestN := len(outputLimitKeys), int64(0)
+	for off := 0; off < len(line); {
+		i := bytes.Index(line[off:], outputLimitPrefix)
+		if i < 0 {
+			break
+		}
+		i += off
+		off = i + len(outputLimitPrefix)
+		if i > 0 && line[i-1] == '\\' {
+			continue
+		}
+		for k, key := range outputLimitKeys[:best] {
+			if !bytes.HasPrefix(line[i:], key) {
 				continue
 			}
-			j := skipSpace(line, off)
-			if j >= len(line) || line[j] != ':' {
-				continue
+			if n, ok := limitValue(line, i+len(key)); ok {
+				best, bestN = k, n
 			}
-			j = skipSpace(line, j+1)
-			var n int64
-			d := 0
-			for ; j < len(line) && isDigit(line[j]) && d < 15; j, d = j+1, d+1 {
-				n = n*10 + int64(line[j]-'0')
-			}
-			if d > 0 {
-				return n, true
-			}
+			break // keys are not prefixes of one another: at most one matches here
+		}
+		if best == 0 {
+			break
 		}
 	}
-	return 0, false
+	return bestN, best < len(outputLimitKeys)
+}
+
+// outputLimitPrefix starts every key of outputLimitKeys.
+var outputLimitPrefix = []byte(`"max`)
+
+// limitValue reads `: <digits>` at line[j:] (spaces allowed around the colon).
+func limitValue(line []byte, j int) (int64, bool) {
+	j = skipSpace(line, j)
+	if j >= len(line) || line[j] != ':' {
+		return 0, false
+	}
+	j = skipSpace(line, j+1)
+	var n int64
+	d := 0
+	for ; j < len(line) && isDigit(line[j]) && d < 15; j, d = j+1, d+1 {
+		n = n*10 + int64(line[j]-'0')
+	}
+	return n, d > 0
 }
 
 // estimator sums the per-record estimates of one plan.

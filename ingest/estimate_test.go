@@ -1,6 +1,12 @@
 package ingest
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
 
 func TestOutputLimit(t *testing.T) {
 	cases := []struct {
@@ -39,5 +45,50 @@ func TestEstimatorSums(t *testing.T) {
 	f := newEstimator(EstimateOptions{InputTokens: 100})
 	if in, _ := f.add([]byte(`{}`)); in != 100 || f.sum.BytesPerToken != 0 || f.sum.InputPerRecord != 100 {
 		t.Errorf("--est-input-tokens 100: in %d, sum %+v", in, f.sum)
+	}
+}
+
+// outputLimitModel is outputLimit as first written, one search per key: the
+// reference for TestOutputLimitOnePass.
+func outputLimitModel(line []byte) (int64, bool) {
+	for _, k := range outputLimitKeys {
+		for off := 0; off < len(line); {
+			i := bytes.Index(line[off:], k)
+			if i < 0 {
+				break
+			}
+			i += off
+			off = i + len(k)
+			if i > 0 && line[i-1] == '\\' {
+				continue
+			}
+			if n, ok := limitValue(line, off); ok {
+				return n, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestOutputLimitOnePass: the one-pass search agrees with a search per key on
+// lines made of every key, escaped keys, bad values and other text, in
+// random orders.
+func TestOutputLimitOnePass(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	parts := []string{`"max"`, `"maximum":1`, `\"max_tokens\":9`, `\"max_tokens":3`, `: 12`, `"max_tokens" : null`, `"x":"max_tokens"`, `,`, `{`, `}`, ` `}
+	for _, k := range outputLimitKeys {
+		parts = append(parts, string(k)+":"+fmt.Sprint(rng.IntN(5000)), string(k)+` : 7`, string(k)+`:"5"`, string(k))
+	}
+	for i := range 20000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		line := []byte(b.String())
+		got, ok := outputLimit(line)
+		want, wok := outputLimitModel(line)
+		if got != want || ok != wok {
+			t.Fatalf("case %d %s: outputLimit = %d, %v; one search per key gives %d, %v", i, line, got, ok, want, wok)
+		}
 	}
 }
