@@ -11,5 +11,4 @@ SELECT job_key, tenant, coalesce(record_id, '') AS record_id, custom_id, coalesc
        CAST(cost_usd AS VARCHAR) AS cost_usd, out_no
 FROM line_costs
 WHERE true{{if .Files}} AND out_no BETWEEN {{.OutLo}} AND {{.OutHi}}{{end}}{{if .Lines}} AND line_no >= {{.LineLo}} AND line_no < {{.LineHi}}{{end}}
-
 ORDER BY out_no, line_no;
