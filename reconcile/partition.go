@@ -131,7 +131,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	}
 	// The retry policy acts per record, so each partition applies it to its
 	// own records (the ancestors' lines of every record are in the session).
-	if err := applyPolicy(ctx, e, o.Caps); err != nil {
+	if err := settle(ctx, e, o.Caps); err != nil {
 		return nil, err
 	}
 	if err := counts(ctx, e, rep); err != nil {

@@ -117,10 +117,10 @@ func (p *priorLines) load(ctx context.Context, e *Engine) error {
 	return e.ExecFile(ctx, "policy_sources.sql", map[string]string{"Costs": sqlList(costs), "Attempts": sqlList(attempts)})
 }
 
-// applyPolicy runs policy.sql (the caps send records to the manual queue)
-// and then line_costs.sql, which puts each line in its cost category: the
-// manual category depends on the dispositions the policy settles.
-func applyPolicy(ctx context.Context, e *Engine, c Caps) error {
+// settle fixes each record's disposition and each line's cost category:
+// policy.sql (the caps send records to the manual queue), then
+// line_costs.sql (the manual category depends on those dispositions).
+func settle(ctx context.Context, e *Engine, c Caps) error {
 	if c.Set() {
 		if err := e.ExecFile(ctx, "policy.sql", c.policyData()); err != nil {
 			return err
@@ -130,7 +130,7 @@ func applyPolicy(ctx context.Context, e *Engine, c Caps) error {
 }
 
 // cappedRecords counts the records a cap sent to the manual queue (after
-// applyPolicy, or in a merge over partitions that applied it).
+// settle, or in a merge over partitions that applied it).
 func cappedRecords(ctx context.Context, e *Engine, c Caps) (int64, error) {
 	if !c.Set() {
 		return 0, nil

@@ -363,7 +363,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
 			return nil, err
 		}
-		if err := applyPolicy(ctx, e, o.Caps); err != nil {
+		if err := settle(ctx, e, o.Caps); err != nil {
 			return nil, err
 		}
 	}

@@ -20,7 +20,7 @@
 SET preserve_insertion_order = true;
 
 CREATE OR REPLACE TEMP TABLE costed AS
-SELECT l.file_no, f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
+SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
     l.price_model, l.unpriced, l.cost_usd,
     CAST(CASE
         WHEN l.record_id IS NULL THEN 0
@@ -67,7 +67,7 @@ SELECT
     l.unpriced,
     l.cost_usd
 FROM costed l
-JOIN files f ON f.file_no = l.file_no
+JOIN files f ON f.out_no = l.out_no
 CROSS JOIN job_consts j;
 
 -- outcome_rows.sql, a filtered scan of one table, takes the outcomes in the
