@@ -14,6 +14,14 @@ import (
 // so that tests can cut small tables into many ranges.
 var chunkRows int64 = 1 << 16
 
+// sortRows is about how many rows one statement of outcome_sort.sql or
+// cost_sort.sql sorts. DuckDB's sort of every row of a 10M-record job at
+// once does not fit in a 256MB --memory-limit with two threads (it fails
+// instead of spilling); a million rows at a time does, and each statement
+// scans only the narrow key column of the whole unsorted table to find its
+// rows. A variable so that tests can sort small tables in many steps.
+var sortRows int64 = 1 << 20
+
 // recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where
 // "" leaves a side unbounded.
 type recordRange struct {
@@ -21,14 +29,14 @@ type recordRange struct {
 	Sort   bool // ORDER BY: the table is not stored in record_id order (a merge)
 }
 
-// recordRanges cuts the record_id space into ranges of about chunkRows of n
+// recordRanges cuts the record_id space into ranges of about per of n
 // records. record_id is a uniform lower-case hex digest, so 4-hex-digit
 // boundaries split it evenly; the first and last ranges are open, so the
 // ranges cover every string whatever its form, and as DuckDB compares
 // VARCHARs bytewise their results concatenate in record_id order.
-func recordRanges(n int64) []recordRange {
+func recordRanges(n, per int64) []recordRange {
 	const space = 1 << 16 // 4 hex digits
-	k := (n + chunkRows - 1) / chunkRows
+	k := (n + per - 1) / per
 	k = max(1, min(k, 4096))
 	bound := func(i int64) string { return fmt.Sprintf("%04x", i*space/k) }
 	out := make([]recordRange, k)
@@ -52,11 +60,12 @@ type costRange struct {
 	LineLo, LineHi int64
 }
 
-// costRanges cuts the costs table, ordered by (out_no, line_no), into ranges
-// of about chunkRows lines: runs of consecutive small files, and a file with
-// more lines than that in even spans of its line numbers.
-func costRanges(ctx context.Context, e *Engine) ([]costRange, error) {
-	rows, err := e.QueryFile(ctx, "cost_ranges.sql", nil)
+// costRanges cuts the lines of table (costed, or costed_u before it is
+// sorted), ordered by (out_no, line_no), into ranges of about per lines: runs
+// of consecutive small files, and a file with more lines than that in even
+// spans of its line numbers.
+func costRanges(ctx context.Context, e *Engine, table string, per int64) ([]costRange, error) {
+	rows, err := e.QueryFile(ctx, "cost_ranges.sql", map[string]string{"Table": table})
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +86,9 @@ func costRanges(ctx context.Context, e *Engine) ([]costRange, error) {
 		if err := rows.Scan(&file, &n, &first, &last); err != nil {
 			return nil, fmt.Errorf("sql cost_ranges.sql: %w", err)
 		}
-		if n > chunkRows {
+		if n > per {
 			flush()
-			k := (n + chunkRows - 1) / chunkRows
+			k := (n + per - 1) / per
 			span := last - first + 1
 			for j := range k {
 				out = append(out, costRange{Files: true, OutLo: file, OutHi: file, Lines: true,
@@ -92,7 +101,7 @@ func costRanges(ctx context.Context, e *Engine) ([]costRange, error) {
 		}
 		cur.OutHi = file
 		curN += n
-		if curN >= chunkRows {
+		if curN >= per {
 			flush()
 		}
 	}

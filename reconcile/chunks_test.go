@@ -19,7 +19,7 @@ func TestRecordRanges(t *testing.T) {
 		n    int64
 		want int
 	}{{0, 1}, {1, 1}, {chunkRows, 1}, {chunkRows + 1, 2}, {16 * chunkRows, 16}, {1 << 40, 4096}} {
-		rs := recordRanges(tc.n)
+		rs := recordRanges(tc.n, chunkRows)
 		if len(rs) != tc.want {
 			t.Errorf("n=%d: %d ranges, want %d", tc.n, len(rs), tc.want)
 			continue
@@ -36,7 +36,8 @@ func TestRecordRanges(t *testing.T) {
 }
 
 // TestChunkedTablesEqualWhole: the outcomes and costs files read in many
-// small ranges are byte for byte the files of one range each.
+// small ranges, from tables sorted in many small steps, are byte for byte the
+// files of one range and one sort each.
 func TestChunkedTablesEqualWhole(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 11))
@@ -44,9 +45,9 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, rows int64) (*Report, map[string][]byte) {
 		t.Helper()
-		old := chunkRows
-		chunkRows = rows
-		defer func() { chunkRows = old }()
+		oldChunk, oldSort := chunkRows, sortRows
+		chunkRows, sortRows = rows, rows
+		defer func() { chunkRows, sortRows = oldChunk, oldSort }()
 		l, err := lake.Open(ctx, filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

@@ -126,7 +126,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if gate == "" {
 		gate = "true"
 	}
-	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
+	if err := classify(ctx, e, gate, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
 		return nil, err
 	}
 	// The retry policy acts per record, so each partition applies it to its

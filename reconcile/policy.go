@@ -126,7 +126,7 @@ func settle(ctx context.Context, e *Engine, c Caps) error {
 			return err
 		}
 	}
-	return e.ExecFile(ctx, "line_costs.sql", nil)
+	return costLines(ctx, e)
 }
 
 // cappedRecords counts the records a cap sent to the manual queue (after

@@ -360,7 +360,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	// A merge (Merge) has its tables from the partitions already, the retry
 	// policy applied by each partition.
 	if !o.merged {
-		if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": o.MaxAttempts}); err != nil {
+		if err := classify(ctx, e, gate, o.MaxAttempts, m.ExpectedRecords); err != nil {
 			return nil, err
 		}
 		if err := settle(ctx, e, o.Caps); err != nil {

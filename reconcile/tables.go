@@ -31,7 +31,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	opipe := newTablePipe(ctx, ow)
 	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
 	var last string // the previous row's record_id: rows must come in order
-	for _, r := range recordRanges(m.ExpectedRecords) {
+	for _, r := range recordRanges(m.ExpectedRecords, chunkRows) {
 		r.Sort = merged
 		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssssnssssns", func(x *scanRow) error {
 			s, n := x.s, x.n
@@ -71,7 +71,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
 	cranges := []costRange{{}} // a merge's out_no is a window over all its lines: one query
 	if !merged {
-		cranges, err = costRanges(ctx, e)
+		cranges, err = costRanges(ctx, e, "costed", chunkRows)
 	}
 	lastOut, lastLine := int64(-1), int64(-1) // the previous row's (out_no, line_no): rows must come in order
 	for _, r := range cranges {

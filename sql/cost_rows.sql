@@ -2,7 +2,7 @@
 -- line_no) order (out_no numbers the files in that order). The Go side reads
 -- them in ranges (cost_ranges.sql): with .Files, files .OutLo..OutHi, and
 -- with .Lines, within a single large file lines .LineLo <= line_no < .LineHi,
--- so that no single query materialises and sorts every line. line_costs.sql
+-- so that no single query materialises and sorts every line. cost_sort.sql
 -- stores the lines in this order, so a range reads only its own row groups;
 -- it still sorts, as the view's joins do not keep the order. out_no is
 -- returned for the Go side to check the order of every row.

@@ -14,12 +14,9 @@
 -- those reads would otherwise join every line to every outcome anew. Only
 -- what is read from here on is kept (the policy has used the tokens).
 --
--- Stored in the costs table's row order (out_no, line_no), so that each range
--- cost_rows.sql reads touches only its own row groups (DuckDB keeps each row
--- group's min and max of every column).
-SET preserve_insertion_order = true;
-
-CREATE OR REPLACE TEMP TABLE costed AS
+-- Unordered: cost_sort.sql stores it as costed in the costs table's row
+-- order (out_no, line_no), a range of files at a time.
+CREATE OR REPLACE TEMP TABLE costed_u AS
 SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
     l.price_model, l.unpriced, l.cost_usd,
     CAST(CASE
@@ -34,42 +31,7 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
 -- outcomes holds only known custom ids
-LEFT JOIN outcomes o ON o.custom_id = l.custom_id
-ORDER BY f.out_no, l.line_no;
-
-SET preserve_insertion_order = false;
+LEFT JOIN outcomes o ON o.custom_id = l.custom_id;
 
 DROP TABLE lines;
 
-CREATE OR REPLACE TEMP VIEW lines AS
-SELECT * EXCLUDE (cat) FROM costed;
-
--- One job, one tenant: constants, not carried through every line.
-CREATE OR REPLACE TEMP TABLE job_consts AS
-SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw;
-
--- The costs table's columns (cost_rows.sql, cost_by_category.sql and a
--- partition's file, partition_write.sql, read them).
-CREATE OR REPLACE TEMP VIEW line_costs AS
-SELECT
-    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
-    f.raw_sha256, l.line_no, f.channel, l.out_no,
-    CASE l.cat
-        WHEN 0 THEN 'unattributed'
-        WHEN 1 THEN 'first_success'
-        WHEN 2 THEN 'duplicate_submission'
-        WHEN 3 THEN 'manual'
-        WHEN 4 THEN 'quality_failure'
-        WHEN 5 THEN 'retryable_failure'
-        ELSE 'permanent_failure'
-    END AS category,
-    l.price_model,
-    l.unpriced,
-    l.cost_usd
-FROM costed l
-JOIN files f ON f.out_no = l.out_no
-CROSS JOIN job_consts j;
-
--- outcome_rows.sql, a filtered scan of one table, takes the outcomes in the
--- order they are stored in.
-SET preserve_insertion_order = true;

@@ -2,7 +2,7 @@
 -- record_id order. The Go side reads them in record_id ranges (.Lo, .Hi:
 -- hex prefixes it generates; "" is unbounded) so that no single query
 -- materialises every row; the ranges partition the key space, so their
--- results concatenate to the order of one ORDER BY record_id. reconcile.sql
+-- results concatenate to the order of one ORDER BY record_id. outcome_sort.sql
 -- stores the table in that order and the scan keeps it (preserve insertion
 -- order), so only a merge, whose table is the partitions' files, sorts
 -- (.Sort); the Go side checks the order of every row.

@@ -104,13 +104,19 @@ WHERE record_id IS NOT NULL
 GROUP BY custom_id;
 
 -- One row per expected record: its best line (if any), how many lines it had
--- and their cost. Stored in record_id order, the outcomes table's row order:
--- DuckDB keeps each row group's min and max record_id, so each range that
--- outcome_rows.sql reads touches only its own row groups instead of scanning
--- and filtering the whole table once per range.
+-- and their cost, in record_id order, the order outcome_rows.sql reads it in:
+-- DuckDB keeps each row group's min and max record_id, so each range read
+-- touches only its own row groups instead of scanning and filtering the
+-- whole table once per range. With .Sorted (a job of up to sortRows records,
+-- see sort.go) it is sorted here; otherwise it is stored unsorted as
+-- outcomes_u and outcome_sort.sql sorts it a range of record ids at a time.
+{{- if .Sorted}}
 SET preserve_insertion_order = true;
 
 CREATE OR REPLACE TEMP TABLE outcomes AS
+{{- else}}
+CREATE OR REPLACE TEMP TABLE outcomes_u AS
+{{- end}}
 WITH o AS (
     SELECT e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
            e.attempt, e.parent_job_key,
@@ -140,9 +146,12 @@ SELECT
     cost_usd,
     best_key
 FROM o
+{{- if .Sorted}}
 ORDER BY record_id;
 
 SET preserve_insertion_order = false;
+{{- else}};
+{{- end}}
 
 -- best was only the way to outcomes: free its memory for the statements and
 -- table reads that follow.

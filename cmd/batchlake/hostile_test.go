@@ -237,8 +237,7 @@ func TestMillionUnknownIDs(t *testing.T) {
 	}
 	t.Logf("%d unknown ids: peak RSS ingest %d MiB, reconcile %d MiB", n, ingestRSS>>10, recRSS>>10)
 	// The file is ~140 MB at 1M lines; ingest streams it. Reconcile's peak is
-	// logged, not bounded: at 1M unknown ids it reached ~2 GiB and fails
-	// under --memory-limit 512MB (a known issue, see docs/reliability.md).
+	// logged, not bounded (a known issue, see docs/reliability.md).
 	const limitKiB = 512 << 10
 	if ingestRSS > limitKiB {
 		t.Errorf("peak RSS of ingest %d MiB: over %d MiB", ingestRSS>>10, limitKiB>>10)

@@ -1,0 +1,51 @@
+-- The costed table: costed_u (line_costs.sql) stored in the costs table's
+-- row order (out_no, line_no), so that each range cost_rows.sql reads
+-- touches only its own row groups (DuckDB keeps each row group's min and max
+-- of every column). Sorted one range of files (or of a large file's lines) at
+-- a time (.Ranges, from cost_ranges.sql over costed_u), for the reason
+-- outcome_sort.sql gives.
+SET preserve_insertion_order = true;
+
+CREATE OR REPLACE TEMP TABLE costed AS FROM costed_u LIMIT 0;
+{{range .Ranges}}
+INSERT INTO costed
+SELECT * FROM costed_u
+WHERE true{{if .Files}} AND out_no BETWEEN {{.OutLo}} AND {{.OutHi}}{{end}}{{if .Lines}} AND line_no >= {{.LineLo}} AND line_no < {{.LineHi}}{{end}}
+ORDER BY out_no, line_no;
+{{end}}
+DROP TABLE costed_u;
+
+SET preserve_insertion_order = false;
+
+CREATE OR REPLACE TEMP VIEW lines AS
+SELECT * EXCLUDE (cat) FROM costed;
+
+-- One job, one tenant: constants, not carried through every line.
+CREATE OR REPLACE TEMP TABLE job_consts AS
+SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw;
+
+-- The costs table's columns (cost_rows.sql, cost_by_category.sql and a
+-- partition's file, partition_write.sql, read them).
+CREATE OR REPLACE TEMP VIEW line_costs AS
+SELECT
+    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
+    f.raw_sha256, l.line_no, f.channel, l.out_no,
+    CASE l.cat
+        WHEN 0 THEN 'unattributed'
+        WHEN 1 THEN 'first_success'
+        WHEN 2 THEN 'duplicate_submission'
+        WHEN 3 THEN 'manual'
+        WHEN 4 THEN 'quality_failure'
+        WHEN 5 THEN 'retryable_failure'
+        ELSE 'permanent_failure'
+    END AS category,
+    l.price_model,
+    l.unpriced,
+    l.cost_usd
+FROM costed l
+JOIN files f ON f.out_no = l.out_no
+CROSS JOIN job_consts j;
+
+-- outcome_rows.sql, a filtered scan of one table, takes the outcomes in the
+-- order they are stored in.
+SET preserve_insertion_order = true;
