@@ -20,16 +20,20 @@ demo: build ## the whole loop on the built-in simulator: plan, submit, collect, 
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT final_state, count(*) AS records, sum(cost_usd) AS cost_usd FROM records GROUP BY ALL\""
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT category, sum(cost_usd) AS usd FROM costs GROUP BY ALL ORDER BY usd DESC\""
 
+# The short fuzz run is bounded by a count, not a duration: Go 1.26's fuzz
+# coordinator can report a spurious "context deadline exceeded" when a
+# -fuzztime duration ends (go.dev/issue/75804, fixed in Go 1.27); it failed
+# FuzzGeminiInline here with 3s. A count has no deadline to race.
 test: ## every test, with a short run of each fuzz target
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -timeout 15m ./...
-	$(MAKE) fuzz FUZZTIME=3s
+	$(MAKE) fuzz FUZZTIME=300x
 
 test-short:
 	$(GO) test -tags $(TAGS) -short -timeout 5m ./...
 
 FUZZTIME ?= 60s
-fuzz: ## every fuzz target for FUZZTIME (default 60s each)
+fuzz: ## every fuzz target for FUZZTIME (default 60s each; Nx for N inputs)
 	@set -e; for pkg in $$($(GO) list -tags $(TAGS) ./...); do \
 		dir=$$($(GO) list -tags $(TAGS) -f '{{.Dir}}' $$pkg); \
 		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
