@@ -98,7 +98,9 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		must(e.ExecFile(ctx, "sources.sql", src))
 		must(rules.load(ctx, e))
 		must(prices.load(ctx, e, nil))
-		must(e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": "true", "MaxAttempts": 3}))
+		must(e.ExecFile(ctx, "schema.sql", nil))
+		must(classify(ctx, e, "true", 3, m.ExpectedRecords))
+		must(settle(ctx, e, Caps{}))
 		var rep Report
 		must(counts(ctx, e, &rep))
 		if rep.Expected != 100_000 || rep.Succeeded+rep.QualityFailed+rep.FailedRetryable+rep.FailedPermanent+rep.Missing != rep.Expected {
@@ -107,8 +109,8 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		_, err = costs(ctx, e)
 		must(err)
 		n := 0
-		must(e.eachRow(ctx, "outcome_rows.sql", recordRange{}, "ssssssnssssns", func(*scanRow) error { n++; return nil }))
-		must(e.eachRow(ctx, "cost_rows.sql", costRange{}, "ssssnssssnss", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "outcome_rows.sql", recordRange{}, "ssssnssssns", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "ssnsssnssn", func(*scanRow) error { n++; return nil }))
 		e.Close()
 	}
 }

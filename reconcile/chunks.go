@@ -51,8 +51,9 @@ func recordRanges(n, per int64) []recordRange {
 	return out
 }
 
-// costRange is one range of cost_rows.sql: with Files, the result files
-// OutLo..OutHi; with Lines as well (one file), lines LineLo <= line_no < LineHi.
+// costRange is one range of cost_scan.sql or cost_sort.sql: with Files, the
+// result files OutLo..OutHi; with Lines as well (one file), lines
+// LineLo <= line_no < LineHi.
 type costRange struct {
 	Files          bool
 	OutLo, OutHi   int64

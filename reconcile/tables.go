@@ -29,18 +29,18 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	}
 	defer ow.Abort()
 	opipe := newTablePipe(ctx, ow)
-	// job_key tenant record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
+	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
 	var last string // the previous row's record_id: rows must come in order
 	for _, r := range recordRanges(m.ExpectedRecords, chunkRows) {
 		r.Sort = merged
-		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssssnssssns", func(x *scanRow) error {
+		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssns", func(x *scanRow) error {
 			s, n := x.s, x.n
-			if s[2] <= last {
-				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[2], last)
+			if s[0] <= last {
+				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
 			}
-			last = s[2]
-			return opipe.add(lake.OutcomeRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], BusinessKey: s[3], ShardID: s[4], CustomID: s[5],
-				Attempt: int32(n[0]), ParentJobKey: s[6], Outcome: s[7], Disposition: s[8], Reason: s[9], Lines: int32(n[1]), CostUSD: trimDecimal(s[10])})
+			last = s[0]
+			return opipe.add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
+				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: trimDecimal(s[8])})
 		})
 		if err != nil {
 			break
@@ -68,25 +68,28 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	}
 	defer cw.Abort()
 	cpipe := newTablePipe(ctx, cw)
-	// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
-	cranges := []costRange{{}} // a merge's out_no is a window over all its lines: one query
-	if !merged {
-		cranges, err = costRanges(ctx, e, "costed", chunkRows)
-	}
 	lastOut, lastLine := int64(-1), int64(-1) // the previous row's (out_no, line_no): rows must come in order
-	for _, r := range cranges {
-		if err != nil {
-			break
+	inOrder := func(out, line int64) error {
+		if out < lastOut || out == lastOut && line <= lastLine {
+			return fmt.Errorf("reconcile: cost rows out of (file, line) order: %d:%d after %d:%d", out, line, lastOut, lastLine)
 		}
-		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnssn", func(x *scanRow) error {
+		lastOut, lastLine = out, line
+		return nil
+	}
+	if merged {
+		// The partitions' costs: a merge's out_no is a window over all its
+		// lines, so one query, sorted.
+		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
+		err = e.eachRow(ctx, "cost_rows.sql", costRange{}, "ssssnssssnssn", func(x *scanRow) error {
 			s, n := x.s, x.n
-			if n[2] < lastOut || n[2] == lastOut && n[1] <= lastLine {
-				return fmt.Errorf("reconcile: cost rows out of (file, line) order: %d:%d after %d:%d", n[2], n[1], lastOut, lastLine)
+			if err := inOrder(n[2], n[1]); err != nil {
+				return err
 			}
-			lastOut, lastLine = n[2], n[1]
 			return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
 				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
 		})
+	} else {
+		err = scanCosts(ctx, e, m, inOrder, cpipe)
 	}
 	if cerr := cpipe.close(err); err == nil {
 		err = cerr
@@ -96,6 +99,62 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	}
 	costs, err = cpipe.commit()
 	return outcomes, costs, err
+}
+
+// scanCosts reads a reconcile's costs table in ranges of costed's stored
+// order (cost_scan.sql), naming each row's raw file from its out_no.
+func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *tablePipe[lake.CostRow]) error {
+	raws, err := costFiles(ctx, e)
+	if err != nil {
+		return err
+	}
+	ranges, err := costRanges(ctx, e, "costed", chunkRows)
+	if err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no
+		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnssn", func(x *scanRow) error {
+			s, n := x.s, x.n
+			if err := inOrder(n[2], n[1]); err != nil {
+				return err
+			}
+			if n[2] < 1 || n[2] > int64(len(raws)) {
+				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
+			}
+			return cpipe.add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
+				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: trimDecimal(s[6])})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// costFiles lists the result files' raw_sha256 in out_no order (out_no 1 first).
+func costFiles(ctx context.Context, e *Engine) ([]string, error) {
+	rows, err := e.QueryFile(ctx, "cost_files.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var raws []string
+	for rows.Next() {
+		var n int64
+		var raw string
+		if err := rows.Scan(&n, &raw); err != nil {
+			return nil, fmt.Errorf("sql cost_files.sql: %w", err)
+		}
+		if n != int64(len(raws))+1 {
+			return nil, fmt.Errorf("sql cost_files.sql: out_no %d after %d", n, len(raws))
+		}
+		raws = append(raws, raw)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql cost_files.sql: %w", err)
+	}
+	return raws, nil
 }
 
 // tablePipe feeds a table writer from another goroutine: add collects rows

@@ -10,7 +10,7 @@
 --
 -- The category is worked out here once, as a small number beside each line,
 -- and lines is rebuilt with it: the costs table is read in several ranges
--- (cost_rows.sql) and the report reads the categories again, and each of
+-- (cost_scan.sql) and the report reads the categories again, and each of
 -- those reads would otherwise join every line to every outcome anew. Only
 -- what is read from here on is kept (the policy has used the tokens).
 --

@@ -5,8 +5,9 @@
 -- results concatenate to the order of one ORDER BY record_id. outcome_sort.sql
 -- stores the table in that order and the scan keeps it (preserve insertion
 -- order), so only a merge, whose table is the partitions' files, sorts
--- (.Sort); the Go side checks the order of every row.
-SELECT job_key, tenant, record_id, business_key, shard_id, custom_id, attempt,
+-- (.Sort); the Go side checks the order of every row. job_key and tenant, the
+-- same on every row, come from the manifest instead.
+SELECT record_id, business_key, shard_id, custom_id, attempt,
        parent_job_key, outcome, disposition, reason, lines,
        CAST(cost_usd AS VARCHAR) AS cost_usd
 FROM outcomes
