@@ -414,10 +414,12 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		return err
 	}
 	defer ew.Abort()
+	// The expected rows are encoded on another goroutine while this one
+	// copies the lines into shards and hashes them.
+	rows := lake.NewTablePipe(ctx, ew)
 	var (
 		sw      *shardWriter
 		buf     []byte
-		rows    []lake.ExpectedRow
 		flushed = func() error {
 			if sw == nil {
 				return nil
@@ -476,25 +478,18 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		if err := sw.add(line); err != nil {
 			return err
 		}
-		rows = append(rows, row)
-		if len(rows) == 4096 {
-			if err := ew.Write(rows...); err != nil {
-				return err
-			}
-			rows = rows[:0]
-		}
-		return nil
+		return rows.Add(row)
 	})
+	if err == nil {
+		err = flushed()
+	}
+	if cerr := rows.Close(err); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return err
 	}
-	if err := flushed(); err != nil {
-		return err
-	}
-	if err := ew.Write(rows...); err != nil {
-		return err
-	}
-	key, err := ew.Commit(ctx)
+	key, err := rows.Commit()
 	if err != nil {
 		return err
 	}

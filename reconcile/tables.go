@@ -15,9 +15,9 @@ import (
 )
 
 // writeTables stores the job's outcomes and costs tables. Rows are scanned in
-// column batches where the build allows (see eachRow) and handed in batches of
-// tableBatch rows to a writer goroutine, so Parquet encoding (zstd) overlaps
-// DuckDB's work instead of following it.
+// column batches where the build allows (see eachRow) and handed to a writer
+// goroutine (lake.TablePipe), so Parquet encoding (zstd) overlaps DuckDB's
+// work instead of following it.
 //
 // Both tables are read in ranges of their sort key (chunks.go): DuckDB
 // materialises a query's whole result before the first row comes out, so one
@@ -28,7 +28,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	defer ow.Abort()
-	opipe := newTablePipe(ctx, ow)
+	opipe := lake.NewTablePipe(ctx, ow)
 	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
 	var last string // the previous row's record_id: rows must come in order
 	for _, r := range recordRanges(m.ExpectedRecords, chunkRows) {
@@ -39,14 +39,14 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
 			}
 			last = s[0]
-			return opipe.add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
+			return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
 				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: trimDecimal(s[8])})
 		})
 		if err != nil {
 			break
 		}
 	}
-	if oerr := opipe.close(err); err == nil {
+	if oerr := opipe.Close(err); err == nil {
 		err = oerr
 	}
 	if err != nil {
@@ -56,7 +56,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	// the costs file, the failpoint order crash tests rely on): its writer's
 	// buffers are freed before the costs writer fills its own.
 	start := time.Now()
-	if outcomes, err = opipe.commit(); err != nil {
+	if outcomes, err = opipe.Commit(); err != nil {
 		return "", "", err
 	}
 	logTiming("outcomes", "commit", start)
@@ -67,7 +67,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	defer cw.Abort()
-	cpipe := newTablePipe(ctx, cw)
+	cpipe := lake.NewTablePipe(ctx, cw)
 	lastOut, lastLine := int64(-1), int64(-1) // the previous row's (out_no, line_no): rows must come in order
 	inOrder := func(out, line int64) error {
 		if out < lastOut || out == lastOut && line <= lastLine {
@@ -85,25 +85,25 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
 			}
-			return cpipe.add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
+			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
 				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
 		})
 	} else {
 		err = scanCosts(ctx, e, m, inOrder, cpipe)
 	}
-	if cerr := cpipe.close(err); err == nil {
+	if cerr := cpipe.Close(err); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return "", "", err
 	}
-	costs, err = cpipe.commit()
+	costs, err = cpipe.Commit()
 	return outcomes, costs, err
 }
 
 // scanCosts reads a reconcile's costs table in ranges of costed's stored
 // order (cost_scan.sql), naming each row's raw file from its out_no.
-func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *tablePipe[lake.CostRow]) error {
+func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow]) error {
 	raws, err := costFiles(ctx, e)
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 			if n[2] < 1 || n[2] > int64(len(raws)) {
 				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
 			}
-			return cpipe.add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
+			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
 				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: trimDecimal(s[6])})
 		})
 		if err != nil {
@@ -156,71 +156,6 @@ func costFiles(ctx context.Context, e *Engine) ([]string, error) {
 	}
 	return raws, nil
 }
-
-// tablePipe feeds a table writer from another goroutine: add collects rows
-// into batches, the goroutine encodes them; commit stores the file.
-type tablePipe[T any] struct {
-	ctx   context.Context
-	w     *lake.TableWriter[T]
-	batch []T
-	ch    chan []T   // full batches to the writer
-	free  chan []T   // emptied batches back
-	done  chan error // the writer's result, once ch is closed
-	err   error
-}
-
-func newTablePipe[T any](ctx context.Context, w *lake.TableWriter[T]) *tablePipe[T] {
-	p := &tablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, 2), free: make(chan []T, 3), done: make(chan error, 1)}
-	for range 3 {
-		p.free <- make([]T, 0, tableBatch)
-	}
-	p.batch = <-p.free
-	go func() {
-		var err error
-		for b := range p.ch {
-			if err == nil {
-				err = w.Write(b...)
-			}
-			clear(b) // drop the strings for the GC
-			p.free <- b[:0]
-		}
-		p.done <- err
-	}()
-	return p
-}
-
-func (p *tablePipe[T]) add(row T) error {
-	p.batch = append(p.batch, row)
-	if len(p.batch) < cap(p.batch) {
-		return nil
-	}
-	// After a write error the goroutine keeps draining (and reports the
-	// error at close), so this never blocks for good.
-	p.ch <- p.batch
-	p.batch = <-p.free
-	return nil
-}
-
-// close sends the last batch and waits for the writer; scanErr (the scan's
-// error, if any) leaves the last batch unwritten.
-func (p *tablePipe[T]) close(scanErr error) error {
-	if scanErr == nil && len(p.batch) > 0 {
-		p.ch <- p.batch
-	}
-	close(p.ch)
-	p.err = <-p.done
-	return p.err
-}
-
-func (p *tablePipe[T]) commit() (string, error) {
-	if p.err != nil {
-		return "", p.err
-	}
-	return p.w.Commit(p.ctx)
-}
-
-// tableBatch is how many rows go to the Parquet writer at a time.
-const tableBatch = 4096
 
 // writeRetry writes the retry shards (provider-ready, original request bodies,
 // new custom ids for the next attempt) and the lineage file. Shards are

@@ -1,0 +1,74 @@
+package lake
+
+import "context"
+
+// TablePipe feeds a TableWriter from another goroutine, so that Parquet
+// encoding (zstd) overlaps the caller's work instead of following it: Add
+// collects rows into batches, the goroutine encodes them; Close waits for it
+// and Commit stores the file. Close must be called once the rows are added
+// (also after an error, to stop the goroutine).
+type TablePipe[T any] struct {
+	ctx   context.Context
+	w     *TableWriter[T]
+	batch []T
+	ch    chan []T   // full batches to the writer
+	free  chan []T   // emptied batches back
+	done  chan error // the writer's result, once ch is closed
+	err   error
+}
+
+// pipeBatch is how many rows go to the Parquet writer at a time.
+const pipeBatch = 4096
+
+// NewTablePipe starts the goroutine that writes to w.
+func NewTablePipe[T any](ctx context.Context, w *TableWriter[T]) *TablePipe[T] {
+	p := &TablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, 2), free: make(chan []T, 3), done: make(chan error, 1)}
+	for range 3 {
+		p.free <- make([]T, 0, pipeBatch)
+	}
+	p.batch = <-p.free
+	go func() {
+		var err error
+		for b := range p.ch {
+			if err == nil {
+				err = w.Write(b...)
+			}
+			clear(b) // drop the strings for the GC
+			p.free <- b[:0]
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// Add appends a row. A write error shows at Close.
+func (p *TablePipe[T]) Add(row T) error {
+	p.batch = append(p.batch, row)
+	if len(p.batch) < cap(p.batch) {
+		return nil
+	}
+	// After a write error the goroutine keeps draining (and reports the
+	// error at Close), so this never blocks for good.
+	p.ch <- p.batch
+	p.batch = <-p.free
+	return nil
+}
+
+// Close sends the last batch and waits for the writer; addErr (the caller's
+// error, if any) leaves the last batch unwritten.
+func (p *TablePipe[T]) Close(addErr error) error {
+	if addErr == nil && len(p.batch) > 0 {
+		p.ch <- p.batch
+	}
+	close(p.ch)
+	p.err = <-p.done
+	return p.err
+}
+
+// Commit stores the file (after Close) and returns its lake key.
+func (p *TablePipe[T]) Commit() (string, error) {
+	if p.err != nil {
+		return "", p.err
+	}
+	return p.w.Commit(p.ctx)
+}
