@@ -15,11 +15,12 @@ import (
 var chunkRows int64 = 1 << 16
 
 // sortRows is about how many rows one statement of outcome_sort.sql or
-// cost_sort.sql sorts. DuckDB's sort of every row of a 10M-record job at
-// once does not fit in a 256MB --memory-limit with two threads (it fails
-// instead of spilling); a million rows at a time does, and each statement
-// scans only the narrow key column of the whole unsorted table to find its
-// rows. A variable so that tests can sort small tables in many steps.
+// cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):
+// DuckDB's sort of every row of a 10M-record job at once does not fit in a
+// 256MB --memory-limit with two threads (it fails instead of spilling); a
+// million rows at a time does. Each step scans the whole unsorted table for
+// its rows, so the steps are slower than one sort: the fallback, not the
+// rule. A variable so that tests can sort small tables in many steps.
 var sortRows int64 = 1 << 20
 
 // recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where

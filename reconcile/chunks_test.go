@@ -45,9 +45,9 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, rows int64) (*Report, map[string][]byte) {
 		t.Helper()
-		oldChunk, oldSort := chunkRows, sortRows
-		chunkRows, sortRows = rows, rows
-		defer func() { chunkRows, sortRows = oldChunk, oldSort }()
+		oldChunk, oldSort, oldSteps := chunkRows, sortRows, sortInSteps
+		chunkRows, sortRows, sortInSteps = rows, rows, rows < 1<<40
+		defer func() { chunkRows, sortRows, sortInSteps = oldChunk, oldSort, oldSteps }()
 		l, err := lake.Open(ctx, filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

@@ -1,26 +1,65 @@
 package reconcile
 
-import "context"
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/duckdb/duckdb-go/v2"
+)
+
+// The outcomes and costed tables are stored sorted, so that their range
+// reads (outcome_rows.sql, cost_scan.sql) touch only their own row groups and
+// keep the stored order. Each is first sorted in one statement, the fastest
+// way while it fits; DuckDB's sort of every row at once needs memory that
+// grows with the job and fails rather than spills when it does not fit (at
+// 10M records under --memory-limit 256MB). Then the table is stored unsorted
+// and sorted in steps of about sortRows rows, which fit whatever the job's
+// size. sortInSteps makes tests take the steps.
+var sortInSteps = false
 
 // classify runs reconcile.sql (every line classified and priced, each
-// record's outcome) and stores the outcomes table in record_id order: sorted
-// at once when the job has up to sortRows records, else in steps
-// (outcome_sort.sql), so that the sort's memory does not grow with the job.
+// record's best line) and outcomes.sql (each record's outcome, in record_id
+// order). expected, the job's record count, sizes the steps if the one sort
+// runs out of memory.
 func classify(ctx context.Context, e *Engine, gate string, maxAttempts int, expected int64) error {
-	ranges := recordRanges(expected, sortRows)
-	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "MaxAttempts": maxAttempts, "Sorted": len(ranges) == 1}); err != nil {
+	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate}); err != nil {
 		return err
 	}
-	if len(ranges) == 1 {
-		return nil
+	data := map[string]any{"MaxAttempts": maxAttempts, "Sorted": true}
+	if !sortInSteps {
+		err := e.ExecFile(ctx, "outcomes.sql", data)
+		if !outOfMemory(err) {
+			return err
+		}
+		slog.Warn("reconcile: the outcomes did not fit in DuckDB's memory limit in one sort; sorting them in steps", "err", err)
 	}
-	return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": ranges})
+	data["Sorted"] = false
+	if err := e.ExecFile(ctx, "outcomes.sql", data); err != nil {
+		return err
+	}
+	return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, sortRows)})
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the
-// dispositions are settled) and stores the lines in the costs table's order.
+// dispositions are settled), stored in the costs table's order, and the
+// views over it (cost_views.sql).
 func costLines(ctx context.Context, e *Engine) error {
-	if err := e.ExecFile(ctx, "line_costs.sql", nil); err != nil {
+	if err := sortCosted(ctx, e); err != nil {
+		return err
+	}
+	return e.ExecFile(ctx, "cost_views.sql", nil)
+}
+
+func sortCosted(ctx context.Context, e *Engine) error {
+	if !sortInSteps {
+		err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true})
+		if !outOfMemory(err) {
+			return err
+		}
+		slog.Warn("reconcile: the lines' costs did not fit in DuckDB's memory limit in one sort; sorting them in steps", "err", err)
+	}
+	if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
 		return err
 	}
 	ranges, err := costRanges(ctx, e, "costed_u", sortRows)
@@ -28,4 +67,10 @@ func costLines(ctx context.Context, e *Engine) error {
 		return err
 	}
 	return e.ExecFile(ctx, "cost_sort.sql", map[string]any{"Ranges": ranges})
+}
+
+// outOfMemory reports whether err is DuckDB's out-of-memory error.
+func outOfMemory(err error) bool {
+	var de *duckdb.Error
+	return errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory
 }

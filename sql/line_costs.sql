@@ -14,9 +14,23 @@
 -- those reads would otherwise join every line to every outcome anew. Only
 -- what is read from here on is kept (the policy has used the tokens).
 --
--- Unordered: cost_sort.sql stores it as costed in the costs table's row
--- order (out_no, line_no), a range of files at a time.
+-- Stored in the costs table's row order (out_no, line_no), the order
+-- cost_scan.sql reads it in without sorting; each range it reads touches only
+-- its own row groups (DuckDB keeps each row group's min and max of every
+-- column). With .Sorted it is sorted here, in one statement; if DuckDB runs
+-- out of memory in that sort, sort.go runs this again without .Sorted, to
+-- store it unsorted as costed_u, and cost_sort.sql sorts it a range of files
+-- at a time.
+SET preserve_insertion_order = false;
+{{- if .Sorted}}
+
+SET preserve_insertion_order = true;
+
+CREATE OR REPLACE TEMP TABLE costed AS
+{{- else}}
+
 CREATE OR REPLACE TEMP TABLE costed_u AS
+{{- end}}
 SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
     l.price_model, l.unpriced, l.cost_usd,
     CAST(CASE
@@ -31,7 +45,13 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
 -- outcomes holds only known custom ids
-LEFT JOIN outcomes o ON o.custom_id = l.custom_id;
+LEFT JOIN outcomes o ON o.custom_id = l.custom_id
+{{- if .Sorted}}
+ORDER BY f.out_no, l.line_no;
+{{- else}};
+{{- end}}
+
+SET preserve_insertion_order = false;
 
 DROP TABLE lines;
 

@@ -1,4 +1,5 @@
--- The outcomes table: outcomes_u (reconcile.sql) stored in record_id order,
+-- The outcomes table: outcomes_u (outcomes.sql without .Sorted, after its one
+-- sorted statement ran out of memory) stored in record_id order,
 -- the order outcome_rows.sql reads it in. DuckDB keeps each row group's min
 -- and max record_id, so each range that outcome_rows.sql reads touches only
 -- its own row groups instead of scanning and filtering the whole table once

@@ -163,6 +163,8 @@ func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
 				return &ingest.UsageError{Msg: "--log-format: want text or json"}
 			}
 			g.log = slog.New(h)
+			// The packages' own warnings (reconcile's fallbacks) in the same format.
+			slog.SetDefault(g.log)
 			switch g.progress {
 			case "auto", "always", "never":
 			default:

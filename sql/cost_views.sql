@@ -1,0 +1,38 @@
+-- The views over costed (line_costs.sql, or cost_sort.sql when that sort
+-- ran in steps) that the report, the costs table and a partition's files read.
+CREATE OR REPLACE TEMP VIEW lines AS
+SELECT * EXCLUDE (cat) FROM costed;
+
+-- One job, one tenant: constants, not carried through every line.
+CREATE OR REPLACE TEMP TABLE job_consts AS
+SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw;
+
+-- Each line with its category's name: a projection of costed alone, so a
+-- filtered read of it keeps costed's row order (cost_scan.sql).
+CREATE OR REPLACE TEMP VIEW costed_rows AS
+SELECT out_no, line_no, record_id, custom_id, attempt, provider, model_version,
+    CASE cat
+        WHEN 0 THEN 'unattributed'
+        WHEN 1 THEN 'first_success'
+        WHEN 2 THEN 'duplicate_submission'
+        WHEN 3 THEN 'manual'
+        WHEN 4 THEN 'quality_failure'
+        WHEN 5 THEN 'retryable_failure'
+        ELSE 'permanent_failure'
+    END AS category,
+    price_model, unpriced, cost_usd
+FROM costed;
+
+-- The costs table's columns (cost_by_category.sql and a partition's file,
+-- partition_write.sql, read them; a merge's view has the same columns).
+CREATE OR REPLACE TEMP VIEW line_costs AS
+SELECT
+    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
+    f.raw_sha256, l.line_no, f.channel, l.out_no, l.category, l.price_model, l.unpriced, l.cost_usd
+FROM costed_rows l
+JOIN files f ON f.out_no = l.out_no
+CROSS JOIN job_consts j;
+
+-- outcome_rows.sql, a filtered scan of one table, takes the outcomes in the
+-- order they are stored in.
+SET preserve_insertion_order = true;

@@ -1,0 +1,58 @@
+-- Each expected record's outcome (run after reconcile.sql, which builds best).
+SET preserve_insertion_order = false;
+
+-- One row per expected record: its best line (if any), how many lines it had
+-- and their cost, in record_id order, the order outcome_rows.sql reads it in:
+-- DuckDB keeps each row group's min and max record_id, so each range read
+-- touches only its own row groups instead of scanning and filtering the
+-- whole table once per range. With .Sorted it is sorted here, in one
+-- statement; if DuckDB runs out of memory in that sort (a large job under a
+-- small --memory-limit), sort.go runs this again without .Sorted, to store
+-- it unsorted as outcomes_u, and outcome_sort.sql sorts it a range of record
+-- ids at a time.
+{{- if .Sorted}}
+SET preserve_insertion_order = true;
+
+CREATE OR REPLACE TEMP TABLE outcomes AS
+{{- else}}
+CREATE OR REPLACE TEMP TABLE outcomes_u AS
+{{- end}}
+WITH o AS (
+    SELECT e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
+           e.attempt, e.parent_job_key,
+           b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
+           b.b.error_code AS error_code, b.b.status_code AS status_code,
+           coalesce(b.lines, 0) AS lines,
+           coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
+    FROM expected e
+    LEFT JOIN best b ON b.custom_id = e.custom_id
+)
+SELECT
+    job_key, tenant, record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,
+    CASE rank WHEN 1 THEN 'succeeded' WHEN 2 THEN 'quality_failed' WHEN 3 THEN 'failed_retryable'
+              WHEN 4 THEN 'failed_permanent' ELSE 'missing' END AS outcome,
+    CASE
+        WHEN rank IS NULL THEN 'missing'
+        WHEN rank = 2 THEN 'quality_gate'
+        WHEN rank = 1 THEN ''
+        ELSE coalesce(nullif(error_code, ''), 'http_' || CAST(status_code AS VARCHAR), 'unknown_error')
+    END AS reason,
+    lines,
+    CASE
+        WHEN rank = 1 THEN 'accepted'
+        WHEN (rank IS NULL OR rank IN (2, 3)) AND attempt < {{.MaxAttempts}} THEN 'retry'
+        ELSE 'manual'
+    END AS disposition,
+    cost_usd,
+    best_key
+FROM o
+{{- if .Sorted}}
+ORDER BY record_id;
+
+SET preserve_insertion_order = false;
+{{- else}};
+{{- end}}
+
+-- best was only the way to outcomes: free its memory for the statements and
+-- table reads that follow.
+DROP TABLE best;
