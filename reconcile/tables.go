@@ -80,7 +80,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		// The partitions' costs: a merge's out_no is a window over all its
 		// lines, so one query, sorted.
 		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
-		err = e.eachRow(ctx, "cost_rows.sql", costRange{}, "ssssnssssnssn", func(x *scanRow) error {
+		err = e.eachRow(ctx, "cost_rows.sql", nil, "ssssnssssnssn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
