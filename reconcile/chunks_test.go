@@ -85,12 +85,7 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 // producing a file in another order.
 func TestTableRowsOrderChecked(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	e, err := OpenEngine(l, EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")})
 	if err != nil {
 		t.Fatal(err)

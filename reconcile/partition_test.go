@@ -282,12 +282,7 @@ func TestMergeRefuses(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 3))
 	g := generate(rng, 60, 2, 1)
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	m := planAndIngest(t, l, dir, g, 25)
 	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
 	for _, k := range []int{0, 2} {
@@ -404,12 +399,7 @@ func TestPartitionsMostlyEmpty(t *testing.T) {
 // count, and commits the same result.
 func TestPartitionRerunAfterLostMarker(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(9, 9)), 400, 2, 1), 150)
 	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2}}
 	p := lake.Partition{K: 1, N: 2}

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -99,12 +98,7 @@ func TestPolicyMultiGeneration(t *testing.T) {
 
 func runPolicyScenario(t *testing.T, seed uint64) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	prices, err := LoadPrices("prices.csv", []byte(polPrices))
 	if err != nil {
 		t.Fatal(err)

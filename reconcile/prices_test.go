@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,12 +62,7 @@ func TestLoadPricesOptionalColumns(t *testing.T) {
 // independently with exact rationals.
 func TestPriceChangeBetweenAttempts(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	prices, err := LoadPrices("prices.csv", []byte(strings.Join([]string{
 		"provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier,effective_from,cache_write_usd_per_mtok",
 		"openai,gpt-4o-mini,0.15,0.075,0.60,0.5,,",

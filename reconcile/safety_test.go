@@ -121,3 +121,16 @@ func TestSQLSessionIsReadOnly(t *testing.T) {
 		t.Fatal("a query wrote a file")
 	}
 }
+
+// testLake opens an empty local lake in a fresh directory (returned too, for
+// the test's other files), closed when the test ends.
+func testLake(t *testing.T) (*lake.Lake, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := lake.Open(context.Background(), filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, dir
+}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/batchlake/batchlake/ingest"
-	"github.com/batchlake/batchlake/lake"
 )
 
 // TestOutputSchema: with --output-schema, success lines whose output is not
@@ -23,12 +21,7 @@ func TestOutputSchema(t *testing.T) {
 		g.input = append(g.input, fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"x%d"}]}}`, id, i))
 		g.output = append(g.output, fmt.Sprintf(`{"id":"b%d","custom_id":%q,"response":{"status_code":200,"body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"%s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}},"error":null}`, i, id, out))
 	}
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	m := planAndIngest(t, l, dir, g, 0)
 	schema, err := LoadOutputSchema("label.schema.json", []byte(`{"type":"object","required":["label"],"properties":{"label":{"type":"string"}}}`))
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-
-	"github.com/batchlake/batchlake/lake"
 )
 
 // TestOutOfMemoryRecognised: the error DuckDB gives when a statement does not
@@ -14,12 +12,7 @@ import (
 // sorting in steps); other errors are not.
 func TestOutOfMemoryRecognised(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	e, err := OpenEngine(l, EngineOptions{Threads: 1, MemoryLimit: "16MB", CacheDir: filepath.Join(dir, "cache")})
 	if err != nil {
 		t.Fatal(err)

@@ -17,12 +17,7 @@ import (
 // identity, and recording it again writes nothing.
 func TestBedrockSummaryTotals(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	ex := filepath.Join("..", "ingest", "testdata", "examples")
 	p, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "bedrock", Model: "anthropic.claude-3-haiku-20240307-v1:0",
 		Input: filepath.Join(ex, "bedrock_input.jsonl"), Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
