@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/batchlake/batchlake/ingest"
@@ -60,12 +59,7 @@ func (x *lineageLake) ingestAndReconcile(t *testing.T, m *lake.Manifest, output,
 func newLineageLake(t *testing.T) *lineageLake {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, dir := testLake(t)
 	x := &lineageLake{l: l, dir: dir}
 	var input []string
 	for i := range 4 {

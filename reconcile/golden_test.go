@@ -25,12 +25,7 @@ func TestGoldenOpenAIExamples(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			dir := t.TempDir()
-			l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l, dir := testLake(t)
 			ex := filepath.Join("testdata", "examples")
 			p, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: filepath.Join(ex, c.input), Tenant: "examples",
 				PromptVersion: "v1", TmpDir: dir, Now: func() time.Time { return time.Unix(0, 0).UTC() }})

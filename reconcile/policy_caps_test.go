@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,12 +29,7 @@ func emptyLine(id string, in, out int64) string {
 func newCapLake(t *testing.T, notBefore time.Duration) *capLake {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, dir := testLake(t)
 	x := &capLake{l: l, dir: dir, tok1: 1100, t2: 650}
 	x.c1 = new(big.Rat).Add(new(big.Rat).Mul(big.NewRat(1000, 1), pIn), new(big.Rat).Mul(big.NewRat(100, 1), pOut))
 	x.c2 = new(big.Rat).Add(new(big.Rat).Mul(big.NewRat(600, 1), pIn), new(big.Rat).Mul(big.NewRat(50, 1), pOut))

@@ -15,12 +15,7 @@ import (
 
 func smallLake(t *testing.T) (*lake.Lake, *lake.Manifest, string) {
 	t.Helper()
-	dir := t.TempDir()
-	l, err := lake.Open(context.Background(), filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l, dir := testLake(t)
 	g := generate(rand.New(rand.NewPCG(7, 7)), 40, 1, 1)
 	return l, planAndIngest(t, l, dir, g, 0), dir
 }

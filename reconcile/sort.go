@@ -14,8 +14,9 @@ import (
 // way while it fits; DuckDB's sort of every row at once needs memory that
 // grows with the job and fails rather than spills when it does not fit (at
 // 10M records under --memory-limit 256MB). Then the table is stored unsorted
-// and sorted in steps of about sortRows rows, which fit whatever the job's
-// size. sortInSteps makes tests take the steps.
+// and sorted in steps of about sortRows rows, whose memory does not grow with
+// the job (at 10M under 256MB they fit). sortInSteps makes tests take the
+// steps.
 var sortInSteps = false
 
 // classify runs reconcile.sql (every line classified and priced, each
@@ -26,47 +27,53 @@ func classify(ctx context.Context, e *Engine, gate string, maxAttempts int, expe
 	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate}); err != nil {
 		return err
 	}
-	data := map[string]any{"MaxAttempts": maxAttempts, "Sorted": true}
-	if !sortInSteps {
-		err := e.ExecFile(ctx, "outcomes.sql", data)
-		if !outOfMemory(err) {
-			return err
-		}
-		slog.Warn("reconcile: the outcomes did not fit in DuckDB's memory limit in one sort; sorting them in steps", "err", err)
-	}
-	data["Sorted"] = false
-	if err := e.ExecFile(ctx, "outcomes.sql", data); err != nil {
-		return err
-	}
-	return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, sortRows)})
+	return sortOnceOrInSteps("outcomes",
+		func() error {
+			return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": true})
+		},
+		func() error {
+			if err := e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": false}); err != nil {
+				return err
+			}
+			return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, sortRows)})
+		})
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the
 // dispositions are settled), stored in the costs table's order, and the
 // views over it (cost_views.sql).
 func costLines(ctx context.Context, e *Engine) error {
-	if err := sortCosted(ctx, e); err != nil {
+	err := sortOnceOrInSteps("lines' costs",
+		func() error { return e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true}) },
+		func() error {
+			if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
+				return err
+			}
+			ranges, err := costRanges(ctx, e, "costed_u", sortRows)
+			if err != nil {
+				return err
+			}
+			return e.ExecFile(ctx, "cost_sort.sql", map[string]any{"Ranges": ranges})
+		})
+	if err != nil {
 		return err
 	}
 	return e.ExecFile(ctx, "cost_views.sql", nil)
 }
 
-func sortCosted(ctx context.Context, e *Engine) error {
+// sortOnceOrInSteps runs once (the table in one sorted statement) and, if
+// DuckDB ran out of memory there, says so and runs steps (the table stored
+// unsorted, then sorted a range at a time). Tests set sortInSteps to go
+// straight to the steps.
+func sortOnceOrInSteps(what string, once, steps func() error) error {
 	if !sortInSteps {
-		err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true})
+		err := once()
 		if !outOfMemory(err) {
 			return err
 		}
-		slog.Warn("reconcile: the lines' costs did not fit in DuckDB's memory limit in one sort; sorting them in steps", "err", err)
+		slog.Warn("reconcile: the "+what+" did not fit in DuckDB's memory limit in one sort; sorting them in steps", "err", err)
 	}
-	if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
-		return err
-	}
-	ranges, err := costRanges(ctx, e, "costed_u", sortRows)
-	if err != nil {
-		return err
-	}
-	return e.ExecFile(ctx, "cost_sort.sql", map[string]any{"Ranges": ranges})
+	return steps()
 }
 
 // outOfMemory reports whether err is DuckDB's out-of-memory error.

@@ -1,5 +1,5 @@
 -- Every line priced and in its cost category, run once the retry policy has
--- settled the outcomes' dispositions (reconcile.sql, then policy.sql).
+-- settled the outcomes' dispositions (outcomes.sql, then policy.sql).
 --
 -- A record's first success is its best line when that line succeeded; its
 -- other successes are duplicate submissions. Every line of a record the retry

@@ -1,6 +1,6 @@
--- The partial results of reconcile --partition: the outcomes and line_costs
--- tables of reconcile.sql, whole (every column, exact decimals), for the
--- merge to combine. Sorted, so the same partition writes the same rows.
+-- The partial results of reconcile --partition: the outcomes table
+-- (outcomes.sql) and the line_costs view (cost_views.sql), whole (every
+-- column, exact decimals), for the merge to combine. Sorted, so the same partition writes the same rows.
 COPY (SELECT * FROM outcomes ORDER BY record_id)
 TO {{.Outcomes}} (FORMAT parquet, COMPRESSION zstd);
 

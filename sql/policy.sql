@@ -1,8 +1,9 @@
--- Retry policy beyond --max-attempts, run after reconcile.sql and before the
--- report's counts, only with a cap: per-record cumulative token and cost caps.
--- Reads lines and outcomes (reconcile.sql), prior_costs and prior_attempts
--- (policy_sources.sql). The manual cost category follows from the outcomes'
--- dispositions (line_costs.sql, run right after).
+-- Retry policy beyond --max-attempts, run after reconcile.sql and outcomes.sql
+-- and before the report's counts, only with a cap: per-record cumulative token
+-- and cost caps. Reads lines (reconcile.sql), outcomes (outcomes.sql),
+-- prior_costs and prior_attempts (policy_sources.sql). The manual cost
+-- category follows from the outcomes' dispositions (line_costs.sql, run right
+-- after).
 {{if .Caps}}
 -- Each record's usage over every attempt so far: this job's lines as priced
 -- here, plus its ancestors' lines as their latest reconcile priced them (the
