@@ -126,7 +126,7 @@ func BenchmarkPlanRuns(b *testing.B) {
 	}{{"memory", n}, {"runs_16k", 1 << 14}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				s := newPlanRuns(byKeyLine, c.max, b.TempDir())
+				s := newPlanRuns(byKeyLine, c.max, 0, b.TempDir())
 				for i := range recs {
 					if err := s.add(recs[i]); err != nil {
 						b.Fatal(err)

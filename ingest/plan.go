@@ -177,14 +177,15 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if o.Lineage != nil {
 		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
 	}
-	recs := newPlanRuns(byKeyLine, runMax, o.TmpDir)
+	est := estimateLines(file)
+	recs := newPlanRuns(byKeyLine, runMax, est, o.TmpDir)
 	defer recs.close()
 	sameKeys := true // every business key is its custom id (the default --key-field)
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetMemoryLimit(int64(min(estimateLines(file), runMax))*200 + 192<<20)
+		prev := debug.SetMemoryLimit(int64(min(est, runMax))*200 + 192<<20)
 		defer debug.SetMemoryLimit(prev)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
@@ -378,7 +379,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		keys := dups("business key", key, bad)
 		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
-	byID := newPlanRuns(byCustomIDLine, recs.max, tmp)
+	byID := newPlanRuns(byCustomIDLine, recs.max, int(recs.n), tmp)
 	defer byID.close()
 	var keyErrs InputErrors
 	keys := dups("business key", key, &keyErrs)
