@@ -11,6 +11,7 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -47,6 +48,22 @@ func scanString(b []byte, i int) (int, jflags) {
 	var fl jflags
 	i++
 	for i < len(b) {
+		// Eight bytes at a time while none is a quote, a backslash or a
+		// control character: a line's strings are most of its bytes, and the
+		// nested values of a line are scanned once per level (eachMember).
+		for i+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[i:])
+			if hasZeroByte(w^(ones*'"'))|hasZeroByte(w^(ones*'\\'))|hasByteBelow(w, 0x20) != 0 {
+				break
+			}
+			if w&(ones*0x80) != 0 {
+				fl |= jHigh
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -84,6 +101,16 @@ func scanString(b []byte, i int) (int, jflags) {
 	}
 	return -1, fl
 }
+
+// ones has a 1 in every byte: ones*c repeats byte c eight times.
+const ones = 0x0101010101010101
+
+// hasZeroByte is non-zero if and only if a byte of w is zero (a borrow runs
+// upwards only from a zero byte, so there are no false positives without one).
+func hasZeroByte(w uint64) uint64 { return (w - ones) & ^w & (ones * 0x80) }
+
+// hasByteBelow is non-zero if and only if a byte of w is below n (n <= 0x80).
+func hasByteBelow(w uint64, n byte) uint64 { return (w - ones*uint64(n)) & ^w & (ones * 0x80) }
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

@@ -166,3 +166,70 @@ func FuzzParseResultFast(f *testing.F) {
 		parseResultBoth(t, line)
 	})
 }
+
+// scanStringBytes is scanString without the eight-byte skip: the oracle for
+// TestScanStringWords.
+func scanStringBytes(b []byte, i int) (int, jflags) {
+	var fl jflags
+	for i++; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, fl
+		case c == '\\':
+			fl |= jEscape
+			if i+1 >= len(b) {
+				return -1, fl
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+5 >= len(b) {
+					return -1, fl
+				}
+				for k := 2; k <= 5; k++ {
+					if !isHex(b[i+k]) {
+						return -1, fl
+					}
+				}
+				i += 6
+			default:
+				return -1, fl
+			}
+		case c < 0x20:
+			return -1, fl
+		case c >= 0x80:
+			fl |= jHigh
+			i++
+		default:
+			i++
+		}
+	}
+	return -1, fl
+}
+
+// TestScanStringWords puts each kind of byte the eight-byte skip must stop
+// at (or flag) at every position of strings up to 40 bytes long, with and
+// without a closing quote, and compares scanString with the byte-at-a-time
+// oracle.
+func TestScanStringWords(t *testing.T) {
+	specials := []string{`"`, `\"`, `\\`, `\n`, `\u00e9`, `\x`, "\x00", "\x1f", "\x7f", "\x80", "é", "\xff", " ", "~"}
+	n := 0
+	for size := 0; size <= 40; size++ {
+		for pos := 0; pos <= size; pos++ {
+			for _, sp := range specials {
+				for _, tail := range []string{`"`, `","x":1}`, ``} {
+					s := `"` + strings.Repeat("a", pos) + sp + strings.Repeat("b", size-pos) + tail
+					gotEnd, gotFl := scanString([]byte(s), 0)
+					wantEnd, wantFl := scanStringBytes([]byte(s), 0)
+					if gotEnd != wantEnd || (wantEnd >= 0 && gotFl != wantFl) {
+						t.Fatalf("scanString(%q) = %d, %b; want %d, %b", s, gotEnd, gotFl, wantEnd, wantFl)
+					}
+					n++
+				}
+			}
+		}
+	}
+	t.Logf("%d strings agree", n)
+}
