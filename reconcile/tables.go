@@ -3,13 +3,10 @@ package reconcile
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
-	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
 )
@@ -155,136 +152,6 @@ func costFiles(ctx context.Context, e *Engine) ([]string, error) {
 		return nil, fmt.Errorf("sql cost_files.sql: %w", err)
 	}
 	return raws, nil
-}
-
-// writeRetry writes the retry shards (provider-ready, original request bodies,
-// new custom ids for the next attempt) and the lineage file. Shards are
-// streamed once each, in order, since the retry set comes sorted by shard and line.
-func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, tmp string) (shards []string, lineage string, err error) {
-	f, err := ingest.FormatFor(m.Provider)
-	if err != nil {
-		return nil, "", err
-	}
-	rows, err := e.QueryFile(ctx, "retry_set.sql", nil)
-	if err != nil {
-		return nil, "", err
-	}
-	defer rows.Close()
-	type want struct {
-		lin  ingest.Lineage
-		line int64
-		old  string
-	}
-	var (
-		out      *tmpFile
-		outRecs  int
-		outBytes int64
-		lin      *tmpFile
-		cur      string
-		sc       *bufio.Scanner
-		rc       io.ReadCloser
-		at       int64
-	)
-	defer func() {
-		if rc != nil {
-			rc.Close()
-		}
-	}()
-	if lin, err = newTmpFile(tmp, "lineage"); err != nil {
-		return nil, "", err
-	}
-	defer lin.abort()
-	flush := func() error {
-		if out == nil {
-			return nil
-		}
-		key, err := out.commit(ctx, l)
-		if err != nil {
-			return err
-		}
-		shards = append(shards, key)
-		out, outRecs, outBytes = nil, 0, 0
-		return nil
-	}
-	for rows.Next() {
-		var w want
-		var shard string
-		var attempt int32
-		if err := rows.Scan(&w.lin.RecordID, &w.lin.BusinessKey, &w.old, &shard, &w.line, &attempt, &w.lin.RetryReason); err != nil {
-			return nil, "", fmt.Errorf("sql retry_set.sql: %w", err)
-		}
-		if shard != cur {
-			if rc != nil {
-				// Drain so the shard's digest is verified to the end.
-				for sc.Scan() {
-				}
-				if err := sc.Err(); err != nil {
-					return nil, "", err
-				}
-				rc.Close()
-			}
-			s, ok := m.Shard(shard)
-			if !ok {
-				return nil, "", fmt.Errorf("retry: shard %s not in manifest", shard)
-			}
-			if rc, err = l.OpenVerified(ctx, lake.ObjectKey(s.Object), s.Object); err != nil {
-				return nil, "", err
-			}
-			sc = bufio.NewScanner(rc)
-			sc.Buffer(make([]byte, 1<<20), ingest.MaxLineBytes)
-			cur, at = shard, 0
-		}
-		for at < w.line {
-			if !sc.Scan() {
-				if err := sc.Err(); err != nil {
-					return nil, "", fmt.Errorf("retry: read shard %s: %w", shard, err)
-				}
-				return nil, "", fmt.Errorf("retry: shard %s has no line %d: %w", shard, w.line, lake.ErrCorrupt)
-			}
-			at++
-		}
-		next := int(attempt) + 1
-		w.lin.CustomID = ingest.RetryCustomID(next, w.lin.RecordID)
-		w.lin.Attempt = next
-		w.lin.ParentJobKey = m.JobKey
-		w.lin.ParentShardID = shard
-		line, err := f.WithCustomID(sc.Bytes(), w.lin.CustomID)
-		if err != nil {
-			return nil, "", fmt.Errorf("retry: shard %s line %d: %w", shard, w.line, err)
-		}
-		if out != nil && (outRecs >= m.ShardMaxRecords || outBytes+int64(len(line))+1 > m.ShardMaxBytes) {
-			if err := flush(); err != nil {
-				return nil, "", err
-			}
-		}
-		if out == nil {
-			if out, err = newTmpFile(tmp, "retry"); err != nil {
-				return nil, "", err
-			}
-			defer out.abort()
-		}
-		if err := out.line(line); err != nil {
-			return nil, "", err
-		}
-		outRecs++
-		outBytes += int64(len(line)) + 1
-		lj := struct {
-			ingest.Lineage
-			ParentCustomID string `json:"parent_custom_id"`
-		}{w.lin, w.old}
-		b, _ := json.Marshal(lj)
-		if err := lin.line(b); err != nil {
-			return nil, "", err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	if err := flush(); err != nil {
-		return nil, "", err
-	}
-	lineage, err = lin.commit(ctx, l)
-	return shards, lineage, err
 }
 
 // tmpFile is a local file later stored content-addressed.

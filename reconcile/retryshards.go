@@ -1,0 +1,253 @@
+package reconcile
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// retryBudget bounds the input shard bytes being read for the retry at once
+// (a shard's retry lines are at most its bytes, plus the new custom ids).
+// A shard larger than the budget is read alone.
+var retryBudget int64 = 128 << 20
+
+// retryReadStart is called as each shard's read starts (tests delay some
+// reads to finish them out of order).
+var retryReadStart = func(shardID string) {}
+
+// shardRetry is one input shard's part of the retry set, in shard_line
+// order, and once a worker has read the shard its retry lines and lineage.
+type shardRetry struct {
+	s       lake.ManifestShard
+	wants   []retryWant
+	reserve int64 // taken from the budget until the lines are written
+	lines   [][]byte
+	lineage [][]byte
+	done    chan error
+}
+
+// retryWant is one row of retry_set.sql.
+type retryWant struct {
+	lin     ingest.Lineage
+	line    int64
+	old     string
+	attempt int32
+}
+
+// writeRetry writes the retry shards (provider-ready, original request bodies,
+// new custom ids for the next attempt) and the lineage file. The input shards
+// are read, verified and their retry lines rewritten on every core, a few
+// shards at a time; the lines are written in the retry set's order (shard,
+// line), so the files are the same however the reads interleave.
+func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, tmp string) (shards []string, lineage string, err error) {
+	f, err := ingest.FormatFor(m.Provider)
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	budget := semaphore.NewWeighted(retryBudget)
+	order := make(chan *shardRetry, runtime.GOMAXPROCS(0))
+	g.Go(func() error {
+		defer close(order)
+		return eachRetryShard(gctx, e, m, func(sr *shardRetry) error {
+			sr.reserve = min(max(sr.s.Bytes, 1), retryBudget)
+			if err := budget.Acquire(gctx, sr.reserve); err != nil {
+				return err
+			}
+			sr.done = make(chan error, 1)
+			select {
+			case order <- sr:
+			case <-gctx.Done():
+				budget.Release(sr.reserve)
+				return gctx.Err()
+			}
+			g.Go(func() error {
+				err := sr.read(gctx, l, m, f)
+				sr.done <- err
+				return err
+			})
+			return nil
+		})
+	})
+	shards, lineage, werr := writeRetryFiles(ctx, l, m, tmp, order, budget)
+	if werr != nil {
+		cancel()
+		for range order { // until the query's reader has stopped
+		}
+	}
+	gerr := g.Wait()
+	switch {
+	case werr != nil && (gerr == nil || errors.Is(gerr, context.Canceled)):
+		// The writer's own failure (the cancel above stopped the readers),
+		// or a reader's failure that the writer received first.
+		return nil, "", werr
+	case gerr != nil:
+		return nil, "", gerr
+	case werr != nil:
+		return nil, "", werr
+	}
+	return shards, lineage, nil
+}
+
+// eachRetryShard runs retry_set.sql and calls fn with each shard's rows.
+func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, fn func(*shardRetry) error) error {
+	rows, err := e.QueryFile(ctx, "retry_set.sql", nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var cur *shardRetry
+	for rows.Next() {
+		var w retryWant
+		var shard string
+		if err := rows.Scan(&w.lin.RecordID, &w.lin.BusinessKey, &w.old, &shard, &w.line, &w.attempt, &w.lin.RetryReason); err != nil {
+			return fmt.Errorf("sql retry_set.sql: %w", err)
+		}
+		if cur == nil || shard != cur.s.ShardID {
+			if cur != nil {
+				if err := fn(cur); err != nil {
+					return err
+				}
+			}
+			s, ok := m.Shard(shard)
+			if !ok {
+				return fmt.Errorf("retry: shard %s not in manifest", shard)
+			}
+			cur = &shardRetry{s: s}
+		}
+		cur.wants = append(cur.wants, w)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sql retry_set.sql: %w", err)
+	}
+	if cur != nil {
+		return fn(cur)
+	}
+	return nil
+}
+
+// read streams the shard once, verifying its digest to the end, and keeps
+// each wanted line with its new custom id and its lineage row.
+func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
+	retryReadStart(sr.s.ShardID)
+	rc, err := l.OpenVerified(ctx, lake.ObjectKey(sr.s.Object), sr.s.Object)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 1<<20), ingest.MaxLineBytes)
+	shard := sr.s.ShardID
+	var at int64
+	for _, w := range sr.wants {
+		for at < w.line {
+			if !sc.Scan() {
+				if err := sc.Err(); err != nil {
+					return fmt.Errorf("retry: read shard %s: %w", shard, err)
+				}
+				return fmt.Errorf("retry: shard %s has no line %d: %w", shard, w.line, lake.ErrCorrupt)
+			}
+			at++
+		}
+		next := int(w.attempt) + 1
+		w.lin.CustomID = ingest.RetryCustomID(next, w.lin.RecordID)
+		w.lin.Attempt = next
+		w.lin.ParentJobKey = m.JobKey
+		w.lin.ParentShardID = shard
+		line, err := f.WithCustomID(sc.Bytes(), w.lin.CustomID)
+		if err != nil {
+			return fmt.Errorf("retry: shard %s line %d: %w", shard, w.line, err)
+		}
+		lj := struct {
+			ingest.Lineage
+			ParentCustomID string `json:"parent_custom_id"`
+		}{w.lin, w.old}
+		b, err := json.Marshal(lj)
+		if err != nil {
+			return err
+		}
+		sr.lines = append(sr.lines, line)
+		sr.lineage = append(sr.lineage, b)
+	}
+	// Drain so the shard's digest is verified to the end.
+	for sc.Scan() {
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("retry: read shard %s: %w", shard, err)
+	}
+	return nil
+}
+
+// writeRetryFiles writes the shards' retry lines in order into retry shards
+// no larger than the job's shard limits, and their lineage into one file.
+func writeRetryFiles(ctx context.Context, l *lake.Lake, m *lake.Manifest, tmp string, order <-chan *shardRetry, budget *semaphore.Weighted) (shards []string, lineage string, err error) {
+	var (
+		out      *tmpFile
+		outRecs  int
+		outBytes int64
+	)
+	lin, err := newTmpFile(tmp, "lineage")
+	if err != nil {
+		return nil, "", err
+	}
+	defer lin.abort()
+	defer func() {
+		if out != nil {
+			out.abort()
+		}
+	}()
+	flush := func() error {
+		if out == nil {
+			return nil
+		}
+		key, err := out.commit(ctx, l)
+		if err != nil {
+			return err
+		}
+		shards = append(shards, key)
+		out, outRecs, outBytes = nil, 0, 0
+		return nil
+	}
+	for sr := range order {
+		if err := <-sr.done; err != nil {
+			return nil, "", err
+		}
+		for i, line := range sr.lines {
+			if out != nil && (outRecs >= m.ShardMaxRecords || outBytes+int64(len(line))+1 > m.ShardMaxBytes) {
+				if err := flush(); err != nil {
+					return nil, "", err
+				}
+			}
+			if out == nil {
+				if out, err = newTmpFile(tmp, "retry"); err != nil {
+					return nil, "", err
+				}
+			}
+			if err := out.line(line); err != nil {
+				return nil, "", err
+			}
+			outRecs++
+			outBytes += int64(len(line)) + 1
+			if err := lin.line(sr.lineage[i]); err != nil {
+				return nil, "", err
+			}
+		}
+		budget.Release(sr.reserve)
+	}
+	if err := flush(); err != nil {
+		return nil, "", err
+	}
+	lineage, err = lin.commit(ctx, l)
+	return shards, lineage, err
+}

@@ -1,0 +1,166 @@
+package reconcile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// TestRetryShardsInOrder: the input shards are read for the retry several at
+// a time; whichever read finishes first, the retry shards and lineage are
+// the same bytes as when the shards are read one at a time, and hold the
+// retry set in (input shard, line) order, split at the job's shard limit.
+func TestRetryShardsInOrder(t *testing.T) {
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
+	dir := t.TempDir()
+	run := func(name string, budget int64, start func(string)) *Report {
+		t.Helper()
+		oldBudget, oldStart := retryBudget, retryReadStart
+		retryBudget, retryReadStart = budget, start
+		defer func() { retryBudget, retryReadStart = oldBudget, oldStart }()
+		l, err := lake.Open(ctx, filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		m := planAndIngest(t, l, dir, g, 17)
+		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := objectsOf(t, l, rep)
+		checkRetryOrder(t, g, m, rep, objs)
+		return rep
+	}
+	// One shard at a time: the budget admits one read.
+	want := run("serial", 1, func(string) {})
+	if len(want.RetryShards) < 2 {
+		t.Fatalf("%d retry shards: the test needs several", len(want.RetryShards))
+	}
+	// The first shards' reads finish last.
+	got := run("parallel", 64<<20, func(shard string) {
+		if shard == "part-00000" || shard == "part-00001" {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if !slices.Equal(got.RetryShards, want.RetryShards) || got.RetryLineage != want.RetryLineage {
+		t.Errorf("read in parallel: shards %v lineage %s; one at a time: %v, %s", got.RetryShards, got.RetryLineage, want.RetryShards, want.RetryLineage)
+	}
+}
+
+// checkRetryOrder checks the retry files hold exactly the truth's retry set,
+// lineage and shard lines in (parent shard, line) order, each line the
+// original request with its new custom id.
+func checkRetryOrder(t *testing.T, g genBatch, m *lake.Manifest, rep *Report, objs map[string][]byte) {
+	t.Helper()
+	inputs := map[string]string{} // custom id -> input line
+	for _, in := range g.input {
+		var v struct {
+			CustomID string `json:"custom_id"`
+		}
+		json.Unmarshal([]byte(in), &v)
+		inputs[v.CustomID] = in
+	}
+	type lin struct {
+		ingest.Lineage
+		Parent string `json:"parent_custom_id"`
+	}
+	var lins []lin
+	sc := bufio.NewScanner(bytes.NewReader(objs[rep.RetryLineage]))
+	for sc.Scan() {
+		var li lin
+		if err := json.Unmarshal(sc.Bytes(), &li); err != nil {
+			t.Fatal(err)
+		}
+		lins = append(lins, li)
+	}
+	var parents []string
+	for _, li := range lins {
+		parents = append(parents, li.Parent)
+	}
+	if want := slices.Sorted(slices.Values(g.truth.retry)); !slices.Equal(slices.Sorted(slices.Values(parents)), want) {
+		t.Fatalf("lineage parents %v, want the retry set %v", parents, want)
+	}
+	// The generator's custom ids are in input order, so (shard, line) order
+	// is custom id order.
+	if !slices.IsSorted(parents) {
+		t.Errorf("lineage not in input order: %v", parents)
+	}
+	i := 0
+	for k, key := range rep.RetryShards {
+		n := 0
+		sc := bufio.NewScanner(bytes.NewReader(objs[key]))
+		for sc.Scan() {
+			if i >= len(lins) {
+				t.Fatalf("retry shard %d has more lines than the lineage", k)
+			}
+			var v map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+				t.Fatal(err)
+			}
+			if v["custom_id"] != lins[i].CustomID {
+				t.Errorf("retry line %d: custom id %v, lineage says %s", i, v["custom_id"], lins[i].CustomID)
+			}
+			var orig map[string]any
+			json.Unmarshal([]byte(inputs[lins[i].Parent]), &orig)
+			orig["custom_id"] = lins[i].CustomID
+			a, _ := json.Marshal(orig)
+			b, _ := json.Marshal(v)
+			if !bytes.Equal(a, b) {
+				t.Errorf("retry line %d: %s, want %s", i, b, a)
+			}
+			i, n = i+1, n+1
+		}
+		if n == 0 || n > m.ShardMaxRecords {
+			t.Errorf("retry shard %d has %d lines (limit %d)", k, n, m.ShardMaxRecords)
+		}
+	}
+	if i != len(lins) {
+		t.Errorf("%d retry lines, %d lineage rows", i, len(lins))
+	}
+}
+
+// TestRetryShardCorrupt: an input shard whose bytes no longer match its
+// digest fails the reconcile, naming the damage, while other shards are
+// being read; nothing hangs and no report is written.
+func TestRetryShardCorrupt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, dir := testLake(t)
+	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
+	m := planAndIngest(t, l, dir, g, 17)
+	s := m.Shards[len(m.Shards)/2]
+	path := filepath.Join(dir, "lake", filepath.FromSlash(lake.ObjectKey(s.Object)))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}})
+	t.Log(err)
+	if !errors.Is(err, lake.ErrCorrupt) {
+		t.Fatalf("err = %v, want lake.ErrCorrupt", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("reconcile hung")
+	}
+	job, _ := lake.ParseDigest(m.JobKey)
+	if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
+		t.Errorf("a report was written: %+v", rep)
+	}
+}
