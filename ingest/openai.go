@@ -104,6 +104,9 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		if kfl != 0 {
 			return false
 		}
+		// White space inside a member's value counts too: the request
+		// digest below is of the compacted body.
+		bfl |= vfl & jSpace
 		for _, m := range ms {
 			if bytes.Equal(m.k, key) {
 				return false
