@@ -44,13 +44,10 @@ func readChunks(ctx context.Context, r io.Reader, out chan<- chunk) error {
 		offset int64
 		first  = true
 	)
+	buf := make([]byte, chunkBytes)
 	for {
-		// Each chunk gets its own buffer (workers keep it while they parse),
-		// read into directly: only the carried partial line is copied.
-		data := make([]byte, len(carry), len(carry)+chunkBytes)
-		copy(data, carry)
-		n, err := io.ReadFull(r, data[len(carry):cap(data)])
-		data = data[:len(carry)+n]
+		n, err := io.ReadFull(r, buf)
+		data := append(carry, buf[:n]...)
 		carry = nil
 		eof := err == io.EOF || err == io.ErrUnexpectedEOF
 		if err != nil && !eof {
