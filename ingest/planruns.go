@@ -57,7 +57,9 @@ func (s *planRuns) add(r planRec) error {
 		// Sized once: growing a run's buffer by appends copied it several
 		// times over (a tenth of a 1M plan's cpu, mostly the copies' page
 		// faults and collections).
-		s.buf = make([]planRec, 0, min(s.max, max(s.hint, 1<<10)))
+		// Never more than a plain run up front, though: a retry job's runs
+		// are unbounded, and an estimate from the file's head can be far off.
+		s.buf = make([]planRec, 0, min(s.max, defaultRunRecords, max(s.hint, 1<<10)))
 	}
 	s.buf = append(s.buf, r)
 	s.n++

@@ -80,7 +80,7 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 			return nil
 		})
 	})
-	shards, lineage, werr := writeRetryFiles(ctx, l, m, tmp, order, budget)
+	shards, lineage, werr := writeRetryFiles(ctx, gctx, l, m, tmp, order, budget)
 	if werr != nil {
 		cancel()
 		for range order { // until the query's reader has stopped
@@ -191,7 +191,9 @@ func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, 
 
 // writeRetryFiles writes the shards' retry lines in order into retry shards
 // no larger than the job's shard limits, and their lineage into one file.
-func writeRetryFiles(ctx context.Context, l *lake.Lake, m *lake.Manifest, tmp string, order <-chan *shardRetry, budget *semaphore.Weighted) (shards []string, lineage string, err error) {
+// readers is done when the readers have failed: the files are then not
+// stored, as the retry set would be short.
+func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifest, tmp string, order <-chan *shardRetry, budget *semaphore.Weighted) (shards []string, lineage string, err error) {
 	var (
 		out      *tmpFile
 		outRecs  int
@@ -244,6 +246,9 @@ func writeRetryFiles(ctx context.Context, l *lake.Lake, m *lake.Manifest, tmp st
 			}
 		}
 		budget.Release(sr.reserve)
+	}
+	if err := readers.Err(); err != nil {
+		return nil, "", err
 	}
 	if err := flush(); err != nil {
 		return nil, "", err
