@@ -191,8 +191,10 @@ func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, 
 
 // writeRetryFiles writes the shards' retry lines in order into retry shards
 // no larger than the job's shard limits, and their lineage into one file.
-// readers is done when the readers have failed: the files are then not
-// stored, as the retry set would be short.
+// readers is done when a reader or the retry-set query has failed: the
+// lineage and the last retry shard are then not stored (the set would be
+// short; shards filled before are stored but named by no report, as after a
+// crash).
 func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifest, tmp string, order <-chan *shardRetry, budget *semaphore.Weighted) (shards []string, lineage string, err error) {
 	var (
 		out      *tmpFile
