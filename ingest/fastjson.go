@@ -161,33 +161,44 @@ func scanNumber(b []byte, i int) int {
 }
 
 // scanValue validates the value starting at b[i] (no leading space) and
-// returns the index past it, or -1.
-func scanValue(b []byte, i, depth int) (int, jflags) {
+// returns the index past it, or -1. Objects and arrays that jm remembers
+// from an earlier scan of the same line are not scanned again.
+func scanValue(jm *jmemo, b []byte, i, depth int) (int, jflags) {
 	if i >= len(b) || depth > maxFastDepth {
 		return -1, 0
 	}
 	switch c := b[i]; {
 	case c == '"':
 		return scanString(b, i)
-	case c == '{':
+	case c == '{', c == '[':
+		off := jm.offset(b, i)
+		if off >= 0 {
+			if end, fl, ok := jm.lookup(off); ok {
+				return i + end - off, fl
+			}
+		}
+		k := -1
+		if off >= 0 {
+			k = jm.reserve(off)
+		}
 		var fl jflags
-		j, ok := eachMember(b, i, depth, func(_ []byte, kfl jflags, _ []byte, vfl jflags) bool {
-			fl |= kfl | vfl
-			return true
-		}, &fl)
+		var j int
+		var ok bool
+		if c == '{' {
+			j, ok = eachMember(jm, b, i, depth, func(_ []byte, kfl jflags, _ []byte, vfl jflags) bool {
+				fl |= kfl | vfl
+				return true
+			}, &fl)
+		} else {
+			j, ok = eachElement(jm, b, i, depth, func(_ []byte, vfl jflags) bool {
+				fl |= vfl
+				return true
+			}, &fl)
+		}
 		if !ok {
 			return -1, fl
 		}
-		return j, fl
-	case c == '[':
-		var fl jflags
-		j, ok := eachElement(b, i, depth, func(_ []byte, vfl jflags) bool {
-			fl |= vfl
-			return true
-		}, &fl)
-		if !ok {
-			return -1, fl
-		}
+		jm.set(k, off+j-i, fl)
 		return j, fl
 	case c == 't':
 		return literal(b, i, "true"), 0
@@ -212,7 +223,7 @@ func literal(b []byte, i int, lit string) int {
 // raw bytes between the quotes) and value span; fn returning false stops the
 // walk as a failure. It returns the index past the object. White space
 // between tokens is added to *fl.
-func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
+func eachMember(jm *jmemo, b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
 	i = space(b, i+1, fl)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
@@ -231,7 +242,7 @@ func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte
 			return -1, false
 		}
 		vs := space(b, j+1, fl)
-		ve, vfl := scanValue(b, vs, depth+1)
+		ve, vfl := scanValue(jm, b, vs, depth+1)
 		if ve < 0 || !fn(key, kfl, b[vs:ve], vfl) {
 			return -1, false
 		}
@@ -243,13 +254,13 @@ func eachMember(b []byte, i, depth int, fn func(key []byte, kfl jflags, v []byte
 }
 
 // eachElement walks the array at b[i] == '['.
-func eachElement(b []byte, i, depth int, fn func(v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
+func eachElement(jm *jmemo, b []byte, i, depth int, fn func(v []byte, vfl jflags) bool, fl *jflags) (int, bool) {
 	i = space(b, i+1, fl)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
 	for {
-		ve, vfl := scanValue(b, i, depth+1)
+		ve, vfl := scanValue(jm, b, i, depth+1)
 		if ve < 0 || !fn(b[i:ve], vfl) {
 			return -1, false
 		}
@@ -291,19 +302,19 @@ func afterValue(b []byte, ve int, end byte, fl *jflags) (i int, more, ok bool) {
 // escapes or non-ASCII bytes, on keys that match a name only ignoring case,
 // and on a known key given twice: encoding/json's rules there are subtle, so
 // the caller falls back to it.
-func walkObject(v []byte, names []string, fn func(k int, val []byte, vfl jflags) bool) bool {
-	_, ok := walkObjectAt(v, 0, names, fn)
+func walkObject(jm *jmemo, v []byte, names []string, fn func(k int, val []byte, vfl jflags) bool) bool {
+	_, ok := walkObjectAt(jm, v, 0, names, fn)
 	return ok
 }
 
 // walkObjectAt is walkObject of the object at v[i]; it returns the index past it.
-func walkObjectAt(v []byte, i int, names []string, fn func(k int, val []byte, vfl jflags) bool) (int, bool) {
+func walkObjectAt(jm *jmemo, v []byte, i int, names []string, fn func(k int, val []byte, vfl jflags) bool) (int, bool) {
 	if i >= len(v) || v[i] != '{' {
 		return -1, false
 	}
 	var seen uint64
 	var fl jflags
-	return eachMember(v, i, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+	return eachMember(jm, v, i, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
 		if kfl != 0 {
 			return false
 		}
@@ -413,13 +424,13 @@ func fastInt64(v []byte) (int64, bool) {
 // insignificant white space, numbers as written) of a validated value that
 // holds no escapes and no non-ASCII bytes, exactly as Canonical renders it.
 // ok is false for a repeated key in an object (encoding/json keeps the last).
-func canonicalAppend(dst, v []byte) ([]byte, bool) {
+func canonicalAppend(jm *jmemo, dst, v []byte) ([]byte, bool) {
 	switch v[0] {
 	case '{':
 		type member struct{ k, v []byte }
 		var ms []member
 		var fl jflags
-		_, ok := eachMember(v, 0, 0, func(key []byte, _ jflags, val []byte, _ jflags) bool {
+		_, ok := eachMember(jm, v, 0, 0, func(key []byte, _ jflags, val []byte, _ jflags) bool {
 			ms = append(ms, member{key, val})
 			return true
 		}, &fl)
@@ -438,7 +449,7 @@ func canonicalAppend(dst, v []byte) ([]byte, bool) {
 			dst = append(dst, '"')
 			dst = append(dst, m.k...)
 			dst = append(dst, '"', ':')
-			if dst, ok = canonicalAppend(dst, m.v); !ok {
+			if dst, ok = canonicalAppend(jm, dst, m.v); !ok {
 				return dst, false
 			}
 		}
@@ -448,12 +459,12 @@ func canonicalAppend(dst, v []byte) ([]byte, bool) {
 		first := true
 		var fl jflags
 		okAll := true
-		_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+		_, ok := eachElement(jm, v, 0, 0, func(el []byte, _ jflags) bool {
 			if !first {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst, okAll = canonicalAppend(dst, el)
+			dst, okAll = canonicalAppend(jm, dst, el)
 			return okAll
 		}, &fl)
 		if !ok || !okAll {

@@ -58,13 +58,15 @@ var inputNames = []string{"custom_id", "method", "url", "body"}
 // verdict, including every line ParseInput refuses.
 func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	var rec InputRecord
+	jm := newMemo(line)
+	defer jm.release()
 	i := skipSpace(line, 0)
 	if i >= len(line) || line[i] != '{' {
 		return rec, false
 	}
 	var v [4][]byte
 	var vf [4]jflags
-	end, ok := walkObjectAt(line, i, inputNames, func(k int, val []byte, vfl jflags) bool {
+	end, ok := walkObjectAt(jm, line, i, inputNames, func(k int, val []byte, vfl jflags) bool {
 		v[k], vf[k] = val, vfl
 		return true
 	})
@@ -100,7 +102,7 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		return rec, false
 	}
 	var bfl jflags
-	_, ok = eachMember(body, 0, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+	_, ok = eachMember(jm, body, 0, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
 		if kfl != 0 {
 			return false
 		}
@@ -146,7 +148,7 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		buf = append(buf, '"')
 		buf = append(buf, m.k...)
 		buf = append(buf, '"', ':')
-		if buf, ok = canonicalAppend(buf, m.v); !ok {
+		if buf, ok = canonicalAppend(jm, buf, m.v); !ok {
 			return rec, false
 		}
 	}
@@ -328,6 +330,8 @@ type openaiResultLine struct {
 	CustomID json.RawMessage `json:"custom_id"`
 	Response *openaiResponse `json:"response"`
 	Error    *openaiLineErr  `json:"error"`
+
+	memo *jmemo // the fast path's memo of the line, for the body's decoding
 }
 
 type openaiResponse struct {
@@ -414,7 +418,9 @@ type openaiBody struct {
 func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
 	var row lake.AttemptRow
 	var in openaiResultLine
+	defer func() { in.memo.release() }()
 	if noFastJSON || !fastResultLine(line, &in) {
+		in.memo.release()
 		in = openaiResultLine{}
 		if err := json.Unmarshal(line, &in); err != nil {
 			return row, fmt.Errorf("not valid JSON: %v", err)
@@ -439,7 +445,7 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 		}
 		row.StatusCode = r.StatusCode
 		row.ProviderRequestID = r.RequestID
-		if err := parseOpenAIBody(r.Body, &row); err != nil {
+		if err := parseOpenAIBody(in.memo, r.Body, &row); err != nil {
 			return row, fmt.Errorf("field response.body: %v", err)
 		}
 		if in.Error == nil {
@@ -456,12 +462,14 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 	return row, nil
 }
 
-func parseOpenAIBody(raw json.RawMessage, row *lake.AttemptRow) error {
+// parseOpenAIBody decodes a response body into row; jm is the memo of the
+// line raw is part of, if the fast path read that line.
+func parseOpenAIBody(jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	var b openaiBody
-	if noFastJSON || !fastBody(raw, &b) {
+	if noFastJSON || !fastBody(jm, raw, &b) {
 		b = openaiBody{}
 		if err := json.Unmarshal(raw, &b); err != nil {
 			return err

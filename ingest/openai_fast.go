@@ -28,8 +28,10 @@ var (
 )
 
 func fastResultLine(line []byte, in *openaiResultLine) bool {
+	jm := newMemo(line)
+	in.memo = jm
 	i := skipSpace(line, 0)
-	end, ok := walkObjectAt(line, i, resultNames, func(k int, v []byte, vfl jflags) bool {
+	end, ok := walkObjectAt(jm, line, i, resultNames, func(k int, v []byte, vfl jflags) bool {
 		switch k {
 		case 0:
 			return setString(&in.ID, v, vfl)
@@ -42,7 +44,7 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 			}
 			r := &openaiResponse{}
 			in.Response = r
-			return walkObject(v, responseNames, func(k int, v []byte, vfl jflags) bool {
+			return walkObject(jm, v, responseNames, func(k int, v []byte, vfl jflags) bool {
 				switch k {
 				case 0:
 					if isNull(v) {
@@ -68,7 +70,7 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 			}
 			e := &openaiLineErr{}
 			in.Error = e
-			return walkObject(v, lineErrNames, func(k int, v []byte, vfl jflags) bool {
+			return walkObject(jm, v, lineErrNames, func(k int, v []byte, vfl jflags) bool {
 				if k == 0 {
 					e.Code = v
 					return true
@@ -80,9 +82,13 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 	return ok && skipSpace(line, end) == len(line)
 }
 
-func fastBody(raw []byte, b *openaiBody) bool {
+func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
+	if !jm.holds(raw) {
+		jm = newMemo(raw)
+		defer jm.release()
+	}
 	i := skipSpace(raw, 0)
-	end, ok := walkObjectAt(raw, i, bodyNames, func(k int, v []byte, vfl jflags) bool {
+	end, ok := walkObjectAt(jm, raw, i, bodyNames, func(k int, v []byte, vfl jflags) bool {
 		switch k {
 		case 0:
 			return setString(&b.Object, v, vfl)
@@ -96,30 +102,30 @@ func fastBody(raw []byte, b *openaiBody) bool {
 			}
 			d := &openaiIncomplete{}
 			b.IncompleteDetails = d
-			return walkObject(v, reasonNames, func(_ int, v []byte, vfl jflags) bool { return setString(&d.Reason, v, vfl) })
+			return walkObject(jm, v, reasonNames, func(_ int, v []byte, vfl jflags) bool { return setString(&d.Reason, v, vfl) })
 		case 4:
 			if isNull(v) {
 				return true
 			}
 			b.Usage = &openaiUsage{}
-			return fastUsage(v, b.Usage)
+			return fastUsage(jm, v, b.Usage)
 		case 5:
-			return eachObject(v, func(o []byte) bool {
+			return eachObject(jm, v, func(o []byte) bool {
 				b.Choices = append(b.Choices, openaiChoice{})
-				return fastChoice(o, &b.Choices[len(b.Choices)-1])
+				return fastChoice(jm, o, &b.Choices[len(b.Choices)-1])
 			}, func() { b.Choices = []openaiChoice{} })
 		case 6:
-			return eachObject(v, func(o []byte) bool {
+			return eachObject(jm, v, func(o []byte) bool {
 				b.Output = append(b.Output, openaiOutput{})
 				out := &b.Output[len(b.Output)-1]
-				return walkObject(o, outputNames, func(k int, v []byte, vfl jflags) bool {
+				return walkObject(jm, o, outputNames, func(k int, v []byte, vfl jflags) bool {
 					if k == 0 {
 						return setString(&out.Type, v, vfl)
 					}
-					return eachObject(v, func(o []byte) bool {
+					return eachObject(jm, v, func(o []byte) bool {
 						out.Content = append(out.Content, openaiOutputContent{})
 						c := &out.Content[len(out.Content)-1]
-						return walkObject(o, outContentNames, func(k int, v []byte, vfl jflags) bool {
+						return walkObject(jm, o, outContentNames, func(k int, v []byte, vfl jflags) bool {
 							switch k {
 							case 0:
 								return setString(&c.Type, v, vfl)
@@ -133,23 +139,23 @@ func fastBody(raw []byte, b *openaiBody) bool {
 				})
 			}, func() { b.Output = []openaiOutput{} })
 		case 7:
-			return eachObject(v, func(o []byte) bool {
+			return eachObject(jm, v, func(o []byte) bool {
 				b.Data = append(b.Data, openaiEmbedding{})
 				d := &b.Data[len(b.Data)-1]
-				return walkObject(o, embeddingNames, func(_ int, v []byte, _ jflags) bool {
+				return walkObject(jm, o, embeddingNames, func(_ int, v []byte, _ jflags) bool {
 					d.Embedding = v
 					return true
 				})
 			}, func() { b.Data = []openaiEmbedding{} })
 		case 8:
-			return eachRaw(v, &b.Results)
+			return eachRaw(jm, v, &b.Results)
 		default:
 			if isNull(v) {
 				return true
 			}
 			e := &openaiBodyErr{}
 			b.Error = e
-			return walkObject(v, bodyErrNames, func(k int, v []byte, vfl jflags) bool {
+			return walkObject(jm, v, bodyErrNames, func(k int, v []byte, vfl jflags) bool {
 				switch k {
 				case 0:
 					return setString(&e.Message, v, vfl)
@@ -165,14 +171,14 @@ func fastBody(raw []byte, b *openaiBody) bool {
 	return ok && skipSpace(raw, end) == len(raw)
 }
 
-func fastUsage(v []byte, u *openaiUsage) bool {
+func fastUsage(jm *jmemo, v []byte, u *openaiUsage) bool {
 	cache := func(dst **openaiCacheDetails, v []byte) bool {
 		if isNull(v) {
 			return true
 		}
 		d := &openaiCacheDetails{}
 		*dst = d
-		return walkObject(v, cacheNames, func(k int, v []byte, _ jflags) bool {
+		return walkObject(jm, v, cacheNames, func(k int, v []byte, _ jflags) bool {
 			if k == 0 {
 				return setInt64(&d.CachedTokens, v)
 			}
@@ -185,9 +191,9 @@ func fastUsage(v []byte, u *openaiUsage) bool {
 		}
 		d := &openaiReasoningDetails{}
 		*dst = d
-		return walkObject(v, reasoningNames, func(_ int, v []byte, _ jflags) bool { return setInt64(&d.ReasoningTokens, v) })
+		return walkObject(jm, v, reasoningNames, func(_ int, v []byte, _ jflags) bool { return setInt64(&d.ReasoningTokens, v) })
 	}
-	return walkObject(v, usageNames, func(k int, v []byte, _ jflags) bool {
+	return walkObject(jm, v, usageNames, func(k int, v []byte, _ jflags) bool {
 		switch k {
 		case 0:
 			return setInt64(&u.PromptTokens, v)
@@ -209,8 +215,8 @@ func fastUsage(v []byte, u *openaiUsage) bool {
 	})
 }
 
-func fastChoice(v []byte, c *openaiChoice) bool {
-	return walkObject(v, choiceNames, func(k int, v []byte, vfl jflags) bool {
+func fastChoice(jm *jmemo, v []byte, c *openaiChoice) bool {
+	return walkObject(jm, v, choiceNames, func(k int, v []byte, vfl jflags) bool {
 		switch k {
 		case 0:
 			if isNull(v) {
@@ -218,13 +224,13 @@ func fastChoice(v []byte, c *openaiChoice) bool {
 			}
 			m := &openaiMessage{}
 			c.Message = m
-			return walkObject(v, messageNames, func(k int, v []byte, vfl jflags) bool {
+			return walkObject(jm, v, messageNames, func(k int, v []byte, vfl jflags) bool {
 				switch k {
 				case 0:
 					m.Content = v
 					return true
 				case 1:
-					return eachRaw(v, &m.ToolCalls)
+					return eachRaw(jm, v, &m.ToolCalls)
 				default:
 					return setStringPtr(&m.Refusal, v, vfl)
 				}
@@ -239,7 +245,7 @@ func fastChoice(v []byte, c *openaiChoice) bool {
 
 // eachObject decodes an array of objects (null: nil slice, [] : empty()).
 // A null element, which encoding/json leaves as a zero value, fails.
-func eachObject(v []byte, fn func(o []byte) bool, empty func()) bool {
+func eachObject(jm *jmemo, v []byte, fn func(o []byte) bool, empty func()) bool {
 	if isNull(v) {
 		return true
 	}
@@ -248,7 +254,7 @@ func eachObject(v []byte, fn func(o []byte) bool, empty func()) bool {
 	}
 	n := 0
 	var fl jflags
-	_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+	_, ok := eachElement(jm, v, 0, 0, func(el []byte, _ jflags) bool {
 		n++
 		return len(el) > 0 && el[0] == '{' && fn(el)
 	}, &fl)
@@ -259,7 +265,7 @@ func eachObject(v []byte, fn func(o []byte) bool, empty func()) bool {
 }
 
 // eachRaw decodes an array into []json.RawMessage.
-func eachRaw(v []byte, dst *[]json.RawMessage) bool {
+func eachRaw(jm *jmemo, v []byte, dst *[]json.RawMessage) bool {
 	if isNull(v) {
 		return true
 	}
@@ -268,7 +274,7 @@ func eachRaw(v []byte, dst *[]json.RawMessage) bool {
 	}
 	out := []json.RawMessage{}
 	var fl jflags
-	_, ok := eachElement(v, 0, 0, func(el []byte, _ jflags) bool {
+	_, ok := eachElement(jm, v, 0, 0, func(el []byte, _ jflags) bool {
 		out = append(out, el)
 		return true
 	}, &fl)

@@ -1,0 +1,91 @@
+package ingest
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// jmemo remembers, for one line, where each object and array that a
+// scanValue validated ends, with its flags. The fast decoders walk a line
+// once per nesting level (a walkObject of a walkObject's value), and each
+// walk steps over the values it does not descend into; without the memo
+// every level scanned its containers again, which was most of a result
+// line's parse. A hit gives what scanValue would (the same bytes were
+// validated), so a nil or full memo only costs speed.
+type jmemo struct {
+	base, size uintptr
+	n          int
+	start, end [64]int32 // offsets in the line; starts ascending, end 0 while unknown
+	fl         [64]jflags
+}
+
+// memos are reused: one per line parsed would be most of a line's garbage.
+var memos = sync.Pool{New: func() any { return new(jmemo) }}
+
+// newMemo returns an empty memo of line; release it when the line's
+// decoding is done, and use it no more.
+func newMemo(line []byte) *jmemo {
+	m := memos.Get().(*jmemo)
+	m.base, m.size, m.n = uintptr(unsafe.Pointer(unsafe.SliceData(line))), uintptr(len(line)), 0
+	return m
+}
+
+func (m *jmemo) release() {
+	if m != nil {
+		m.base, m.size, m.n = 0, 0, 0
+		memos.Put(m)
+	}
+}
+
+// holds reports whether b lies within the memo's line.
+func (m *jmemo) holds(b []byte) bool {
+	if m == nil || len(b) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= m.base && p+uintptr(len(b)) <= m.base+m.size
+}
+
+// offset is the offset of b[i] in the line, or -1 if b is not part of it.
+func (m *jmemo) offset(b []byte, i int) int {
+	if !m.holds(b) {
+		return -1
+	}
+	return int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))-m.base) + i
+}
+
+// lookup returns the end offset and flags of the container starting at off.
+func (m *jmemo) lookup(off int) (end int, fl jflags, ok bool) {
+	lo, hi := 0, m.n
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if int(m.start[mid]) < off {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < m.n && int(m.start[lo]) == off && m.end[lo] > 0 {
+		return int(m.end[lo]), m.fl[lo], true
+	}
+	return 0, 0, false
+}
+
+// reserve makes an entry for a container starting at off, before its
+// members are scanned (so entries stay in start order); -1 if there is no
+// room or off would break the order.
+func (m *jmemo) reserve(off int) int {
+	if off < 0 || m.n == len(m.start) || m.n > 0 && int(m.start[m.n-1]) >= off {
+		return -1
+	}
+	m.start[m.n], m.end[m.n] = int32(off), 0
+	m.n++
+	return m.n - 1
+}
+
+// set records the end offset and flags of entry k (from reserve).
+func (m *jmemo) set(k, end int, fl jflags) {
+	if k >= 0 {
+		m.end[k], m.fl[k] = int32(end), fl
+	}
+}
