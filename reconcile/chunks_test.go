@@ -39,7 +39,6 @@ func TestRecordRanges(t *testing.T) {
 // small ranges, from tables sorted in many small steps, are byte for byte the
 // files of one range and one sort each.
 func TestChunkedTablesEqualWhole(t *testing.T) {
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 11))
 	g := generate(rng, 300, 3, 1)
 	dir := t.TempDir()
@@ -48,16 +47,7 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 		oldChunk, oldSort, oldSteps := chunkRows, sortRows, sortInSteps
 		chunkRows, sortRows, sortInSteps = rows, rows, rows < 1<<40
 		defer func() { chunkRows, sortRows, sortInSteps = oldChunk, oldSort, oldSteps }()
-		l, err := lake.Open(ctx, filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		m := planAndIngest(t, l, dir, g, 40)
-		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, _, rep := reconcileNew(t, dir, name, g, 40)
 		return rep, objectsOf(t, l, rep)
 	}
 	want, wantObjs := run("whole", 1<<40)

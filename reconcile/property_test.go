@@ -195,6 +195,24 @@ func planAndIngest(t *testing.T, l *lake.Lake, dir string, g genBatch, shardMax 
 	return m
 }
 
+// reconcileNew plans and ingests g into a new lake dir/name (shards of
+// shardMax records, 0 for the default) and reconciles it once.
+func reconcileNew(t *testing.T, dir, name string, g genBatch, shardMax int) (*lake.Lake, *lake.Manifest, *Report) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := lake.Open(ctx, filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	m := planAndIngest(t, l, dir, g, shardMax)
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, m, rep
+}
+
 // TestReconcileMatchesGroundTruth: for random batches with known defects the
 // report equals the ground truth exactly — every count, the retry set and its
 // lineage, the cost per category — and reconciling again changes nothing.

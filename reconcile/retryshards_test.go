@@ -22,7 +22,6 @@ import (
 // the same bytes as when the shards are read one at a time, and hold the
 // retry set in (input shard, line) order, split at the job's shard limit.
 func TestRetryShardsInOrder(t *testing.T) {
-	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
 	dir := t.TempDir()
 	run := func(name string, budget int64, start func(string)) *Report {
@@ -30,16 +29,7 @@ func TestRetryShardsInOrder(t *testing.T) {
 		oldBudget, oldStart := retryBudget, retryReadStart
 		retryBudget, retryReadStart = budget, start
 		defer func() { retryBudget, retryReadStart = oldBudget, oldStart }()
-		l, err := lake.Open(ctx, filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		m := planAndIngest(t, l, dir, g, 17)
-		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, m, rep := reconcileNew(t, dir, name, g, 17)
 		objs := objectsOf(t, l, rep)
 		checkRetryOrder(t, g, m, rep, objs)
 		return rep
