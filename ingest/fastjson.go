@@ -49,8 +49,7 @@ func scanString(b []byte, i int) (int, jflags) {
 	i++
 	for i < len(b) {
 		// Eight bytes at a time while none is a quote, a backslash or a
-		// control character: a line's strings are most of its bytes, and the
-		// nested values of a line are scanned once per level (eachMember).
+		// control character: a line's strings are most of its bytes.
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
 			if hasZeroByte(w^(ones*'"'))|hasZeroByte(w^(ones*'\\'))|hasByteBelow(w, 0x20) != 0 {
@@ -171,14 +170,11 @@ func scanValue(jm *jmemo, b []byte, i, depth int) (int, jflags) {
 	case c == '"':
 		return scanString(b, i)
 	case c == '{', c == '[':
-		off := jm.offset(b, i)
+		off, k := jm.offset(b, i), -1 // k: this container's memo entry, if any
 		if off >= 0 {
 			if end, fl, ok := jm.lookup(off); ok {
 				return i + end - off, fl
 			}
-		}
-		k := -1
-		if off >= 0 {
 			k = jm.reserve(off)
 		}
 		var fl jflags

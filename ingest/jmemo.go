@@ -75,7 +75,7 @@ func (m *jmemo) lookup(off int) (end int, fl jflags, ok bool) {
 // members are scanned (so entries stay in start order); -1 if there is no
 // room or off would break the order.
 func (m *jmemo) reserve(off int) int {
-	if off < 0 || m.n == len(m.start) || m.n > 0 && int(m.start[m.n-1]) >= off {
+	if m.n == len(m.start) || m.n > 0 && int(m.start[m.n-1]) >= off {
 		return -1
 	}
 	m.start[m.n], m.end[m.n] = int32(off), 0
