@@ -546,7 +546,7 @@ type shardWriter struct {
 }
 
 func newShardWriter(tmpDir, id string) (*shardWriter, error) {
-	f, err := os.CreateTemp(tmpDir, "batchlake-shard-*.jsonl")
+	f, err := lake.CreateTemp(tmpDir, "batchlake-shard-*.jsonl")
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +573,7 @@ func (s *shardWriter) commit(ctx context.Context, l *lake.Lake) (lake.ManifestSh
 	}
 	var d lake.Digest
 	s.sum.Sum(d[:0])
-	if err := l.PutFileAs(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
+	if err := l.PutTempFile(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
 		return lake.ManifestShard{}, err
 	}
 	failpoint.Hit(failpoint.PlanAfterShard)

@@ -270,3 +270,46 @@ func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
 		t.Fatalf("second ingest wrote %d keys", len(after)-len(before))
 	}
 }
+
+// TestIngestOwnedFileLinked: a download of collect (Owned, made by
+// lake.CreateTemp) becomes the raw archive itself in a local lake; anyone
+// else's file is copied, so that changing it later cannot change the lake.
+func TestIngestOwnedFileLinked(t *testing.T) {
+	ctx := context.Background()
+	for _, owned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("owned=%v", owned), func(t *testing.T) {
+			l := newLake(t)
+			res, err := Plan(ctx, l, opts(writeFile(t, "in.jsonl", []string{openaiLine("a", "gpt-4o-mini", "x")}, "\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := lake.CreateTemp(t.TempDir(), "collect-*.jsonl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(`{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}` + "\n")
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fr, err := IngestFile(ctx, l, m, FileOptions{Path: f.Name(), Owned: owned, Channel: ChannelOutput})
+			if err != nil || fr.Rows != 1 {
+				t.Fatalf("ingest: %+v, %v", fr, err)
+			}
+			src, err := os.Stat(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := os.Stat(l.LocalPath(lake.ObjectKey(mustDigest(t, fr.RawSHA256))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := os.SameFile(src, obj); got != owned {
+				t.Errorf("raw archive is the ingested file itself: %v, want %v", got, owned)
+			}
+		})
+	}
+}

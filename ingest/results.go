@@ -36,7 +36,13 @@ type FileOptions struct {
 	Channel       string
 	ProviderJobID string
 	TmpDir        string
-	Now           func() time.Time
+	// Owned says Path is a temporary file of the caller's, made with
+	// lake.CreateTemp, that is only read and removed after the ingest (a
+	// download of collect): a local lake takes the file itself as the raw
+	// archive (lake.PutTempFile) instead of a copy. Anyone else's file is
+	// always copied: the lake must not share it.
+	Owned bool
+	Now   func() time.Time
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
 }
@@ -75,7 +81,11 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	// The raw file is archived while its lines are parsed; nothing is
 	// committed before the archive is complete (everything is derived from it).
 	archived := make(chan error, 1)
-	go func() { archived <- l.PutFileAs(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
+	put := l.PutFileAs
+	if o.Owned {
+		put = l.PutTempFile
+	}
+	go func() { archived <- put(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
 	archiveErr := func() error {
 		if archived == nil {
 			return nil

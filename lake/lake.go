@@ -280,8 +280,15 @@ func (l *Lake) PutFile(ctx context.Context, path string, keyFor func(Digest) str
 	return d, n, l.PutFileAs(ctx, path, keyFor(d), d, n)
 }
 
-// PutFileAs uploads a local file whose digest and size are already known.
+// PutFileAs uploads a local file whose digest and size are already known. A
+// local lake copies it file to file instead (copyInto); the file stays the
+// caller's.
 func (l *Lake) PutFileAs(ctx context.Context, path, key string, d Digest, n int64) error {
+	if l.dir != "" {
+		if done, err := l.copyInto(ctx, path, key, d, n); done || err != nil {
+			return err
+		}
+	}
 	// putOnce closes each attempt's file.
 	_, err := l.putOnce(ctx, key, func() (io.Reader, error) { return os.Open(path) }, d, n)
 	return err

@@ -31,7 +31,7 @@ type TableWriter[T any] struct {
 
 // NewTableWriter starts a table file in tmpDir ("" for the system default).
 func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*TableWriter[T], error) {
-	f, err := os.CreateTemp(tmpDir, "batchlake-"+table+"-*.parquet")
+	f, err := CreateTemp(tmpDir, "batchlake-"+table+"-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", table, err)
 	}
@@ -56,7 +56,8 @@ func (t *TableWriter[T]) Write(rows ...T) error {
 // Rows is the number of rows written so far.
 func (t *TableWriter[T]) Rows() int64 { return t.rows }
 
-// Commit finishes the file and stores it write-once under its digest. It
+// Commit finishes the file and stores it write-once under its digest (in a
+// local lake the file itself, see PutTempFile). It
 // returns the lake key ("" if no rows were written: empty tables are not stored).
 func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 	defer t.Abort()
@@ -74,7 +75,7 @@ func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 		return "", err
 	}
 	key := TableFileKey(t.table, t.tenant, t.job, d)
-	if err := t.lake.PutFileAs(ctx, t.f.Name(), key, d, n); err != nil {
+	if err := t.lake.PutTempFile(ctx, t.f.Name(), key, d, n); err != nil {
 		return "", err
 	}
 	return key, nil

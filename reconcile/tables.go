@@ -161,7 +161,7 @@ type tmpFile struct {
 }
 
 func newTmpFile(dir, kind string) (*tmpFile, error) {
-	f, err := os.CreateTemp(dir, "batchlake-"+kind+"-*.jsonl")
+	f, err := lake.CreateTemp(dir, "batchlake-"+kind+"-*.jsonl")
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,11 @@ func (t *tmpFile) commit(ctx context.Context, l *lake.Lake) (string, error) {
 	if err := t.f.Close(); err != nil {
 		return "", err
 	}
-	d, _, err := l.PutFile(ctx, t.f.Name(), lake.ObjectKey)
+	d, n, err := lake.HashFile(t.f.Name())
 	if err != nil {
+		return "", err
+	}
+	if err := l.PutTempFile(ctx, t.f.Name(), lake.ObjectKey(d), d, n); err != nil {
 		return "", err
 	}
 	os.Remove(t.f.Name())

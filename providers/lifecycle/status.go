@@ -182,7 +182,7 @@ type summarizer interface {
 }
 
 func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, fileID, channel string) (ingest.FileResult, *ingest.SummaryCheck, error) {
-	f, err := os.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
+	f, err := lake.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
 	if err != nil {
 		return ingest.FileResult{}, nil, err
 	}
@@ -195,7 +195,7 @@ func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.Manif
 		return ingest.FileResult{}, nil, err
 	}
 	failpoint.Hit(failpoint.CollectAfterDownload)
-	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Owned: true, Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
 	if err != nil {
 		return fr, nil, err
 	}

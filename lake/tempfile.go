@@ -1,0 +1,134 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// CreateTemp creates a new temporary file in dir (the system's temporary
+// folder if dir is ""), named from pattern as os.CreateTemp names it. Unlike
+// os.CreateTemp's 0600 the file gets the mode the objects of a local lake get
+// (0666 less the umask, as fileblob creates them), so that PutTempFile can
+// link the file itself into a local lake.
+func CreateTemp(dir, pattern string) (*os.File, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if strings.ContainsRune(pattern, os.PathSeparator) {
+		return nil, fmt.Errorf("lake temp file %q: pattern contains a path separator", pattern)
+	}
+	prefix, suffix := pattern, ""
+	if i := strings.LastIndexByte(pattern, '*'); i >= 0 {
+		prefix, suffix = pattern[:i], pattern[i+1:]
+	}
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+randomHex(8)+suffix)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		return f, err
+	}
+}
+
+// PutTempFile stores a file made by CreateTemp under key, its digest and size
+// known; the caller has closed it and will only remove it afterwards. In a
+// local-folder lake the file is hard-linked into place when it can be (same
+// file system): the lake gets the file itself instead of a second copy of
+// its bytes, which for a plan's shards is a copy of the whole input. link(2)
+// never replaces a name, so the object appears complete, exactly once. When
+// the link is not possible (another file system, no hard links, not a local
+// lake) the file is uploaded as PutFileAs does.
+func (l *Lake) PutTempFile(ctx context.Context, path, key string, d Digest, n int64) error {
+	if l.dir != "" {
+		if linked, err := l.linkInto(ctx, path, key, d, n); linked || err != nil {
+			return err
+		}
+	}
+	return l.PutFileAs(ctx, path, key, d, n)
+}
+
+// linkInto hard-links path to key's file. It reports false, with no error,
+// when the link could not be made for a reason an upload does not share.
+func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
+	if fi, err := os.Stat(path); err != nil || fi.Size() != n {
+		return false, nil // the upload reports it (the size check is its own)
+	}
+	dst := l.LocalPath(key)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
+		return false, nil
+	}
+	err := os.Link(path, dst)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, fs.ErrExist):
+		return false, nil // EXDEV, EPERM, a file system without hard links
+	}
+	return true, l.sameObject(ctx, key, d, n)
+}
+
+// copyInto stores the local file at path under key of a local lake: copied
+// file to file (copy_file_range: the kernel moves the bytes, instead of a
+// read and a write through user space per 32 KiB, as through fileblob's
+// writer) into a temp file beside the object, named as fileblob names its
+// own, then linked into place, so the object appears complete and at most
+// once (fileblob's IfNotExist checks, then renames). It
+// reports false, with no error, when the lake's folder cannot take the temp
+// file, for the upload path to try.
+func (l *Lake) copyInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
+	dst := l.LocalPath(key)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
+		return false, nil
+	}
+	tmp, err := CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".*.tmp")
+	if err != nil {
+		return false, nil
+	}
+	defer os.Remove(tmp.Name())
+	src, err := os.Open(path)
+	if err != nil {
+		tmp.Close()
+		return true, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	m, err := io.Copy(tmp, src)
+	src.Close()
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("lake put %s: %w", key, err)
+	case m != n:
+		// The local source changed under us: storing it would store bytes
+		// that do not match the key.
+		return true, fmt.Errorf("lake put %s: source has %d bytes, want %d: %w", key, m, n, ErrCorrupt)
+	}
+	if err := os.Link(tmp.Name(), dst); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return true, l.sameObject(ctx, key, d, n)
+		}
+		return true, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// sameObject checks that the existing object at key holds the bytes with
+// digest d and size n: a write-once put of the same bytes is a success,
+// other bytes are ErrCorrupt.
+func (l *Lake) sameObject(ctx context.Context, key string, d Digest, n int64) error {
+	got, m, err := l.hashOnce(ctx, key)
+	if err != nil {
+		return wrapOp("put", key, err)
+	}
+	if got != d || m != n {
+		return fmt.Errorf("lake put %s: key holds other bytes (%s, want %s): %w", key, got, d, ErrCorrupt)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// tempWith writes data to a new CreateTemp file in dir and closes it.
+func tempWith(t *testing.T, dir, data string) string {
+	t.Helper()
+	f, err := CreateTemp(dir, "put-*.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// TestConformancePutFile: storing a local file, as a temp file of ours
+// (PutTempFile, linked into a local lake) or as anyone's file (PutFileAs,
+// copied), keeps PutOnce's write-once rules on every backend.
+func TestConformancePutFile(t *testing.T) {
+	puts := []struct {
+		name string
+		put  func(l *Lake, path, key string, d Digest, n int64) error
+	}{
+		{"PutTempFile", func(l *Lake, path, key string, d Digest, n int64) error {
+			return l.PutTempFile(context.Background(), path, key, d, n)
+		}},
+		{"PutFileAs", func(l *Lake, path, key string, d Digest, n int64) error {
+			return l.PutFileAs(context.Background(), path, key, d, n)
+		}},
+	}
+	for _, p := range puts {
+		t.Run(p.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, l *Lake) {
+				ctx := context.Background()
+				tmp := t.TempDir()
+				key := ObjectKey(Sum([]byte("alpha")))
+				tests := []struct {
+					name    string
+					data    string
+					size    int64 // the size the caller claims; -1: the data's
+					wantErr error
+				}{
+					{"source shorter than claimed is corruption, nothing stored", "alph", 5, ErrCorrupt},
+					{"first put stores", "alpha", -1, nil},
+					{"same bytes again is success", "alpha", -1, nil},
+					{"other bytes are corruption", "alphA", -1, ErrCorrupt},
+				}
+				for _, tc := range tests {
+					t.Run(tc.name, func(t *testing.T) {
+						path := tempWith(t, tmp, tc.data)
+						n := tc.size
+						if n < 0 {
+							n = int64(len(tc.data))
+						}
+						err := p.put(l, path, key, Sum([]byte(tc.data)), n)
+						if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+							t.Fatalf("err = %v, want %v", err, tc.wantErr)
+						}
+						if err != nil && !strings.Contains(err.Error(), key) {
+							t.Errorf("error %q does not name the key", err)
+						}
+						if err := os.Remove(path); err != nil {
+							t.Errorf("the caller's file: %v", err)
+						}
+						ok, err := l.Exists(ctx, key)
+						if err != nil || ok != (tc.name != tests[0].name) {
+							t.Errorf("exists = %v, %v after %q", ok, err, tc.name)
+						}
+					})
+				}
+				got, err := l.GetVerified(ctx, key, Sum([]byte("alpha")))
+				if err != nil || string(got) != "alpha" {
+					t.Errorf("stored = %q, %v; want the first put kept", got, err)
+				}
+				if dir, ok := l.LocalDir(); ok {
+					filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+						if err == nil && strings.HasSuffix(path, ".tmp") {
+							t.Errorf("temp file left in the lake: %s", path)
+						}
+						return nil
+					})
+				}
+			})
+		})
+	}
+}
+
+// TestPutTempFileLinks: in a local lake on the temp file's file system the
+// object is the temp file itself (no second copy of its bytes), with the mode
+// fileblob gives the lake's other objects; on another file system it is a
+// copy.
+func TestPutTempFileLinks(t *testing.T) {
+	ctx := context.Background()
+	l := openFile(t)
+	dir, _ := l.LocalDir()
+	if _, err := l.PutOnce(ctx, "objects/other", []byte("through fileblob")); err != nil {
+		t.Fatal(err)
+	}
+	fileblobMode := mode(t, l.LocalPath("objects/other"))
+
+	for _, tc := range []struct {
+		name     string
+		tmpDir   string
+		wantLink bool
+	}{
+		{"same file system", filepath.Dir(dir), true},
+		{"another file system", "/dev/shm", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.wantLink && !otherDevice(tc.tmpDir, dir) {
+				t.Skipf("%s is not on another file system than %s", tc.tmpDir, dir)
+			}
+			data := "shard of " + tc.name
+			path := tempWith(t, tc.tmpDir, data)
+			defer os.Remove(path)
+			key := ObjectKey(Sum([]byte(data)))
+			if err := l.PutTempFile(ctx, path, key, Sum([]byte(data)), int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := os.Stat(l.LocalPath(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := os.SameFile(src, obj); got != tc.wantLink {
+				t.Errorf("object is the temp file itself: %v, want %v", got, tc.wantLink)
+			}
+			if got := obj.Mode().Perm(); got != fileblobMode {
+				t.Errorf("object mode %v, want %v as fileblob writes", got, fileblobMode)
+			}
+			if got, err := l.GetVerified(ctx, key, Sum([]byte(data))); err != nil || string(got) != data {
+				t.Errorf("read back %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func mode(t *testing.T, path string) fs.FileMode {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// otherDevice reports whether a and b are folders on different file systems.
+func otherDevice(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil || !fa.IsDir() {
+		return false
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		return false
+	}
+	sa, ok1 := fa.Sys().(*syscall.Stat_t)
+	sb, ok2 := fb.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && sa.Dev != sb.Dev
+}
