@@ -126,11 +126,11 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		res.Lines++
 		if p.err != nil {
 			res.Quarantined++
-			return qw.Write(lake.QuarantineRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: o.Channel, RawSHA256: raw.Hex(), LineNo: ln.No, Reason: p.err.Error(), Raw: p.raw})
+			return qw.Write(lake.QuarantineRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: o.Channel, RawSHA256: res.RawSHA256, LineNo: ln.No, Reason: p.err.Error(), Raw: p.raw})
 		}
 		r := p.row
 		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
-		r.Channel, r.RawSHA256, r.LineNo = o.Channel, raw.Hex(), ln.No
+		r.Channel, r.RawSHA256, r.LineNo = o.Channel, res.RawSHA256, ln.No
 		if r.ModelVersion == "" {
 			r.ModelVersion = m.Model
 		}
