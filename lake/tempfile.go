@@ -15,7 +15,9 @@ import (
 // folder if dir is ""), named from pattern as os.CreateTemp names it. Unlike
 // os.CreateTemp's 0600 the file gets the mode the objects of a local lake get
 // (0666 less the umask, as fileblob creates them), so that PutTempFile can
-// link the file itself into a local lake.
+// link the file itself into a local lake. So a temp file is as private as the
+// umask makes it (os.CreateTemp's are private whatever the umask): keep a
+// private umask, or --tmp-dir in a private folder, for private data.
 func CreateTemp(dir, pattern string) (*os.File, error) {
 	if dir == "" {
 		dir = os.TempDir()
