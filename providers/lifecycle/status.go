@@ -32,13 +32,19 @@ func stateOf(status string) lake.State {
 }
 
 // Status polls every bound shard once and records changes in the ledger.
-// Pending is true while any shard is not terminal at the provider.
+// Pending is true while any shard is not terminal at the provider. A batch
+// that cannot be polled fails the step (exit 1: poll again), after the other
+// shards are polled and their changes recorded.
 func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{JobKey: m.JobKey}
+	// A shard whose batch cannot be polled (the provider's client has
+	// already retried) does not stop the others: their changes are recorded,
+	// then the failures are the step's error.
+	var unpolled []error
 	for _, s := range m.Shards {
 		last, err := d.Ledger.Last(ctx, job, s.ShardID)
 		if err != nil {
@@ -58,7 +64,12 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		}
 		b, err := d.Client.Get(ctx, last.ProviderJobID)
 		if err != nil {
-			return nil, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			unpolled = append(unpolled, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err))
+			res.Pending = true
+			continue
 		}
 		sr.ProviderStatus = b.Status
 		to := stateOf(b.Status)
@@ -85,6 +96,9 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 			res.Pending = true
 		}
 		res.Shards = append(res.Shards, sr)
+	}
+	if len(unpolled) > 0 {
+		return nil, fmt.Errorf("%d of %d shards not polled (the others' changes are recorded): %w", len(unpolled), len(m.Shards), errors.Join(unpolled...))
 	}
 	return res, nil
 }

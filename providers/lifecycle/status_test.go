@@ -1,0 +1,115 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/sim"
+)
+
+// failingGet is a provider whose Get fails for one batch, as a provider
+// answering 5xx for it after the client's own retries.
+type failingGet struct {
+	providers.Client
+	id string
+}
+
+func (f failingGet) Get(ctx context.Context, id string) (*providers.Batch, error) {
+	if id == f.id {
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return f.Client.Get(ctx, id)
+}
+
+// TestStatusPollsEveryShard: one shard whose batch cannot be polled fails the
+// step (exit 1, retry it), but only after every other shard's change is
+// recorded in the ledger.
+func TestStatusPollsEveryShard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"q%d"}]}}`, i, i))
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: in, Tenant: "acme", PromptVersion: "p1",
+		ShardMaxRecords: 1, TmpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := lake.ParseDigest(plan.JobKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simc := sim.New(l, 1)
+	d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: simc, Target: "sim", Lease: time.Minute, TmpDir: dir}
+	if _, err := d.Submit(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Shards) != 3 {
+		t.Fatalf("%d shards, want 3", len(m.Shards))
+	}
+	events := func() map[string]int {
+		n := map[string]int{}
+		for _, s := range m.Shards {
+			last, err := d.Ledger.Last(ctx, job, s.ShardID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n[s.ShardID] = last.Seq
+		}
+		return n
+	}
+	bad, err := d.Ledger.Last(ctx, job, m.Shards[0].ShardID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := events()
+	d.Client = failingGet{Client: simc, id: bad.ProviderJobID}
+	res, err := d.Status(ctx, job)
+	if err == nil {
+		t.Fatalf("status = %+v with one batch that cannot be polled; want an error", res)
+	}
+	for _, want := range []string{m.Shards[0].ShardID, bad.ProviderJobID, "503", "1 of 3 shards"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	after := events()
+	for _, s := range m.Shards {
+		polled := after[s.ShardID] > before[s.ShardID]
+		if want := s.ShardID != m.Shards[0].ShardID; polled != want {
+			t.Errorf("shard %s: change recorded %v, want %v (ledger seq %d -> %d)", s.ShardID, polled, want, before[s.ShardID], after[s.ShardID])
+		}
+	}
+
+	// The next run, with the provider answering again, polls the shard left.
+	d.Client = simc
+	if _, err := d.Status(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if last := events(); last[m.Shards[0].ShardID] == after[m.Shards[0].ShardID] {
+		t.Errorf("shard %s not polled once the provider answered", m.Shards[0].ShardID)
+	}
+}
