@@ -234,9 +234,10 @@ func TestPlanShardsWithinLimits(t *testing.T) {
 	}
 }
 
-func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
+// planOne plans a job of one record (custom_id "a") in l.
+func planOne(t *testing.T, l *lake.Lake) *lake.Manifest {
+	t.Helper()
 	ctx := context.Background()
-	l := newLake(t)
 	res, err := Plan(ctx, l, opts(writeFile(t, "in.jsonl", []string{openaiLine("a", "gpt-4o-mini", "x")}, "\n")))
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +246,13 @@ func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	l := newLake(t)
+	m := planOne(t, l)
 	out := writeFile(t, "out.jsonl", []string{
 		"\ufeff" + `{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`,
 		`{"id":"r2","custom_id":"b","response":`,
@@ -279,14 +287,7 @@ func TestIngestOwnedFileLinked(t *testing.T) {
 	for _, owned := range []bool{false, true} {
 		t.Run(fmt.Sprintf("owned=%v", owned), func(t *testing.T) {
 			l := newLake(t)
-			res, err := Plan(ctx, l, opts(writeFile(t, "in.jsonl", []string{openaiLine("a", "gpt-4o-mini", "x")}, "\n")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := planOne(t, l)
 			f, err := lake.CreateTemp(t.TempDir(), "collect-*.jsonl")
 			if err != nil {
 				t.Fatal(err)

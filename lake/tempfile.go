@@ -81,9 +81,9 @@ func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64
 // read and a write through user space per 32 KiB, as through fileblob's
 // writer) into a temp file beside the object, named as fileblob names its
 // own, then linked into place, so the object appears complete and at most
-// once (fileblob's IfNotExist checks, then renames). It
-// reports false, with no error, when the lake's folder cannot take the temp
-// file, for the upload path to try.
+// once (fileblob's IfNotExist checks, then renames). It reports false, with
+// no error, when the lake's folder cannot take the temp file, for the upload
+// path to try.
 func (l *Lake) copyInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
 	dst := l.LocalPath(key)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
