@@ -24,6 +24,10 @@ var retryBudget int64 = 128 << 20
 // reads to finish them out of order).
 var retryReadStart = func(shardID string) {}
 
+// retryQueryShard is called as the retry-set query reaches each input shard's
+// rows; an error ends the query there (tests make the query fail mid-run).
+var retryQueryShard = func(shardID string) error { return nil }
+
 // shardRetry is one input shard's part of the retry set, in shard_line
 // order, and once a worker has read the shard its retry lines and lineage.
 type shardRetry struct {
@@ -123,6 +127,9 @@ func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, fn func(*s
 			s, ok := m.Shard(shard)
 			if !ok {
 				return fmt.Errorf("retry: shard %s not in manifest", shard)
+			}
+			if err := retryQueryShard(shard); err != nil {
+				return err
 			}
 			cur = &shardRetry{s: s}
 		}

@@ -154,3 +154,65 @@ func TestRetryShardCorrupt(t *testing.T) {
 		t.Errorf("a report was written: %+v", rep)
 	}
 }
+
+// TestRetryQueryFails: when the retry-set query fails part way (after some
+// input shards were handed to readers and written), the reconcile fails with
+// its error, no report is written, and nothing is stored that the whole run
+// would not store: no lineage and no retry shard of a partial set.
+func TestRetryQueryFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
+	_, _, whole := reconcileNew(t, t.TempDir(), "whole", g, 17)
+	if len(whole.RetryShards) < 2 {
+		t.Fatalf("%d retry shards: the test needs several", len(whole.RetryShards))
+	}
+	wholeShards := map[string]bool{}
+	for _, k := range whole.RetryShards {
+		wholeShards[k] = true
+	}
+
+	l, dir := testLake(t)
+	m := planAndIngest(t, l, dir, g, 17)
+	objects := func() map[string]bool {
+		keys, err := l.List(ctx, "objects/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		for _, k := range keys {
+			set[k] = true
+		}
+		return set
+	}
+	before := objects()
+	boom := errors.New("retry set: connection to the engine lost")
+	seen := 0
+	old := retryQueryShard
+	retryQueryShard = func(string) error {
+		if seen++; seen == 4 {
+			return boom
+		}
+		return nil
+	}
+	defer func() { retryQueryShard = old }()
+	_, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the query's error", err)
+	}
+	if seen < 4 {
+		t.Fatalf("the query reached %d shards, the test needs 4", seen)
+	}
+	job, _ := lake.ParseDigest(m.JobKey)
+	if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
+		t.Errorf("a report was written: %+v", rep)
+	}
+	if whole.RetryLineage == "" || before[whole.RetryLineage] {
+		t.Fatalf("the whole run's lineage %q is not a new object", whole.RetryLineage)
+	}
+	for k := range objects() {
+		if !before[k] && !wholeShards[k] {
+			t.Errorf("stored %s, not one of the whole run's retry shards (a partial lineage or shard)", k)
+		}
+	}
+}
