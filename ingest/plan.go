@@ -537,26 +537,21 @@ func (r *lineReader) readAt(p []byte, off int64) error {
 
 type shardWriter struct {
 	id      string
-	f       *os.File
-	w       *bufio.Writer
-	h       io.Writer
-	sum     interface{ Sum([]byte) []byte }
+	o       *lake.ObjectWriter
 	records int64
 	bytes   int64
 }
 
 func newShardWriter(tmpDir, id string) (*shardWriter, error) {
-	f, err := lake.CreateTemp(tmpDir, "batchlake-shard-*.jsonl")
+	o, err := lake.NewObjectWriter(tmpDir, "batchlake-shard-*.jsonl")
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	return &shardWriter{id: id, f: f, w: bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20), h: h, sum: h}, nil
+	return &shardWriter{id: id, o: o}, nil
 }
 
 func (s *shardWriter) add(line []byte) error {
-	s.w.Write(line)
-	if err := s.w.WriteByte('\n'); err != nil {
+	if err := s.o.Line(line); err != nil {
 		return err
 	}
 	s.records++
@@ -565,26 +560,15 @@ func (s *shardWriter) add(line []byte) error {
 }
 
 func (s *shardWriter) commit(ctx context.Context, l *lake.Lake) (lake.ManifestShard, error) {
-	if err := s.w.Flush(); err != nil {
-		return lake.ManifestShard{}, err
-	}
-	if err := s.f.Close(); err != nil {
-		return lake.ManifestShard{}, err
-	}
-	var d lake.Digest
-	s.sum.Sum(d[:0])
-	if err := l.PutTempFile(ctx, s.f.Name(), lake.ObjectKey(d), d, s.bytes); err != nil {
+	_, d, err := s.o.Commit(ctx, l, lake.ObjectKey)
+	if err != nil {
 		return lake.ManifestShard{}, err
 	}
 	failpoint.Hit(failpoint.PlanAfterShard)
-	s.abort()
 	return lake.ManifestShard{ShardID: s.id, Object: d, Records: s.records, Bytes: s.bytes}, nil
 }
 
-func (s *shardWriter) abort() {
-	s.f.Close()
-	os.Remove(s.f.Name())
-}
+func (s *shardWriter) abort() { s.o.Abort() }
 
 // ensureValidated writes CREATED and VALIDATED for every shard that lacks them
 // (a plan killed after its manifest was written is completed by the next run).

@@ -3,7 +3,6 @@ package lake
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -24,24 +23,24 @@ type TableWriter[T any] struct {
 	table  string
 	tenant string
 	job    Digest
-	f      *os.File
+	o      *ObjectWriter
 	w      *parquet.GenericWriter[T]
 	rows   int64
 }
 
 // NewTableWriter starts a table file in tmpDir ("" for the system default).
 func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*TableWriter[T], error) {
-	f, err := CreateTemp(tmpDir, "batchlake-"+table+"-*.parquet")
+	o, err := NewObjectWriter(tmpDir, "batchlake-"+table+"-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", table, err)
 	}
-	w := parquet.NewGenericWriter[T](f,
+	w := parquet.NewGenericWriter[T](o,
 		parquet.CreatedBy(createdBy, createdByVer, ""),
 		parquet.Compression(tableCodec),
 		parquet.MaxRowsPerRowGroup(rowGroupRows),
 		parquet.PageBufferSize(256*1024),
 	)
-	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, f: f, w: w}, nil
+	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, o: o, w: w}, nil
 }
 
 // Write appends rows.
@@ -57,35 +56,25 @@ func (t *TableWriter[T]) Write(rows ...T) error {
 func (t *TableWriter[T]) Rows() int64 { return t.rows }
 
 // Commit finishes the file and stores it write-once under its digest (in a
-// local lake the file itself, see PutTempFile). It
-// returns the lake key ("" if no rows were written: empty tables are not stored).
+// local lake the file itself, see PutTempFile). It returns the lake key (""
+// if no rows were written: empty tables are not stored).
 func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 	defer t.Abort()
 	if err := t.w.Close(); err != nil {
 		return "", fmt.Errorf("table %s: %w", t.table, err)
 	}
-	if err := t.f.Close(); err != nil {
-		return "", fmt.Errorf("table %s: %w", t.table, err)
-	}
 	if t.rows == 0 {
 		return "", nil
 	}
-	d, n, err := HashFile(t.f.Name())
+	key, _, err := t.o.Commit(ctx, t.lake, func(d Digest) string { return TableFileKey(t.table, t.tenant, t.job, d) })
 	if err != nil {
-		return "", err
-	}
-	key := TableFileKey(t.table, t.tenant, t.job, d)
-	if err := t.lake.PutTempFile(ctx, t.f.Name(), key, d, n); err != nil {
-		return "", err
+		return "", fmt.Errorf("table %s: %w", t.table, err)
 	}
 	return key, nil
 }
 
 // Abort removes the temporary file; safe after Commit.
-func (t *TableWriter[T]) Abort() {
-	t.f.Close()
-	os.Remove(t.f.Name())
-}
+func (t *TableWriter[T]) Abort() { t.o.Abort() }
 
 // WriteTable writes rows as one table file and commits it.
 func WriteTable[T any](ctx context.Context, l *Lake, tmpDir, table, tenant string, job Digest, rows []T) (string, error) {

@@ -1,9 +1,12 @@
 package lake
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -133,4 +136,66 @@ func (l *Lake) sameObject(ctx context.Context, key string, d Digest, n int64) er
 		return fmt.Errorf("lake put %s: key holds other bytes (%s, want %s): %w", key, got, d, ErrCorrupt)
 	}
 	return nil
+}
+
+// ObjectWriter writes a new object of the lake through a local temp file,
+// hashing the bytes as they are written, so that storing it needs no second
+// read to learn its digest; Commit stores it with PutTempFile (a local lake
+// links the file itself).
+type ObjectWriter struct {
+	f *os.File
+	w *bufio.Writer
+	h hash.Hash
+	n int64
+}
+
+// NewObjectWriter starts an object in a CreateTemp file in dir.
+func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
+	f, err := CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	return &ObjectWriter{f: f, w: bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20), h: h}, nil
+}
+
+// Write appends p.
+func (o *ObjectWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	o.n += int64(n)
+	return n, err
+}
+
+// Line appends b and a newline.
+func (o *ObjectWriter) Line(b []byte) error {
+	o.Write(b)
+	_, err := o.Write(newline)
+	return err
+}
+
+var newline = []byte{'\n'}
+
+// Size is the number of bytes written so far.
+func (o *ObjectWriter) Size() int64 { return o.n }
+
+// Commit stores the object under keyFor(its digest) and removes the temp
+// file; it returns the key and the digest.
+func (o *ObjectWriter) Commit(ctx context.Context, l *Lake, keyFor func(Digest) string) (string, Digest, error) {
+	defer o.Abort()
+	var d Digest
+	if err := o.w.Flush(); err != nil {
+		return "", d, err
+	}
+	if err := o.f.Close(); err != nil {
+		return "", d, err
+	}
+	o.h.Sum(d[:0])
+	key := keyFor(d)
+	return key, d, l.PutTempFile(ctx, o.f.Name(), key, d, o.n)
+}
+
+// Abort removes the temp file; safe after Commit.
+func (o *ObjectWriter) Abort() {
+	o.f.Close()
+	os.Remove(o.f.Name())
 }

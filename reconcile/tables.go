@@ -1,10 +1,8 @@
 package reconcile
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
@@ -155,43 +153,21 @@ func costFiles(ctx context.Context, e *Engine) ([]string, error) {
 }
 
 // tmpFile is a local file later stored content-addressed.
-type tmpFile struct {
-	f *os.File
-	w *bufio.Writer
-}
+type tmpFile struct{ o *lake.ObjectWriter }
 
 func newTmpFile(dir, kind string) (*tmpFile, error) {
-	f, err := lake.CreateTemp(dir, "batchlake-"+kind+"-*.jsonl")
+	o, err := lake.NewObjectWriter(dir, "batchlake-"+kind+"-*.jsonl")
 	if err != nil {
 		return nil, err
 	}
-	return &tmpFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &tmpFile{o: o}, nil
 }
 
-func (t *tmpFile) line(b []byte) error {
-	t.w.Write(b)
-	return t.w.WriteByte('\n')
-}
+func (t *tmpFile) line(b []byte) error { return t.o.Line(b) }
 
 func (t *tmpFile) commit(ctx context.Context, l *lake.Lake) (string, error) {
-	if err := t.w.Flush(); err != nil {
-		return "", err
-	}
-	if err := t.f.Close(); err != nil {
-		return "", err
-	}
-	d, n, err := lake.HashFile(t.f.Name())
-	if err != nil {
-		return "", err
-	}
-	if err := l.PutTempFile(ctx, t.f.Name(), lake.ObjectKey(d), d, n); err != nil {
-		return "", err
-	}
-	os.Remove(t.f.Name())
-	return lake.ObjectKey(d), nil
+	key, _, err := t.o.Commit(ctx, l, lake.ObjectKey)
+	return key, err
 }
 
-func (t *tmpFile) abort() {
-	t.f.Close()
-	os.Remove(t.f.Name())
-}
+func (t *tmpFile) abort() { t.o.Abort() }

@@ -68,7 +68,6 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 				return nil, err
 			}
 			unpolled = append(unpolled, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err))
-			res.Pending = true
 			continue
 		}
 		sr.ProviderStatus = b.Status
