@@ -9,6 +9,10 @@
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
 #   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
+# and, on a lake of its own, plan again over input.shuffled.jsonl (the same
+# lines in a random order, as an export without ORDER BY gives them; made by
+# blgen -shuffle): a row of its own, not in the total, whose job key must be
+# the first plan's;
 # and prints, per step, the median wall time, records/s, MB/s of the step's
 # input files and the peak RSS, the batchlake total beside the baseline and
 # their ratio. Every reconcile report (and every baseline result) is checked
@@ -21,6 +25,7 @@
 #   BIN=./bin/bench                where the binaries are built
 #   BATCHLAKE=path                 use this batchlake binary instead of building ./cmd/batchlake
 #   SKIP_BATCHLAKE=1 SKIP_BASELINE=1   leave a side out
+#   SKIP_SHUFFLED=1                leave out the plan of the shuffled input
 #   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags
 #   KEEP=1                         keep each run's lake and Parquet files
 set -euo pipefail
@@ -36,6 +41,7 @@ WORK=${WORK:-$DATA/runs}
 BIN=${BIN:-$ROOT/bin/bench}
 SKIP_BATCHLAKE=${SKIP_BATCHLAKE:-}
 SKIP_BASELINE=${SKIP_BASELINE:-}
+SKIP_SHUFFLED=${SKIP_SHUFFLED:-}
 BASELINE_FLAGS=${BASELINE_FLAGS:-}
 KEEP=${KEEP:-}
 TIME=/usr/bin/time
@@ -123,6 +129,11 @@ fi
 jq -e --argjson n "$N" '.expected == $n' "$DATA/truth.json" >/dev/null || die "$DATA/truth.json does not describe $N records"
 
 IN=$DATA/input.jsonl OUT=$DATA/output.jsonl ERR=$DATA/errors.jsonl
+SHUF=$DATA/input.shuffled.jsonl
+if [[ -z $SKIP_BATCHLAKE && -z $SKIP_SHUFFLED ]] && ! [[ -f $SHUF && $SHUF -nt $IN ]]; then
+	log "shuffling the input into $SHUF"
+	"$BIN/blgen" -out "$DATA" -seed "$SEED" -shuffle || die "blgen -shuffle failed"
+fi
 size() { stat -c %s "$1"; }
 B_IN=$(size "$IN")
 B_RES=$(($(size "$OUT") + $(size "$ERR")))
@@ -179,6 +190,22 @@ for ((r = 1; r <= RUNS; r++)); do
 			fi
 		fi
 		[[ -n $KEEP ]] || rm -rf "$lake"
+		if [[ -z $SKIP_SHUFFLED ]]; then
+			log "run $r/$RUNS: batchlake plan of the shuffled input"
+			timed plan-shuffled "$run" "$BATCHLAKE" plan --lake "$run/lake-shuffled" --provider openai --input "$SHUF" --tenant bench --prompt-version v1
+			if [[ $RC != 0 ]]; then
+				log "plan of the shuffled input failed (exit $RC); see $run/plan-shuffled.log"
+				FAILED=1
+			else
+				record plan_shuffled "$WALL" "$RSS" "$CPU"
+				got=$(jq -r '.job_key // empty' "$run/plan-shuffled.json")
+				if [[ -n ${job:-} && $got != "$job" ]]; then
+					echo "!!!!!!!! MISMATCH  run $r plan of the shuffled input: job key $got, the input in order gave $job" >&2
+					MISMATCHES=$((MISMATCHES + 1))
+				fi
+			fi
+			[[ -n $KEEP ]] || rm -rf "$run/lake-shuffled"
+		fi
 	fi
 	if [[ -z $SKIP_BASELINE ]]; then
 		log "run $r/$RUNS: DuckDB baseline"
@@ -229,6 +256,9 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 		BL_TOTAL=$(stepwall total)
 		steprow "batchlake total" total "$B_ALL"
 	fi
+	if [[ -s $WORK/samples/plan_shuffled ]]; then
+		steprow "plan, shuffled input" plan_shuffled "$B_IN"
+	fi
 fi
 if [[ -z $SKIP_BASELINE && -s $WORK/samples/baseline ]]; then
 	BASE_TOTAL=$(stepwall baseline)
@@ -261,7 +291,7 @@ echo "samples, logs and bench.json in $WORK"
 
 if ((MISMATCHES > 0)); then
 	echo
-	echo "!!!!!!!! MISMATCH: $MISMATCHES count(s) differ from $DATA/truth.json — see above" >&2
+	echo "!!!!!!!! MISMATCH: $MISMATCHES check(s) failed against $DATA/truth.json or the first plan — see above" >&2
 	exit 3
 fi
 if ((FAILED)); then

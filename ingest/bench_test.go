@@ -120,15 +120,21 @@ func BenchmarkPlanRuns(b *testing.B) {
 		recs[i] = planRec{key: k, customID: k, line: int64(i + 1), off: int64(i) * 650, n: 649,
 			req: lake.HashFields(k), rid: lake.HashFields(k, "r"), cfg: lake.HashFields("cfg")}
 	}
+	line := bytes.Repeat([]byte("x"), 649)
 	for _, c := range []struct {
-		name string
-		max  int
-	}{{"memory", n}, {"runs_16k", 1 << 14}} {
+		name  string
+		max   int
+		lines bool // records carry their lines (an input out of key order)
+	}{{"memory", n, false}, {"runs_16k", 1 << 14, false}, {"runs_16k_lines", 1 << 14, true}} {
 		b.Run(c.name, func(b *testing.B) {
+			var carry []byte
+			if c.lines {
+				carry = line
+			}
 			for b.Loop() {
 				s := newPlanRuns(byKeyLine, c.max, 0, b.TempDir())
 				for i := range recs {
-					if err := s.add(recs[i]); err != nil {
+					if err := s.add(recs[i], carry); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -136,7 +142,13 @@ func BenchmarkPlanRuns(b *testing.B) {
 					b.Fatal(err)
 				}
 				var got int
-				if err := s.each(func(*planRec) error { got++; return nil }); err != nil || got != n {
+				if err := s.eachLine(func(r *planRec) error {
+					if c.lines && len(r.data) != len(line) {
+						return fmt.Errorf("record %q carries %d bytes", r.key, len(r.data))
+					}
+					got++
+					return nil
+				}); err != nil || got != n {
 					b.Fatal(err, got)
 				}
 				s.close()

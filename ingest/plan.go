@@ -88,6 +88,7 @@ type planRec struct {
 	n             int32
 	req, rid, cfg lake.Digest
 	lin           *Lineage
+	data          []byte // the line itself, when carried (see planRuns)
 }
 
 func (o *PlanOptions) check() error {
@@ -181,11 +182,15 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	recs := newPlanRuns(byKeyLine, runMax, est, o.TmpDir)
 	defer recs.close()
 	sameKeys := true // every business key is its custom id (the default --key-field)
+	// Records that arrive in key order are re-read from the input when the
+	// shards are written, in one forward sweep; the others carry their lines
+	// through the sort (see planRuns). last is the greatest record not carried.
+	var last *planRec
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetMemoryLimit(int64(min(est, runMax))*200 + 192<<20)
+		prev := debug.SetMemoryLimit(int64(min(est, runMax))*200 + int64(defaultRunBytes) + 192<<20)
 		defer debug.SetMemoryLimit(prev)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
@@ -238,7 +243,13 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			return nil
 		}
 		sameKeys = sameKeys && pr.key == pr.customID
-		return recs.add(pr)
+		var carry []byte
+		if last != nil && carryOutOfOrder && byKeyLine(&pr, last) < 0 {
+			carry = ln.Bytes
+		} else {
+			last = &planRec{key: pr.key, line: pr.line}
+		}
+		return recs.add(pr, carry)
 	})
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
@@ -387,7 +398,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		keys(r)
 		each(r)
 		c := *r
-		return byID.add(c)
+		return byID.add(c, nil)
 	}); err != nil {
 		return err
 	}
@@ -441,16 +452,22 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		}
 	}()
 	rd := &lineReader{f: src}
+	carried := 0
 	est := newEstimator(o.Estimate)
-	err = recs.each(func(r *planRec) error {
-		if cap(buf) < int(r.n) {
-			buf = make([]byte, r.n)
+	err = recs.eachLine(func(r *planRec) error {
+		line := r.data
+		if line != nil {
+			carried++
+		} else {
+			if cap(buf) < int(r.n) {
+				buf = make([]byte, r.n)
+			}
+			buf = buf[:r.n]
+			if err := rd.readAt(buf, r.off); err != nil {
+				return fmt.Errorf("plan: re-read %s line %d: %w", src.Name(), r.line, err)
+			}
+			line = buf
 		}
-		buf = buf[:r.n]
-		if err := rd.readAt(buf, r.off); err != nil {
-			return fmt.Errorf("plan: re-read %s line %d: %w", src.Name(), r.line, err)
-		}
-		line := buf
 		if sw != nil && (sw.records >= int64(o.ShardMaxRecords) || sw.bytes+int64(len(line))+1 > o.ShardMaxBytes) {
 			if err := flushed(); err != nil {
 				return err
@@ -494,19 +511,30 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	if err != nil {
 		return err
 	}
+	if planReads != nil {
+		planReads(carried, rd.forward, rd.backward)
+	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
 	m.Estimate = &est.sum
 	return nil
 }
 
+// Test hooks: whether plan carries the lines that arrive out of key order
+// through its sort, and what writing the shards took from where.
+var (
+	carryOutOfOrder = true
+	planReads       func(carried, forward, backward int)
+)
+
 // lineReader re-reads lines of the input: sequentially through a buffer
-// while the offsets go forward (input already in key order, the common case),
-// with ReadAt otherwise.
+// while the offsets go forward (the records plan did not carry, see
+// planRuns), with ReadAt otherwise.
 type lineReader struct {
-	f   *os.File
-	br  *bufio.Reader
-	pos int64 // file offset of br's next byte
+	f                 *os.File
+	br                *bufio.Reader
+	pos               int64 // file offset of br's next byte
+	forward, backward int   // lines read each way
 }
 
 func (r *lineReader) readAt(p []byte, off int64) error {
@@ -517,6 +545,7 @@ func (r *lineReader) readAt(p []byte, off int64) error {
 			return err
 		}
 	case r.br != nil && off < r.pos:
+		r.backward++
 		_, err := r.f.ReadAt(p, off)
 		return err
 	default:
@@ -530,6 +559,7 @@ func (r *lineReader) readAt(p []byte, off int64) error {
 			r.br.Reset(r.f)
 		}
 	}
+	r.forward++
 	n, err := io.ReadFull(r.br, p)
 	r.pos = off + int64(n)
 	return err

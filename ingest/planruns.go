@@ -18,24 +18,35 @@ import (
 // memory stays flat however many records the input has (an external sort).
 // Records with lineage (retry jobs) always stay in memory: their lineage map
 // is in memory already.
+//
+// A record may carry its input line (planRec.data): plan does that for the
+// records that arrive out of key order, so that writing the shards reads
+// them back in order from the runs instead of one pread each, at random,
+// from the input. Carried lines count against maxBytes per run.
 type planRuns struct {
-	cmp   func(a, b *planRec) int
-	max   int // records per run
-	hint  int // records expected in all, to size the first run's buffer
-	dir   string
-	buf   []planRec
-	files []string
-	n     int64
+	cmp      func(a, b *planRec) int
+	max      int // records per run
+	maxBytes int // bytes of carried lines per run
+	hint     int // records expected in all, to size the first run's buffer
+	dir      string
+	buf      []planRec
+	lines    lineArena // the carried lines of buf
+	files    []string
+	n        int64
 }
 
 // defaultRunRecords bounds the records a plan holds in memory at once:
 // about 50 MB of records.
 var defaultRunRecords = 1 << 18
 
+// defaultRunBytes bounds the carried input lines a plan holds in memory at
+// once.
+var defaultRunBytes = 64 << 20
+
 // newPlanRuns holds records for a sort by cmp, at most max in memory; hint is
 // how many records are expected (an estimate is fine, 0 for unknown).
 func newPlanRuns(cmp func(a, b *planRec) int, max, hint int, dir string) *planRuns {
-	return &planRuns{cmp: cmp, max: max, hint: hint, dir: dir}
+	return &planRuns{cmp: cmp, max: max, maxBytes: defaultRunBytes, hint: hint, dir: dir}
 }
 
 func byKeyLine(a, b *planRec) int {
@@ -52,7 +63,9 @@ func byCustomIDLine(a, b *planRec) int {
 	return int(a.line - b.line)
 }
 
-func (s *planRuns) add(r planRec) error {
+// add takes r; a non-nil line is r's input line, copied and carried with it.
+// A record with lineage never carries its line.
+func (s *planRuns) add(r planRec, line []byte) error {
 	if s.buf == nil {
 		// Sized once: growing a run's buffer by appends copied it several
 		// times over (a tenth of a 1M plan's cpu, mostly the copies' page
@@ -61,9 +74,13 @@ func (s *planRuns) add(r planRec) error {
 		// are unbounded, and an estimate from the file's head can be far off.
 		s.buf = make([]planRec, 0, min(s.max, defaultRunRecords, max(s.hint, 1<<10)))
 	}
+	r.data = nil
+	if line != nil && r.lin == nil {
+		r.data = s.lines.copy(line)
+	}
 	s.buf = append(s.buf, r)
 	s.n++
-	if len(s.buf) >= s.max && r.lin == nil {
+	if r.lin == nil && (len(s.buf) >= s.max || s.lines.size >= s.maxBytes) {
 		return s.spill()
 	}
 	return nil
@@ -82,6 +99,7 @@ func (s *planRuns) spill() error {
 	for i := range s.buf {
 		scratch = encodePlanRec(scratch[:0], &s.buf[i])
 		w.Write(scratch)
+		w.Write(s.buf[i].data)
 	}
 	err = w.Flush()
 	if cerr := f.Close(); err == nil {
@@ -92,6 +110,7 @@ func (s *planRuns) spill() error {
 	}
 	clear(s.buf) // drop the strings for the GC
 	s.buf = s.buf[:0]
+	s.lines.reset()
 	return nil
 }
 
@@ -107,11 +126,22 @@ func (s *planRuns) sort() error {
 		}
 	}
 	s.buf = nil
+	s.lines = lineArena{}
 	return nil
 }
 
-// each calls fn with every record in cmp order. fn must not keep r.
+// each calls fn with every record in cmp order, without carried lines
+// (r.data may be nil when a record carries one). fn must not keep r.
 func (s *planRuns) each(fn func(r *planRec) error) error {
+	return s.iterate(false, fn)
+}
+
+// eachLine is each with the carried lines in r.data, valid until fn returns.
+func (s *planRuns) eachLine(fn func(r *planRec) error) error {
+	return s.iterate(true, fn)
+}
+
+func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 	if len(s.files) == 0 {
 		for i := range s.buf {
 			if err := fn(&s.buf[i]); err != nil {
@@ -127,7 +157,7 @@ func (s *planRuns) each(fn func(r *planRec) error) error {
 		if err != nil {
 			return fmt.Errorf("plan: sort run: %w", err)
 		}
-		rr := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10)}
+		rr := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10), lines: lines}
 		h.all = append(h.all, rr)
 		ok, err := rr.next()
 		if err != nil {
@@ -161,17 +191,19 @@ func (s *planRuns) close() {
 	for _, f := range s.files {
 		os.Remove(f)
 	}
-	s.files, s.buf = nil, nil
+	s.files, s.buf, s.lines = nil, nil, lineArena{}
 }
 
 type runReader struct {
-	f   *os.File
-	r   *bufio.Reader
-	cur planRec
+	f     *os.File
+	r     *bufio.Reader
+	cur   planRec
+	lines bool   // read carried lines (else skip them)
+	line  []byte // cur's carried line, reused
 }
 
 func (rr *runReader) next() (bool, error) {
-	err := decodePlanRec(rr.r, &rr.cur)
+	err := decodePlanRec(rr.r, &rr.cur, rr.lines, &rr.line)
 	if err == io.EOF {
 		return false, nil
 	}
@@ -203,7 +235,9 @@ func (h *runHeap) close() {
 }
 
 // A run record: key, custom id (empty length-plus-one 0 when equal to the
-// key), line, offset, length, then the three digests.
+// key), line, offset, length (shifted left one, the low bit set when the
+// line is carried), the three digests, then the carried line if any.
+// encodePlanRec appends all but the carried line.
 func encodePlanRec(b []byte, r *planRec) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
 	b = append(b, r.key...)
@@ -215,13 +249,19 @@ func encodePlanRec(b []byte, r *planRec) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(r.line))
 	b = binary.AppendUvarint(b, uint64(r.off))
-	b = binary.AppendUvarint(b, uint64(r.n))
+	carried := uint64(0)
+	if r.data != nil {
+		carried = 1
+	}
+	b = binary.AppendUvarint(b, uint64(r.n)<<1|carried)
 	b = append(b, r.req[:]...)
 	b = append(b, r.rid[:]...)
 	return append(b, r.cfg[:]...)
 }
 
-func decodePlanRec(br *bufio.Reader, r *planRec) error {
+// decodePlanRec reads a record; its carried line, if any, into *line when
+// lines is set (r.data then aliases *line), skipped otherwise.
+func decodePlanRec(br *bufio.Reader, r *planRec, lines bool, line *[]byte) error {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return err // io.EOF at a record boundary: the run's end
@@ -250,13 +290,66 @@ func decodePlanRec(br *bufio.Reader, r *planRec) error {
 			return unexpected(err)
 		}
 	}
-	r.line, r.off, r.n, r.lin = int64(v[0]), int64(v[1]), int32(v[2]), nil
+	r.line, r.off, r.n, r.lin, r.data = int64(v[0]), int64(v[1]), int32(v[2]>>1), nil, nil
 	for _, d := range []*lake.Digest{&r.req, &r.rid, &r.cfg} {
 		if _, err := io.ReadFull(br, d[:]); err != nil {
 			return unexpected(err)
 		}
 	}
+	if v[2]&1 == 0 {
+		return nil
+	}
+	if !lines {
+		if _, err := br.Discard(int(r.n)); err != nil {
+			return unexpected(err)
+		}
+		return nil
+	}
+	if cap(*line) < int(r.n) {
+		*line = make([]byte, r.n)
+	}
+	r.data = (*line)[:r.n]
+	if _, err := io.ReadFull(br, r.data); err != nil {
+		return unexpected(err)
+	}
 	return nil
+}
+
+// lineArena holds copies of input lines in large blocks, reused after a
+// spill, instead of one allocation per line.
+type lineArena struct {
+	blocks [][]byte
+	cur    int // the block being filled
+	size   int // bytes held
+}
+
+const arenaBlock = 1 << 20
+
+// copy returns a copy of p, never nil, valid until reset.
+func (a *lineArena) copy(p []byte) []byte {
+	a.size += len(p)
+	if len(p) > arenaBlock/4 {
+		return append(make([]byte, 0, len(p)), p...) // a long line on its own
+	}
+	for {
+		if a.cur == len(a.blocks) {
+			a.blocks = append(a.blocks, make([]byte, 0, arenaBlock))
+		}
+		b := a.blocks[a.cur]
+		if cap(b)-len(b) >= len(p) {
+			n := len(b)
+			a.blocks[a.cur] = append(b, p...)
+			return a.blocks[a.cur][n : n+len(p) : n+len(p)]
+		}
+		a.cur++
+	}
+}
+
+func (a *lineArena) reset() {
+	for i := range a.blocks {
+		a.blocks[i] = a.blocks[i][:0]
+	}
+	a.cur, a.size = 0, 0
 }
 
 func unexpected(err error) error {

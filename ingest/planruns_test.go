@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -105,6 +106,67 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 				for k, v := range wantObjs {
 					if gotObjs[k] != v {
 						t.Errorf("runs of %d: object %s differs or is missing", runMax, k)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPlanCarriesOutOfOrderLines: the lines that arrive out of key order
+// travel through the sort with their records, so writing the shards reads
+// the input forward only, and the lake holds byte for byte what re-reading
+// every line from the input gives, however the runs are cut.
+func TestPlanCarriesOutOfOrderLines(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var sorted []string
+	for i := range 40 {
+		sorted = append(sorted, openaiLine(fmt.Sprintf("id-%03d", i), "gpt-4o-mini", fmt.Sprintf("text %d %s", i, strings.Repeat("y", rng.IntN(40)))))
+	}
+	shuffled := slices.Clone(sorted)
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	// Five records moved back from the end into the middle.
+	mostly := slices.Concat(sorted[:10], sorted[35:], sorted[10:35])
+	// The greatest key first: every later record is carried.
+	outlier := slices.Concat(sorted[39:], sorted[:39])
+	cases := []struct {
+		name    string
+		lines   []string
+		carried int
+	}{
+		{"in order", sorted, 0},
+		{"shuffled", shuffled, -1}, // most, how many depends on the shuffle
+		{"five moved", mostly, 25},
+		{"greatest first", outlier, 39},
+	}
+	defer func(b int) { defaultRunBytes = b }(defaultRunBytes)
+	defer func() { carryOutOfOrder, planReads = true, nil }()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			carryOutOfOrder, planReads = false, nil
+			want, wantObjs := planWith(t, c.lines, math.MaxInt, nil)
+			if strings.HasPrefix(want, "error: ") {
+				t.Fatal(want)
+			}
+			carryOutOfOrder = true
+			for _, runMax := range []int{1, 4, math.MaxInt} {
+				for _, runBytes := range []int{1, 200, 1 << 20} {
+					defaultRunBytes = runBytes
+					carried, backward := -1, -1
+					planReads = func(c, _, b int) { carried, backward = c, b }
+					got, gotObjs := planWith(t, c.lines, runMax, nil)
+					at := fmt.Sprintf("runs of %d records, %d bytes", runMax, runBytes)
+					if got != want {
+						t.Errorf("%s:\n got %s\nwant %s", at, got, want)
+					}
+					if !maps.Equal(gotObjs, wantObjs) {
+						t.Errorf("%s: the lake differs from re-reading every line", at)
+					}
+					if backward != 0 {
+						t.Errorf("%s: %d lines read backward from the input", at, backward)
+					}
+					if c.carried >= 0 && carried != c.carried || c.carried < 0 && carried < len(c.lines)/2 {
+						t.Errorf("%s: %d lines carried, want %d", at, carried, c.carried)
 					}
 				}
 			}

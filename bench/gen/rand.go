@@ -20,6 +20,7 @@ const (
 	streamShuffle
 	streamPerm
 	streamExtra
+	streamInputShuffle
 )
 
 // rng is a splitmix64 generator: tiny, fast and good enough for synthetic data.

@@ -31,6 +31,7 @@ func run() error {
 	unknown := flag.Int("unknown", -1, "distinct unknown ids (-1: 3 + n/200000)")
 	corrupt := flag.Int("corrupt", 2, "result lines that are not valid JSON")
 	version := flag.Bool("version", false, "print the generator version (it names the output format) and exit")
+	shuffle := flag.Bool("shuffle", false, "write input.shuffled.jsonl in -out: input.jsonl's lines in an order the seed fixes (memory bounded; temp files in -out), and exit")
 	flag.Parse()
 	if *version {
 		fmt.Println(gen.Version)
@@ -38,6 +39,9 @@ func run() error {
 	}
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *shuffle {
+		return shuffleInput(*out, *seed)
 	}
 	o := gen.DefaultOptions(*n, *seed)
 	o.Workers = *workers
@@ -96,6 +100,37 @@ func run() error {
 	fmt.Fprintf(os.Stderr, "blgen: %d records, %.1f MB in %s (%.0f MB/s)\n", truth.N, float64(total)/1e6, el.Round(time.Millisecond), float64(total)/1e6/el.Seconds())
 	_, err = os.Stdout.Write(b)
 	return err
+}
+
+// shuffleInput writes dir/input.shuffled.jsonl from dir/input.jsonl.
+func shuffleInput(dir string, seed uint64) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	src := filepath.Join(dir, "input.jsonl")
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := createOut(filepath.Join(dir, "input.shuffled.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer out.abort()
+	if err := gen.Shuffle(ctx, in, st.Size(), out.w, seed, dir, 64<<20); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	fmt.Fprintf(os.Stderr, "blgen: shuffled %.1f MB in %s\n", float64(st.Size())/1e6, el.Round(time.Millisecond))
+	return nil
 }
 
 // outFile is a file written under a temporary name and renamed on commit.
