@@ -184,13 +184,17 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	sameKeys := true // every business key is its custom id (the default --key-field)
 	// Records that arrive in key order are re-read from the input when the
 	// shards are written, in one forward sweep; the others carry their lines
-	// through the sort (see planRuns). last is the greatest record not carried.
-	var last *planRec
+	// through the sort (see planRuns). lastKey is the greatest key not
+	// carried (lines only grow, so a key equal to it is in order).
+	var lastKey string
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
+	// Carried lines (below) raise it by what a run may hold of them.
+	var memLimit int64
 	if os.Getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetMemoryLimit(int64(min(est, runMax))*200 + int64(defaultRunBytes) + 192<<20)
+		memLimit = int64(min(est, runMax))*200 + 192<<20
+		prev := debug.SetMemoryLimit(memLimit)
 		defer debug.SetMemoryLimit(prev)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
@@ -244,10 +248,14 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		}
 		sameKeys = sameKeys && pr.key == pr.customID
 		var carry []byte
-		if last != nil && carryOutOfOrder && byKeyLine(&pr, last) < 0 {
+		if carryOutOfOrder && pr.key < lastKey {
 			carry = ln.Bytes
+			if memLimit > 0 {
+				debug.SetMemoryLimit(memLimit + int64(defaultRunBytes))
+				memLimit = 0
+			}
 		} else {
-			last = &planRec{key: pr.key, line: pr.line}
+			lastKey = pr.key
 		}
 		return recs.add(pr, carry)
 	})
