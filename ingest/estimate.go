@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -35,6 +36,16 @@ var outputLimitKeys = [][]byte{
 // Every key starts with `"max`, so one pass over the places that prefix
 // occurs does what a search per key did in six (it ran in plan's serial
 // shard writer, about a tenth of plan's cpu time).
+// lineOutputLimit is outputLimit as plan keeps it per record: -1 when the
+// line sets none, at most math.MaxInt32.
+func lineOutputLimit(line []byte) int32 {
+	n, ok := outputLimit(line)
+	if !ok {
+		return -1
+	}
+	return int32(min(n, math.MaxInt32))
+}
+
 func outputLimit(line []byte) (int64, bool) {
 	best, bestN := len(outputLimitKeys), int64(0)
 	for off := 0; off < len(line); {
@@ -96,14 +107,15 @@ func newEstimator(o EstimateOptions) *estimator {
 	return e
 }
 
-// add estimates one request line and returns its input and output tokens.
-func (e *estimator) add(line []byte) (in, out int64) {
+// add estimates one request line of n bytes whose output limit is limit
+// (lineOutputLimit) and returns its input and output tokens.
+func (e *estimator) add(n int64, limit int32) (in, out int64) {
 	in = e.o.InputTokens
 	if in == 0 {
-		in = (int64(len(line)) + bytesPerToken - 1) / bytesPerToken
+		in = (n + bytesPerToken - 1) / bytesPerToken
 	}
-	out, ok := outputLimit(line)
-	if !ok {
+	out = int64(limit)
+	if limit < 0 {
 		out = e.o.OutputTokens
 		e.sum.NoOutputLimit++
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -33,9 +34,12 @@ func TestOutputLimit(t *testing.T) {
 }
 
 func TestEstimatorSums(t *testing.T) {
+	add := func(e *estimator, line string) (int64, int64) {
+		return e.add(int64(len(line)), lineOutputLimit([]byte(line)))
+	}
 	e := newEstimator(EstimateOptions{OutputTokens: 7})
-	in1, out1 := e.add([]byte(`{"body":{"max_tokens":64}}`)) // 26 bytes
-	in2, out2 := e.add([]byte(`{"body":{}}`))                // 11 bytes, no limit
+	in1, out1 := add(e, `{"body":{"max_tokens":64}}`) // 26 bytes
+	in2, out2 := add(e, `{"body":{}}`)                // 11 bytes, no limit
 	if in1 != 7 || out1 != 64 || in2 != 3 || out2 != 7 {
 		t.Errorf("per record: %d/%d and %d/%d, want 7/64 and 3/7", in1, out1, in2, out2)
 	}
@@ -43,8 +47,11 @@ func TestEstimatorSums(t *testing.T) {
 		t.Errorf("sum %+v", e.sum)
 	}
 	f := newEstimator(EstimateOptions{InputTokens: 100})
-	if in, _ := f.add([]byte(`{}`)); in != 100 || f.sum.BytesPerToken != 0 || f.sum.InputPerRecord != 100 {
+	if in, _ := add(f, `{}`); in != 100 || f.sum.BytesPerToken != 0 || f.sum.InputPerRecord != 100 {
 		t.Errorf("--est-input-tokens 100: in %d, sum %+v", in, f.sum)
+	}
+	if got := lineOutputLimit([]byte(`{"body":{"max_tokens":99999999999}}`)); got != math.MaxInt32 {
+		t.Errorf("a limit past int32: %d, want it clamped to %d", got, math.MaxInt32)
 	}
 }
 

@@ -86,6 +86,7 @@ type planRec struct {
 	key, customID string
 	line, off     int64
 	n             int32
+	out           int32 // the line's output token limit, -1 if none (lineOutputLimit)
 	req, rid, cfg lake.Digest
 	lin           *Lineage
 	data          []byte // the line itself, when carried (see planRuns)
@@ -171,6 +172,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		err *InputError
 		rid lake.Digest // the record id, hashed on the parsing cores
 		lin *Lineage
+		out int32 // lineOutputLimit, found on the parsing cores too
 	}
 	// The records, sorted by business key (and line): at most one run of
 	// them in memory, the rest in sorted run files (see planRuns).
@@ -187,6 +189,14 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	// through the sort (see planRuns). lastKey is the greatest key not
 	// carried (lines only grow, so a key equal to it is in order).
 	var lastKey string
+	// While every record's key is greater than the one before (an input
+	// sorted by business key), its line goes straight into the shards: the
+	// shards are then written in this pass and the input is read once.
+	var spec *specShards
+	if o.Lineage == nil && speculateShards {
+		spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
+	}
+	defer func() { spec.abort() }()
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
@@ -208,6 +218,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 				}
 			}
 			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, rec.ConfigHash.Hex())
+			p.out = lineOutputLimit(ln.Bytes)
 		}
 		return p
 	}, func(ln Line, p parsed) error {
@@ -233,7 +244,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			bad.add(&InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
 			return nil
 		}
-		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), req: r.RequestDigest, cfg: r.ConfigHash}
+		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), out: p.out, req: r.RequestDigest, cfg: r.ConfigHash}
 		if o.Lineage != nil {
 			if p.lin == nil {
 				bad.add(&InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
@@ -247,6 +258,19 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			return nil
 		}
 		sameKeys = sameKeys && pr.key == pr.customID
+		if spec != nil {
+			ok := bad.Total == 0 && (recs.n == 0 || pr.key > lastKey)
+			if ok {
+				var err error
+				if ok, err = spec.add(ln.Bytes); err != nil {
+					return err
+				}
+			}
+			if !ok { // out of order, a line over the shard limit, or a plan that fails anyway
+				spec.abort()
+				spec = nil
+			}
+		}
 		var carry []byte
 		if carryOutOfOrder && pr.key < lastKey {
 			carry = ln.Bytes
@@ -321,7 +345,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore,
 	}
-	if err := writeShards(ctx, l, file, recs, m, o); err != nil {
+	if err := writeShards(ctx, l, file, recs, m, o, spec.finish()); err != nil {
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
@@ -427,7 +451,10 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 
 // writeShards cuts the records (in key order) into shards within the limits,
 // stores each shard file content-addressed and writes the expected rows.
-func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions) error {
+// written, if not nil, are the shards plan wrote while reading an input in
+// key order (specShards), cut the same way: they are checked and stored, and
+// the input is not read again.
+func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions, written []*shardWriter) error {
 	job, _ := lake.ParseDigest(m.JobKey)
 	ew, err := lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job)
 	if err != nil {
@@ -438,11 +465,15 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	// copies the lines into shards and hashes them.
 	rows := lake.NewTablePipe(ctx, ew)
 	var (
-		sw      *shardWriter
-		buf     []byte
-		flushed = func() error {
+		sw             *shardWriter
+		records, bytes int64 // cut into sw so far
+		buf            []byte
+		flushed        = func() error {
 			if sw == nil {
 				return nil
+			}
+			if sw.records != records || sw.bytes != bytes {
+				return fmt.Errorf("plan: internal error: shard %s holds %d records (%d bytes), cut at %d (%d)", sw.id, sw.records, sw.bytes, records, bytes)
 			}
 			s, err := sw.commit(ctx, l)
 			if err != nil {
@@ -462,52 +493,74 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	rd := &lineReader{f: src}
 	carried := 0
 	est := newEstimator(o.Estimate)
-	err = recs.eachLine(func(r *planRec) error {
-		line := r.data
-		if line != nil {
-			carried++
-		} else {
-			if cap(buf) < int(r.n) {
-				buf = make([]byte, r.n)
+	each := recs.eachLine
+	if written != nil {
+		each = recs.each
+	}
+	err = each(func(r *planRec) error {
+		var line []byte
+		if written == nil {
+			if line = r.data; line != nil {
+				carried++
+			} else {
+				if cap(buf) < int(r.n) {
+					buf = make([]byte, r.n)
+				}
+				buf = buf[:r.n]
+				if err := rd.readAt(buf, r.off); err != nil {
+					return fmt.Errorf("plan: re-read %s line %d: %w", src.Name(), r.line, err)
+				}
+				line = buf
 			}
-			buf = buf[:r.n]
-			if err := rd.readAt(buf, r.off); err != nil {
-				return fmt.Errorf("plan: re-read %s line %d: %w", src.Name(), r.line, err)
-			}
-			line = buf
 		}
-		if sw != nil && (sw.records >= int64(o.ShardMaxRecords) || sw.bytes+int64(len(line))+1 > o.ShardMaxBytes) {
+		size := int64(r.n) + 1
+		if sw != nil && (records >= int64(o.ShardMaxRecords) || bytes+size > o.ShardMaxBytes) {
 			if err := flushed(); err != nil {
 				return err
 			}
 		}
 		if sw == nil {
-			sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)))
-			if err != nil {
-				return err
+			if written != nil {
+				if len(m.Shards) >= len(written) {
+					return fmt.Errorf("plan: internal error: %d shards written, more cut", len(written))
+				}
+				sw = written[len(m.Shards)]
+			} else {
+				sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)))
+				if err != nil {
+					return err
+				}
+				opened = append(opened, sw)
 			}
-			opened = append(opened, sw)
+			records, bytes = 0, 0
 		}
-		if int64(len(line))+1 > o.ShardMaxBytes {
-			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", len(line), o.ShardMaxBytes)}
+		if size > o.ShardMaxBytes {
+			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
 		}
 		row := lake.ExpectedRow{
-			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: sw.records + 1, RecordID: r.rid.Hex(),
+			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, RecordID: r.rid.Hex(),
 			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
 			RequestSHA256: r.req.Hex(), ModelConfigHash: r.cfg.Hex(), InputLine: r.line,
 		}
-		row.EstInputTokens, row.EstOutputTokens = est.add(line)
+		row.EstInputTokens, row.EstOutputTokens = est.add(int64(r.n), r.out)
 		if r.lin != nil {
 			row.ParentShardID, row.RetryReason = r.lin.ParentShardID, r.lin.RetryReason
 			row.Attempt = int32(r.lin.Attempt)
 		}
-		if err := sw.add(line); err != nil {
-			return err
+		if written == nil {
+			if err := sw.add(line); err != nil {
+				return err
+			}
 		}
+		records++
+		bytes += size
 		return rows.Add(row)
 	})
 	if err == nil {
 		err = flushed()
+	}
+	if err == nil && written != nil && len(m.Shards) != len(written) {
+		err = fmt.Errorf("plan: internal error: %d shards written, %d cut", len(written), len(m.Shards))
 	}
 	if cerr := rows.Close(err); err == nil {
 		err = cerr
@@ -520,7 +573,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		return err
 	}
 	if planReads != nil {
-		planReads(carried, rd.forward, rd.backward)
+		planReads(written != nil, carried, rd.forward, rd.backward)
 	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
@@ -528,11 +581,72 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	return nil
 }
 
+// specShards are the shards plan writes while it reads an input in key
+// order, cut as writeShards cuts them. Each one but the last is closed (its
+// buffer let go) until writeShards stores it.
+type specShards struct {
+	maxRecords, maxBytes int64
+	tmpDir               string
+	ws                   []*shardWriter
+}
+
+// add appends line to the shards; false when it is over the shard limit
+// (writeShards reports that).
+func (s *specShards) add(line []byte) (bool, error) {
+	size := int64(len(line)) + 1
+	if size > s.maxBytes {
+		return false, nil
+	}
+	var w *shardWriter
+	if n := len(s.ws); n > 0 {
+		w = s.ws[n-1]
+		if w.records >= s.maxRecords || w.bytes+size > s.maxBytes {
+			if err := w.o.Close(); err != nil {
+				return false, err
+			}
+			w = nil
+		}
+	}
+	if w == nil {
+		var err error
+		if w, err = newShardWriter(s.tmpDir, fmt.Sprintf("part-%05d", len(s.ws))); err != nil {
+			return false, err
+		}
+		s.ws = append(s.ws, w)
+	}
+	return true, w.add(line)
+}
+
+// finish returns the shards written (nil for a nil s); Commit reports a
+// failure to close the last.
+func (s *specShards) finish() []*shardWriter {
+	if s == nil {
+		return nil
+	}
+	if n := len(s.ws); n > 0 {
+		s.ws[n-1].o.Close()
+	}
+	return s.ws
+}
+
+// abort removes the shards' temp files (those stored are gone already).
+func (s *specShards) abort() {
+	if s == nil {
+		return
+	}
+	for _, w := range s.ws {
+		w.abort()
+	}
+	s.ws = nil
+}
+
 // Test hooks: whether plan carries the lines that arrive out of key order
-// through its sort, and what writing the shards took from where.
+// through its sort, whether it writes the shards of an input in key order
+// as it reads it, and what writing the shards took from where.
 var (
 	carryOutOfOrder = true
-	planReads       func(carried, forward, backward int)
+	speculateShards = true
+	planReads       func(speculated bool, carried, forward, backward int)
 )
 
 // lineReader re-reads lines of the input: sequentially through a buffer

@@ -236,7 +236,8 @@ func (h *runHeap) close() {
 
 // A run record: key, custom id (empty length-plus-one 0 when equal to the
 // key), line, offset, length (shifted left one, the low bit set when the
-// line is carried), the three digests, then the carried line if any.
+// line is carried), output limit plus one, the three digests, then the
+// carried line if any.
 // encodePlanRec appends all but the carried line.
 func encodePlanRec(b []byte, r *planRec) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
@@ -254,6 +255,7 @@ func encodePlanRec(b []byte, r *planRec) []byte {
 		carried = 1
 	}
 	b = binary.AppendUvarint(b, uint64(r.n)<<1|carried)
+	b = binary.AppendUvarint(b, uint64(int64(r.out)+1))
 	b = append(b, r.req[:]...)
 	b = append(b, r.rid[:]...)
 	return append(b, r.cfg[:]...)
@@ -284,13 +286,13 @@ func decodePlanRec(br *bufio.Reader, r *planRec, lines bool, line *[]byte) error
 	} else if r.customID, err = str(n - 1); err != nil {
 		return unexpected(err)
 	}
-	var v [3]uint64
+	var v [4]uint64
 	for i := range v {
 		if v[i], err = binary.ReadUvarint(br); err != nil {
 			return unexpected(err)
 		}
 	}
-	r.line, r.off, r.n, r.lin, r.data = int64(v[0]), int64(v[1]), int32(v[2]>>1), nil, nil
+	r.line, r.off, r.n, r.out, r.lin, r.data = int64(v[0]), int64(v[1]), int32(v[2]>>1), int32(int64(v[3])-1), nil, nil
 	for _, d := range []*lake.Digest{&r.req, &r.rid, &r.cfg} {
 		if _, err := io.ReadFull(br, d[:]); err != nil {
 			return unexpected(err)

@@ -113,10 +113,12 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 	}
 }
 
-// TestPlanCarriesOutOfOrderLines: the lines that arrive out of key order
-// travel through the sort with their records, so writing the shards reads
-// the input forward only, and the lake holds byte for byte what re-reading
-// every line from the input gives, however the runs are cut.
+// TestPlanCarriesOutOfOrderLines: an input in key order has its shards
+// written as it is read (the input is read once); otherwise the lines that
+// arrive out of key order travel through the sort with their records, so
+// writing the shards reads the input forward only. Either way the lake holds
+// byte for byte what re-reading every line from the input gives, however the
+// runs and the shards are cut.
 func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
 	var sorted []string
@@ -129,38 +131,58 @@ func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 	mostly := slices.Concat(sorted[:10], sorted[35:], sorted[10:35])
 	// The greatest key first: every later record is carried.
 	outlier := slices.Concat(sorted[39:], sorted[:39])
+	// Shards of at most 7 records (planWith) or at most 600 bytes; a
+	// limit under the longest line fails the plan, the same way both ways.
+	byBytes := func(o *PlanOptions) { o.ShardMaxBytes = 600 }
+	tooSmall := func(o *PlanOptions) { o.ShardMaxBytes = 180 }
 	cases := []struct {
-		name    string
-		lines   []string
-		carried int
+		name       string
+		lines      []string
+		edit       func(*PlanOptions)
+		speculated bool
+		carried    int
+		fails      bool
 	}{
-		{"in order", sorted, 0},
-		{"shuffled", shuffled, -1}, // most, how many depends on the shuffle
-		{"five moved", mostly, 25},
-		{"greatest first", outlier, 39},
+		{"in order", sorted, nil, true, 0, false},
+		{"in order, byte limit", sorted, byBytes, true, 0, false},
+		{"in order, a line over the limit", sorted, tooSmall, false, 0, true},
+		{"in order, a bad line last", append(slices.Clone(sorted), `{"custom_id": "id-999"`), nil, false, 0, true},
+		{"shuffled", shuffled, nil, false, -1, false}, // most carried, how many depends on the shuffle
+		{"shuffled, byte limit", shuffled, byBytes, false, -1, false},
+		{"five moved", mostly, nil, false, 25, false},
+		{"greatest first", outlier, nil, false, 39, false},
 	}
 	defer func(b int) { defaultRunBytes = b }(defaultRunBytes)
-	defer func() { carryOutOfOrder, planReads = true, nil }()
+	defer func() { carryOutOfOrder, speculateShards, planReads = true, true, nil }()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			carryOutOfOrder, planReads = false, nil
-			want, wantObjs := planWith(t, c.lines, math.MaxInt, nil)
-			if strings.HasPrefix(want, "error: ") {
+			carryOutOfOrder, speculateShards, planReads = false, false, nil
+			want, wantObjs := planWith(t, c.lines, math.MaxInt, c.edit)
+			if strings.HasPrefix(want, "error: ") != c.fails {
 				t.Fatal(want)
 			}
-			carryOutOfOrder = true
+			carryOutOfOrder, speculateShards = true, true
 			for _, runMax := range []int{1, 4, math.MaxInt} {
 				for _, runBytes := range []int{1, 200, 1 << 20} {
 					defaultRunBytes = runBytes
-					carried, backward := -1, -1
-					planReads = func(c, _, b int) { carried, backward = c, b }
-					got, gotObjs := planWith(t, c.lines, runMax, nil)
+					speculated, carried, forward, backward := false, -1, -1, -1
+					planReads = func(s bool, c, f, b int) { speculated, carried, forward, backward = s, c, f, b }
+					got, gotObjs := planWith(t, c.lines, runMax, c.edit)
 					at := fmt.Sprintf("runs of %d records, %d bytes", runMax, runBytes)
 					if got != want {
 						t.Errorf("%s:\n got %s\nwant %s", at, got, want)
 					}
 					if !maps.Equal(gotObjs, wantObjs) {
 						t.Errorf("%s: the lake differs from re-reading every line", at)
+					}
+					if c.fails {
+						continue
+					}
+					if speculated != c.speculated {
+						t.Errorf("%s: shards written while reading: %v, want %v", at, speculated, c.speculated)
+					}
+					if speculated && forward+backward != 0 {
+						t.Errorf("%s: shards written while reading, yet %d lines read again", at, forward+backward)
 					}
 					if backward != 0 {
 						t.Errorf("%s: %d lines read backward from the input", at, backward)
@@ -171,5 +193,30 @@ func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanAgainLeavesNoShards: planning an input in key order again writes
+// its shards while reading, finds the job planned and removes them.
+func TestPlanAgainLeavesNoShards(t *testing.T) {
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, openaiLine(fmt.Sprintf("id-%03d", i), "gpt-4o-mini", "text"))
+	}
+	ctx := context.Background()
+	l := newLake(t)
+	o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+	o.TmpDir, o.ShardMaxRecords = t.TempDir(), 7
+	for i, want := range []string{"planned 30 records in 5 shard(s)", "already planned: same records and settings, nothing new written"} {
+		res, err := Plan(ctx, l, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Message != want {
+			t.Errorf("plan %d: %q, want %q", i+1, res.Message, want)
+		}
+		if left, _ := os.ReadDir(o.TmpDir); len(left) != 0 {
+			t.Errorf("plan %d left %d temporary file(s), e.g. %s", i+1, len(left), left[0].Name())
+		}
 	}
 }

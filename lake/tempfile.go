@@ -143,10 +143,11 @@ func (l *Lake) sameObject(ctx context.Context, key string, d Digest, n int64) er
 // read to learn its digest; Commit stores it with PutTempFile (a local lake
 // links the file itself).
 type ObjectWriter struct {
-	f *os.File
-	w *bufio.Writer
-	h hash.Hash
-	n int64
+	f        *os.File
+	w        *bufio.Writer // nil once closed
+	h        hash.Hash
+	n        int64
+	closeErr error
 }
 
 // NewObjectWriter starts an object in a CreateTemp file in dir.
@@ -178,15 +179,26 @@ var newline = []byte{'\n'}
 // Size is the number of bytes written so far.
 func (o *ObjectWriter) Size() int64 { return o.n }
 
+// Close ends the writing without storing: the temp file stays until Commit
+// or Abort, and the write buffer is let go (for writers that wait before
+// they are committed). Nothing may be written after it.
+func (o *ObjectWriter) Close() error {
+	if o.w != nil {
+		o.closeErr = o.w.Flush()
+		if err := o.f.Close(); o.closeErr == nil {
+			o.closeErr = err
+		}
+		o.w = nil
+	}
+	return o.closeErr
+}
+
 // Commit stores the object under keyFor(its digest) and removes the temp
 // file; it returns the key and the digest.
 func (o *ObjectWriter) Commit(ctx context.Context, l *Lake, keyFor func(Digest) string) (string, Digest, error) {
 	defer o.Abort()
 	var d Digest
-	if err := o.w.Flush(); err != nil {
-		return "", d, err
-	}
-	if err := o.f.Close(); err != nil {
+	if err := o.Close(); err != nil {
 		return "", d, err
 	}
 	o.h.Sum(d[:0])

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -181,6 +182,14 @@ func otherDevice(a, b string) bool {
 // the digest of exactly the bytes written, on every backend, and leaves no
 // temp file behind.
 func TestObjectWriter(t *testing.T) {
+	for _, closeFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed first %v", closeFirst), func(t *testing.T) { testObjectWriter(t, closeFirst) })
+	}
+}
+
+// testObjectWriter writes an object and commits it, after Close (twice) if
+// closeFirst: the bytes are then all in the temp file, the buffer let go.
+func testObjectWriter(t *testing.T, closeFirst bool) {
 	forEachBackend(t, func(t *testing.T, l *Lake) {
 		ctx := context.Background()
 		tmp := t.TempDir()
@@ -198,6 +207,20 @@ func TestObjectWriter(t *testing.T) {
 		}
 		if o.Size() != int64(len(want)) {
 			t.Errorf("size %d, wrote %d", o.Size(), len(want))
+		}
+		if closeFirst {
+			for range 2 {
+				if err := o.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := os.Stat(o.f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Size() != int64(len(want)) || o.w != nil {
+				t.Errorf("after Close: temp file of %d bytes, buffer kept %v; want %d bytes", st.Size(), o.w != nil, len(want))
+			}
 		}
 		key, d, err := o.Commit(ctx, l, ObjectKey)
 		if err != nil {
