@@ -184,10 +184,11 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	recs := newPlanRuns(byKeyLine, runMax, est, o.TmpDir)
 	defer recs.close()
 	sameKeys := true // every business key is its custom id (the default --key-field)
-	// Records that arrive in key order are re-read from the input when the
-	// shards are written, in one forward sweep; the others carry their lines
-	// through the sort (see planRuns). lastKey is the greatest key not
-	// carried (lines only grow, so a key equal to it is in order).
+	// Unless every record arrives in key order (spec, below), those that do
+	// are re-read from the input when the shards are written, in one forward
+	// sweep; the others carry their lines through the sort (see planRuns).
+	// lastKey is the greatest key not carried (lines only grow, so a key
+	// equal to it is in order).
 	var lastKey string
 	// While every record's key is greater than the one before (an input
 	// sorted by business key), its line goes straight into the shards: the
