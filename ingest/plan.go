@@ -515,7 +515,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			}
 		}
 		size := int64(r.n) + 1
-		if sw != nil && (records >= int64(o.ShardMaxRecords) || bytes+size > o.ShardMaxBytes) {
+		if sw != nil && shardFull(records, bytes, size, int64(o.ShardMaxRecords), o.ShardMaxBytes) {
 			if err := flushed(); err != nil {
 				return err
 			}
@@ -582,6 +582,12 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	return nil
 }
 
+// shardFull says whether a shard of records and bytes so far must end before
+// a line of size bytes (with its newline): the one cut of plan's shards.
+func shardFull(records, bytes, size, maxRecords, maxBytes int64) bool {
+	return records >= maxRecords || bytes+size > maxBytes
+}
+
 // specShards are the shards plan writes while it reads an input in key
 // order, cut as writeShards cuts them. Each one but the last is closed (its
 // buffer let go) until writeShards stores it.
@@ -601,7 +607,7 @@ func (s *specShards) add(line []byte) (bool, error) {
 	var w *shardWriter
 	if n := len(s.ws); n > 0 {
 		w = s.ws[n-1]
-		if w.records >= s.maxRecords || w.bytes+size > s.maxBytes {
+		if shardFull(w.records, w.bytes, size, s.maxRecords, s.maxBytes) {
 			if err := w.o.Close(); err != nil {
 				return false, err
 			}
