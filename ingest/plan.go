@@ -191,10 +191,11 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	// equal to it is in order).
 	var lastKey string
 	// While every record's key is greater than the one before (an input
-	// sorted by business key), its line goes straight into the shards: the
+	// sorted by business key, as a retry job's is: reconcile writes it in
+	// the parent's shard order), its line goes straight into the shards: the
 	// shards are then written in this pass and the input is read once.
 	var spec *specShards
-	if o.Lineage == nil && speculateShards {
+	if speculateShards {
 		spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
 	}
 	defer func() { spec.abort() }()

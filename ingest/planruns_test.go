@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batchlake/batchlake/lake"
 )
 
 // planWith plans lines with at most runMax records per sort run and returns
@@ -134,6 +136,25 @@ func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 	// Shards of at most 7 records (planWith) or at most 600 bytes; a
 	// limit under the longest line fails the plan, the same way both ways.
 	byBytes := func(o *PlanOptions) { o.ShardMaxBytes = 600 }
+	// A retry job (records with lineage, as reconcile's retry step plans
+	// them, in the parent's shard order: key order).
+	retry := func(o *PlanOptions) {
+		f, err := FormatFor(o.Provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Lineage, o.ParentJobKey, o.Attempt = map[string]Lineage{}, "parent", 2
+		for _, line := range sorted {
+			rec, ierr := f.ParseInput([]byte(line), f.DefaultKeyField())
+			if ierr != nil {
+				t.Fatal(ierr)
+			}
+			key := "k-" + rec.BusinessKey
+			rid := lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, rec.ConfigHash.Hex())
+			o.Lineage[rec.CustomID] = Lineage{RecordID: rid.Hex(), BusinessKey: key, CustomID: rec.CustomID, Attempt: 2,
+				ParentJobKey: "parent", ParentShardID: "part-00003", RetryReason: "missing"}
+		}
+	}
 	tooSmall := func(o *PlanOptions) { o.ShardMaxBytes = 180 }
 	cases := []struct {
 		name       string
@@ -145,6 +166,7 @@ func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 	}{
 		{"in order", sorted, nil, true, 0, false},
 		{"in order, byte limit", sorted, byBytes, true, 0, false},
+		{"retry job in order", sorted, retry, true, 0, false},
 		{"in order, a line over the limit", sorted, tooSmall, false, 0, true},
 		{"in order, a bad line last", append(slices.Clone(sorted), `{"custom_id": "id-999"`), nil, false, 0, true},
 		{"shuffled", shuffled, nil, false, -1, false}, // most carried, how many depends on the shuffle
