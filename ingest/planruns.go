@@ -41,7 +41,7 @@ var defaultRunRecords = 1 << 18
 
 // defaultRunBytes bounds the carried input lines a plan holds in memory at
 // once.
-var defaultRunBytes = 64 << 20
+var defaultRunBytes = 32 << 20
 
 // newPlanRuns holds records for a sort by cmp, at most max in memory; hint is
 // how many records are expected (an estimate is fine, 0 for unknown).
