@@ -157,7 +157,7 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 		if err != nil {
 			return fmt.Errorf("plan: sort run: %w", err)
 		}
-		rr := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10), lines: lines}
+		rr := &runReader{f: f, r: bufio.NewReaderSize(f, runBuffer(len(s.files))), lines: lines}
 		h.all = append(h.all, rr)
 		ok, err := rr.next()
 		if err != nil {
@@ -184,6 +184,13 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 		}
 	}
 	return nil
+}
+
+// runBuffer is the read buffer of each of n run files merged: 256 KiB, less
+// when there are many (a shuffled 10M input makes ~200 runs), so that the
+// merge's buffers stay near 16 MiB in all.
+func runBuffer(n int) int {
+	return max(32<<10, min(256<<10, (16<<20)/max(n, 1)))
 }
 
 // close removes the run files.
