@@ -274,7 +274,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			}
 		}
 		var carry []byte
-		if carryOutOfOrder && pr.key < lastKey {
+		if carryOutOfOrder && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
 			if memLimit > 0 {
 				debug.SetMemoryLimit(memLimit + int64(defaultRunBytes))

@@ -40,8 +40,10 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if *shuffle {
-		return shuffleInput(*out, *seed)
+		return shuffleInput(ctx, *out, *seed)
 	}
 	o := gen.DefaultOptions(*n, *seed)
 	o.Workers = *workers
@@ -50,8 +52,6 @@ func run() error {
 		o.Unknown = *unknown
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("create output directory: %w", err)
 	}
@@ -103,9 +103,7 @@ func run() error {
 }
 
 // shuffleInput writes dir/input.shuffled.jsonl from dir/input.jsonl.
-func shuffleInput(dir string, seed uint64) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func shuffleInput(ctx context.Context, dir string, seed uint64) error {
 	start := time.Now()
 	src := filepath.Join(dir, "input.jsonl")
 	in, err := os.Open(src)
