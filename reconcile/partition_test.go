@@ -273,6 +273,24 @@ func checkPartitionRecords(t *testing.T, l *lake.Lake, r *PartitionResult) {
 			t.Errorf("partition %s outcomes file has %d rows, counts say %d", r.Partition, n, r.Expected)
 		}
 	}
+	// The outcomes table keeps no job_key or tenant (outcomes.sql); the
+	// partition file has them on every row all the same, from the manifest.
+	job, err := lake.ParseDigest(r.JobKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad int64
+	q := "SELECT count(*) FILTER (WHERE job_key IS DISTINCT FROM ? OR tenant IS DISTINCT FROM ?) FROM read_parquet(" + quote(paths[0]) + ")"
+	if err := e.DB.QueryRowContext(ctx, q, m.JobKey, m.Tenant).Scan(&bad); err != nil {
+		t.Fatal(err)
+	}
+	if bad != 0 {
+		t.Errorf("partition %s outcomes file: %d rows without job_key %s and tenant %q", r.Partition, bad, m.JobKey, m.Tenant)
+	}
 }
 
 // TestMergeRefuses: a merge with a partition missing, or with partitions of

@@ -2,9 +2,11 @@
 SET preserve_insertion_order = false;
 
 -- One row per expected record: its best line (if any), how many lines it had
--- and their cost, in record_id order, the order outcome_rows.sql reads it in:
--- DuckDB keeps each row group's min and max record_id, so each range read
--- touches only its own row groups instead of scanning and filtering the
+-- and their cost, in record_id order, the order outcome_rows.sql reads it in.
+-- job_key and tenant, the same on every row, are left to the readers: a sort
+-- moves every byte of its rows, and with them this statement took a third
+-- longer. DuckDB keeps each row group's min and max record_id, so each range
+-- read touches only its own row groups instead of scanning and filtering the
 -- whole table once per range. With .Sorted it is sorted here, in one
 -- statement; if DuckDB runs out of memory in that sort (a large job under a
 -- small --memory-limit), sort.go runs this again without .Sorted, to store
@@ -18,7 +20,7 @@ CREATE OR REPLACE TEMP TABLE outcomes AS
 CREATE OR REPLACE TEMP TABLE outcomes_u AS
 {{- end}}
 WITH o AS (
-    SELECT e.job_key, e.tenant, e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
+    SELECT e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
            e.attempt, e.parent_job_key,
            b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
            b.b.error_code AS error_code, b.b.status_code AS status_code,
@@ -28,7 +30,7 @@ WITH o AS (
     LEFT JOIN best b ON b.custom_id = e.custom_id
 )
 SELECT
-    job_key, tenant, record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,
+    record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,
     CASE rank WHEN 1 THEN 'succeeded' WHEN 2 THEN 'quality_failed' WHEN 3 THEN 'failed_retryable'
               WHEN 4 THEN 'failed_permanent' ELSE 'missing' END AS outcome,
     CASE
