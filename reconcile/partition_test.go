@@ -170,7 +170,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 								t.Fatal(err)
 							}
 						}
-						checkPartitionRecords(t, l, r)
+						checkPartitionRecords(t, l, m, r)
 					}
 					// The partitions' counts and costs add up to the single run's.
 					if a, b := sum.counts(), want.counts(); a != b {
@@ -229,8 +229,8 @@ func (r *Report) counts() string {
 
 // checkPartitionRecords: every record of a partition's outcomes falls in
 // that partition by the Go definition (lake.RecordPartition), the one the
-// SQL filter must agree with.
-func checkPartitionRecords(t *testing.T, l *lake.Lake, r *PartitionResult) {
+// SQL filter must agree with, and carries the job's key and tenant (m).
+func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *PartitionResult) {
 	t.Helper()
 	ctx := context.Background()
 	e, err := OpenEngine(l, EngineOptions{Threads: 1})
@@ -275,14 +275,6 @@ func checkPartitionRecords(t *testing.T, l *lake.Lake, r *PartitionResult) {
 	}
 	// The outcomes table keeps no job_key or tenant (outcomes.sql); the
 	// partition file has them on every row all the same, from the manifest.
-	job, err := lake.ParseDigest(r.JobKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := l.GetManifest(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var bad int64
 	q := "SELECT count(*) FILTER (WHERE job_key IS DISTINCT FROM ? OR tenant IS DISTINCT FROM ?) FROM read_parquet(" + quote(paths[0]) + ")"
 	if err := e.DB.QueryRowContext(ctx, q, m.JobKey, m.Tenant).Scan(&bad); err != nil {
