@@ -37,15 +37,18 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
         WHEN l.record_id IS NULL THEN 0
         WHEN l.rank = 1 AND o.best_key = l.line_key THEN 1
         WHEN l.rank = 1 THEN 2
-        WHEN o.disposition = 'manual' AND o.outcome <> 'failed_permanent' THEN 3
+        WHEN o.gave_up THEN 3
         WHEN l.rank = 2 THEN 4
         WHEN l.rank = 3 THEN 5
         ELSE 6
     END AS UTINYINT) AS cat
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
--- outcomes holds only known custom ids
-LEFT JOIN outcomes o ON o.custom_id = l.custom_id
+-- outcomes holds only known custom ids. Only what the category needs goes into
+-- the join's hash table (a boolean, not two strings): at 10M it has every
+-- record, and what does not fit in --memory-limit spills.
+LEFT JOIN (SELECT custom_id, best_key, disposition = 'manual' AND outcome <> 'failed_permanent' AS gave_up
+           FROM outcomes) o ON o.custom_id = l.custom_id
 {{- if .Sorted}}
 ORDER BY f.out_no, l.line_no;
 {{- else}};
