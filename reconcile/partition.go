@@ -149,7 +149,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		Files: rep.Files, Expected: rep.Expected, Succeeded: rep.Succeeded, FailedRetryable: rep.FailedRetryable, FailedPermanent: rep.FailedPermanent,
 		QualityFailed: rep.QualityFailed, Missing: rep.Missing, Unknown: rep.Unknown, Duplicate: rep.Duplicate, Quarantined: rep.Quarantined,
 		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
-	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l); err != nil {
+	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err
 	}
 	res.ReconciledAt = timeNow()
@@ -167,15 +167,16 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 }
 
 // writePartials stores the session's outcomes and line_costs tables as
-// content-addressed Parquet objects.
-func writePartials(ctx context.Context, e *Engine, l *lake.Lake) (outcomes, costs string, err error) {
+// content-addressed Parquet objects (the outcomes with m's job key and tenant).
+func writePartials(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest) (outcomes, costs string, err error) {
 	dir, err := os.MkdirTemp(e.tmp, "partition-*")
 	if err != nil {
 		return "", "", err
 	}
 	defer os.RemoveAll(dir)
 	op, cp := filepath.Join(dir, "outcomes.parquet"), filepath.Join(dir, "costs.parquet")
-	if err := e.ExecFile(ctx, "partition_write.sql", map[string]string{"Outcomes": quote(op), "Costs": quote(cp)}); err != nil {
+	data := map[string]string{"Outcomes": quote(op), "Costs": quote(cp), "JobKey": quote(m.JobKey), "Tenant": quote(m.Tenant)}
+	if err := e.ExecFile(ctx, "partition_write.sql", data); err != nil {
 		return "", "", err
 	}
 	for _, f := range []struct {
