@@ -9,13 +9,15 @@
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
 #   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
+#   blbaseline -contract  (the contract floor: the same loads, then the lake
+#                        tables batchlake writes, made by DuckDB alone)
 # and, on a lake of its own, plan again over input.shuffled.jsonl (the same
 # lines in a random order, as an export without ORDER BY gives them; made by
 # blgen -shuffle): a row of its own, not in the total, whose job key must be
 # the first plan's;
 # and prints, per step, the median wall time, records/s, MB/s of the step's
 # input files and the peak RSS, the batchlake total beside the baseline and
-# their ratio. Every reconcile report (and every baseline result) is checked
+# the contract floor and the ratios. Every reconcile report (and every baseline result) is checked
 # against truth.json; any difference prints MISMATCH and fails the run.
 #
 # Environment (all optional):
@@ -25,8 +27,9 @@
 #   BIN=./bin/bench                where the binaries are built
 #   BATCHLAKE=path                 use this batchlake binary instead of building ./cmd/batchlake
 #   SKIP_BATCHLAKE=1 SKIP_BASELINE=1   leave a side out
+#   SKIP_FLOOR=1                   leave out the contract floor (blbaseline -contract)
 #   SKIP_SHUFFLED=1                leave out the plan of the shuffled input
-#   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags
+#   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags (both runs)
 #   KEEP=1                         keep each run's lake and Parquet files
 set -euo pipefail
 
@@ -42,6 +45,7 @@ BIN=${BIN:-$ROOT/bin/bench}
 SKIP_BATCHLAKE=${SKIP_BATCHLAKE:-}
 SKIP_BASELINE=${SKIP_BASELINE:-}
 SKIP_SHUFFLED=${SKIP_SHUFFLED:-}
+SKIP_FLOOR=${SKIP_FLOOR:-}
 BASELINE_FLAGS=${BASELINE_FLAGS:-}
 KEEP=${KEEP:-}
 TIME=/usr/bin/time
@@ -59,7 +63,7 @@ command -v go >/dev/null || die "go is missing"
 mkdir -p "$BIN"
 log "building blgen and blbaseline into $BIN"
 go build -o "$BIN/blgen" ./cmd/blgen
-[[ -n $SKIP_BASELINE ]] || go build -o "$BIN/blbaseline" ./cmd/blbaseline
+[[ -n $SKIP_BASELINE && -n $SKIP_FLOOR ]] || go build -o "$BIN/blbaseline" ./cmd/blbaseline
 if [[ -z $SKIP_BATCHLAKE ]]; then
 	if [[ -n ${BATCHLAKE:-} ]]; then
 		[[ -x $BATCHLAKE ]] || die "BATCHLAKE=$BATCHLAKE is not an executable"
@@ -147,7 +151,7 @@ mkdir -p "$WORK/samples" "$WORK/inner"
 # ---- runs ----------------------------------------------------------------------
 TRUTH_KEYS=(expected succeeded quality_failed failed_retryable failed_permanent missing unknown duplicate quarantined retry_records closed)
 FAILED=0
-LAST_BASELINE=""
+LAST_BASELINE="" LAST_FLOOR=""
 for ((r = 1; r <= RUNS; r++)); do
 	run=$WORK/run-$r
 	rm -rf "$run"
@@ -224,6 +228,23 @@ for ((r = 1; r <= RUNS; r++)); do
 		fi
 		[[ -n $KEEP ]] || rm -rf "$run/baseline"
 	fi
+	if [[ -z $SKIP_FLOOR ]]; then
+		log "run $r/$RUNS: DuckDB contract floor"
+		# shellcheck disable=SC2086 # BASELINE_FLAGS is a list of flags
+		timed floor "$run" "$BIN/blbaseline" -contract -input "$IN" -output "$OUT" -errors "$ERR" -work "$run/floor" $BASELINE_FLAGS
+		if [[ $RC != 0 ]]; then
+			log "contract floor failed (exit $RC); see $run/floor.log"
+			FAILED=1
+		else
+			record floor "$WALL" "$RSS" "$CPU"
+			LAST_FLOOR=$run/floor.json
+			check "run $r contract floor" "$run/floor.json" expected missing unknown duplicate
+			for s in $(jq -r '.steps[].step' "$run/floor.json"); do
+				jq -r --arg s "$s" '.steps[] | select(.step == $s) | .seconds' "$run/floor.json" >>"$WORK/inner/floor-$s"
+			done
+		fi
+		[[ -n $KEEP ]] || rm -rf "$run/floor"
+	fi
 done
 
 # ---- report --------------------------------------------------------------------
@@ -267,21 +288,36 @@ if [[ -z $SKIP_BASELINE && -s $WORK/samples/baseline ]]; then
 		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/$s")"
 	done
 fi
-RATIO=""
+FLOOR_TOTAL=""
+if [[ -z $SKIP_FLOOR && -s $WORK/samples/floor ]]; then
+	FLOOR_TOTAL=$(stepwall floor)
+	steprow "duckdb contract floor" floor "$B_ALL"
+	for s in $(jq -r '.steps[].step' "$LAST_FLOOR"); do
+		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/floor-$s")"
+	done
+fi
+RATIO="" FLOOR_RATIO=""
 if [[ -n $BL_TOTAL && -n $BASE_TOTAL ]]; then
 	RATIO=$(awk -v a="$BL_TOTAL" -v b="$BASE_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
 	echo "batchlake / baseline wall time: ${RATIO}x (target: <= 1.00)"
+fi
+if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
+	FLOOR_RATIO=$(awk -v a="$BL_TOTAL" -v b="$FLOOR_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+	echo "batchlake / contract floor wall time: ${FLOOR_RATIO}x (the same tables made by DuckDB alone)"
 fi
 
 # A machine-readable summary beside the samples.
 jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson cores "$(nproc)" \
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
+	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" \
 	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
 	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
 	  batchlake_total_s: (if $bl == "" then null else ($bl | tonumber) end),
 	  baseline_total_s: (if $base == "" then null else ($base | tonumber) end),
 	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
+	  floor_total_s: (if $floor == "" then null else ($floor | tonumber) end),
+	  floor_ratio: (if $floor_ratio == "" then null else ($floor_ratio | tonumber) end),
 	  mismatches: $mismatches}' >"$WORK/bench.json.tmp"
 for f in "$WORK"/samples/*; do
 	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber), cpu_s: ((.[2] // "0") | tonumber)}]}' "$f"

@@ -1,10 +1,13 @@
 package baseline
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/bench/gen"
@@ -39,16 +42,71 @@ func TestBaselineMatchesTruth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, keepBody := range []bool{false, true} {
-		work := filepath.Join(dir, fmt.Sprintf("work-%v", keepBody))
+	for _, mode := range []struct{ keepBody, contract bool }{{false, false}, {true, false}, {false, true}} {
+		work := filepath.Join(dir, fmt.Sprintf("work-%v-%v", mode.keepBody, mode.contract))
 		if err := os.Mkdir(work, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), Options{Input: paths[0], Output: paths[1], Errors: paths[2], WorkDir: work, Threads: 1, MemoryLimit: "256MB", KeepBody: keepBody})
+		res, err := Run(context.Background(), Options{Input: paths[0], Output: paths[1], Errors: paths[2], WorkDir: work, Threads: 1, MemoryLimit: "256MB", KeepBody: mode.keepBody, Contract: mode.contract})
 		if err != nil {
-			t.Fatalf("keep body %v: %v", keepBody, err)
+			t.Fatalf("%+v: %v", mode, err)
 		}
 		check(t, res, truth)
+		steps := 6
+		if mode.contract {
+			steps = 11
+			checkFloor(t, work, paths, truth)
+		}
+		if len(res.Steps) != steps || res.Settings.Version == "" || res.Settings.Contract != mode.contract {
+			t.Errorf("%+v: steps %v, settings %+v", mode, res.Steps, res.Settings)
+		}
+	}
+}
+
+// checkFloor checks what the contract floor left in its work directory: the
+// raw files as they were, a shard with every request, one expected and one
+// outcome row per record and one cost row per result line, costs adding up
+// to the outcomes' costs.
+func checkFloor(t *testing.T, work string, paths []string, truth gen.Truth) {
+	t.Helper()
+	for i, raw := range []string{"raw-output.jsonl", "raw-errors.jsonl"} {
+		want, err := os.ReadFile(paths[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(work, raw)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, err %v; want the %d bytes of %s", raw, len(got), err, len(want), paths[i+1])
+		}
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := func(name string) string { return "'" + filepath.Join(work, name) + "'" }
+	var shard, expected, ids, outcomes, costs, results int64
+	var outcomeUSD, costUSD string
+	err = db.QueryRow(`SELECT
+	    (SELECT count(*) FROM read_ndjson(`+f("shard.jsonl")+`, columns = {custom_id: 'VARCHAR'})),
+	    (SELECT count(*) FROM `+f("expected.parquet")+`),
+	    (SELECT count(DISTINCT record_id) FROM `+f("expected.parquet")+` WHERE length(record_id) = 64),
+	    (SELECT count(*) FROM `+f("outcomes.parquet")+`),
+	    (SELECT count(*) FROM `+f("costs.parquet")+`),
+	    (SELECT count(*) FROM read_parquet([`+f("output.parquet")+`, `+f("errors.parquet")+`])),
+	    (SELECT CAST(sum(CAST(cost_usd AS DECIMAL(38, 18))) AS VARCHAR) FROM `+f("outcomes.parquet")+`),
+	    (SELECT CAST(sum(CAST(cost_usd AS DECIMAL(38, 18))) AS VARCHAR) FROM `+f("costs.parquet")+` WHERE record_id <> '')`).
+		Scan(&shard, &expected, &ids, &outcomes, &costs, &results, &outcomeUSD, &costUSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shard != truth.Expected || expected != truth.Expected || ids != truth.Expected || outcomes != truth.Expected {
+		t.Errorf("shard %d, expected %d (%d distinct record ids), outcomes %d rows; want %d each", shard, expected, ids, outcomes, truth.Expected)
+	}
+	if costs != results || costs == 0 {
+		t.Errorf("costs %d rows, want one per loaded result line (%d)", costs, results)
+	}
+	if outcomeUSD != costUSD || strings.Trim(outcomeUSD, "0.") == "" {
+		t.Errorf("outcomes cost %s, costs of known records %s: want equal and not zero", outcomeUSD, costUSD)
 	}
 }
 
@@ -60,8 +118,5 @@ func check(t *testing.T, res Result, truth gen.Truth) {
 	}
 	if want := truth.Lines.Output + truth.Lines.Errors - truth.Quarantined; res.Rows.Output+res.Rows.Errors != want {
 		t.Errorf("loaded %d result rows, want %d (every valid line)", res.Rows.Output+res.Rows.Errors, want)
-	}
-	if len(res.Steps) != 6 || res.Settings.Version == "" {
-		t.Errorf("steps %v, settings %+v", res.Steps, res.Settings)
 	}
 }

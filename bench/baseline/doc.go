@@ -8,6 +8,10 @@
 // keeps no lake, so it is a floor for batchlake's plan + ingest + reconcile,
 // not an equivalent.
 //
+// Options.Contract runs the contract floor (contract.sql) instead of the set
+// queries: the lake tables batchlake must write, made by DuckDB alone, so
+// that batchlake can also be compared with DuckDB doing the same work.
+//
 // DuckDB runs embedded, with threads, memory_limit and temp_directory set and
 // extension autoinstall and autoload off (see reference/stack.md).
 package baseline
