@@ -30,7 +30,7 @@ func run() error {
 	mem := flag.String("memory-limit", "512MB", "DuckDB memory_limit")
 	tmp := flag.String("temp-dir", "", "DuckDB temp_directory (default WORK/duckdb-tmp)")
 	keepBody := flag.Bool("keep-body", false, "also copy each request body (as JSON) into the input Parquet")
-	contract := flag.Bool("contract", false, "run the contract floor instead of the three set queries: the lake tables batchlake writes (expected, a shard, outcomes, costs, the raw files), made by DuckDB alone; implies -keep-body")
+	contract := flag.Bool("contract", false, "run the contract floor instead of the three set queries: the lake tables batchlake writes (expected, a shard, outcomes, costs, the raw files), made by DuckDB alone (no Parquet copy of the input)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
