@@ -1,15 +1,14 @@
 -- The contract floor (blbaseline -contract): after the plain baseline's loads
 -- of the output and error lines into Parquet (the attempts), the least that
--- DuckDB itself must do to turn the same files into
--- the lake tables CONTRACT §5 asks of plan, ingest and reconcile: a record id
--- and request digest per record, the expected table, the request lines again
--- as a shard, each record's outcome and each result line's cost, as zstd
--- Parquet. It is still a floor, not an equivalent: one shard file (shard ids
--- by hash, no line numbers), a
--- model-config hash over the model and endpoint only (not the canonical
--- body), tables in no particular order (batchlake sorts them), no line
--- numbers, quality gate, retry shards, ledger, manifest or content-addressed
--- names.
+-- DuckDB itself must do to turn the same files into the lake tables CONTRACT
+-- §5 asks of plan, ingest and reconcile: a record id and request digest per
+-- record, the expected table, the request lines again as a shard, each
+-- record's outcome and each result line's cost, as zstd Parquet. It is still
+-- a floor, not an equivalent: one shard file (shard ids by hash, no line
+-- numbers), a model-config hash over the model and endpoint only (not the
+-- canonical body), the shard and tables in no particular order (batchlake
+-- keeps the input's order and sorts its tables), no quality gate, retry
+-- shards, ledger, manifest or content-addressed names.
 --
 -- Each step begins at a line "-- step:" followed by its name; {{name}} is a
 -- quoted path ({{input}} the input JSONL).
