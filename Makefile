@@ -44,9 +44,9 @@ fuzz: ## every fuzz target for FUZZTIME (default 60s each; Nx for N inputs)
 
 # ---- bench (issue 7) --------------------------------------------------------
 # make bench [N=1000000] [RUNS=3] [SEED=1] [DATA=./bench-data] — plan, ingest and
-# reconcile beside the DuckDB baseline; variables given on the make command line
+# reconcile beside the DuckDB baseline and contract floor; variables given on the make command line
 # reach bench/run.sh through the environment.
-bench: ## measure plan, ingest, reconcile and the DuckDB baseline at N records (default 1M)
+bench: ## measure plan, ingest, reconcile, the DuckDB baseline and contract floor at N records (default 1M)
 	bash bench/run.sh
 
 bench-go: ## Go benchmarks of the hot paths
