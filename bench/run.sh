@@ -17,7 +17,8 @@
 # the first plan's;
 # and prints, per step, the median wall time, records/s, MB/s of the step's
 # input files and the peak RSS, the batchlake total beside the baseline and
-# the contract floor and the ratios. Every reconcile report (and every baseline result) is checked
+# the contract floor and the ratios, and (at N = 1M and 10M) each step's peak
+# RSS against issue 7's targets. Every reconcile report (and every baseline result) is checked
 # against truth.json; any difference prints MISMATCH and fails the run.
 #
 # Environment (all optional):
@@ -305,11 +306,33 @@ if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
 	FLOOR_RATIO=$(awk -v a="$BL_TOTAL" -v b="$FLOOR_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
 	echo "batchlake / contract floor wall time: ${FLOOR_RATIO}x (the same tables made by DuckDB alone)"
 fi
+# Issue 7's memory targets: peak RSS per process <= 512 MiB at 1M, <= 1.5 GiB at 10M.
+RSS_TARGET=""
+case $N in
+1000000) RSS_TARGET=512 ;;
+10000000) RSS_TARGET=1536 ;;
+esac
+RSS_MET=""
+if [[ -z $SKIP_BATCHLAKE && -n $RSS_TARGET ]]; then
+	line="peak RSS per process (target: <= $RSS_TARGET MiB):"
+	RSS_MET=true
+	for st in plan ingest reconcile; do
+		[[ -s $WORK/samples/$st ]] || continue
+		mib=$(awk -v k="$(steprss "$st")" 'BEGIN {printf "%.0f", k / 1024}')
+		if ((mib <= RSS_TARGET)); then
+			line+=" $st $mib met,"
+		else
+			line+=" $st $mib NOT MET,"
+			RSS_MET=false
+		fi
+	done
+	echo "${line%,}"
+fi
 
 # A machine-readable summary beside the samples.
 jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson cores "$(nproc)" \
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
-	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" \
+	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" --arg rss_met "${RSS_MET:-}" \
 	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
 	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
@@ -318,6 +341,7 @@ jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson c
 	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
 	  floor_total_s: (if $floor == "" then null else ($floor | tonumber) end),
 	  floor_ratio: (if $floor_ratio == "" then null else ($floor_ratio | tonumber) end),
+	  rss_target_met: (if $rss_met == "" then null else ($rss_met == "true") end),
 	  mismatches: $mismatches}' >"$WORK/bench.json.tmp"
 for f in "$WORK"/samples/*; do
 	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber), cpu_s: ((.[2] // "0") | tonumber)}]}' "$f"
