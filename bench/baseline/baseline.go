@@ -213,8 +213,8 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 //go:embed contract.sql
 var contractSQL string
 
-// contract runs the contract floor over the loaded Parquet files: the raw
-// result files archived as they are (a file copy, as batchlake makes of a
+// contract runs the contract floor over the input and the loaded result
+// Parquet files: the raw result files archived as they are (a file copy, as batchlake makes of a
 // user's file), then each step of contract.sql, the last of which gives the
 // three counts.
 func contract(ctx context.Context, conn *sql.Conn, o Options, pq func(string) string, res *Result) error {
@@ -244,6 +244,8 @@ func contract(ctx context.Context, conn *sql.Conn, o Options, pq func(string) st
 		}
 		res.Steps = append(res.Steps, Step{Name: "contract_" + name, Seconds: time.Since(t0).Seconds()})
 	}
+	// The floor loads no input Parquet; its input rows are the expected table's.
+	res.Rows.Input = res.Expected
 	return nil
 }
 

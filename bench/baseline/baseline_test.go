@@ -57,6 +57,9 @@ func TestBaselineMatchesTruth(t *testing.T) {
 		if mode.contract {
 			steps = 10
 			checkFloor(t, work, paths, truth)
+			if res.Rows.Input != truth.Expected {
+				t.Errorf("contract floor: %d input rows, want %d", res.Rows.Input, truth.Expected)
+			}
 		}
 		if len(res.Steps) != steps || res.Settings.Version == "" || res.Settings.Contract != mode.contract {
 			t.Errorf("%+v: steps %v, settings %+v", mode, res.Steps, res.Settings)
