@@ -14,8 +14,9 @@
 -- quoted path ({{input}} the input JSONL).
 
 -- step: expected
--- Row order is not kept: with it, DuckDB holds back rows and ran out of
--- 512MB here.
+-- Row order is not kept (the floor needs none): keeping it makes DuckDB
+-- hold rows back, and an earlier form of this step, which read the bodies
+-- back from a Parquet copy of the input, ran out of 512MB with it.
 SET preserve_insertion_order = false;
 COPY (
     WITH h AS (
