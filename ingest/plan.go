@@ -465,7 +465,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	defer ew.Abort()
 	// The expected rows are encoded on another goroutine while this one
 	// copies the lines into shards and hashes them.
-	rows := lake.NewTablePipe(ctx, ew)
+	rows := lake.NewTablePipe(ctx, ew, 2)
 	var (
 		sw             *shardWriter
 		records, bytes int64 // cut into sw so far

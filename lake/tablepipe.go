@@ -20,10 +20,13 @@ type TablePipe[T any] struct {
 // pipeBatch is how many rows go to the Parquet writer at a time.
 const pipeBatch = 4096
 
-// NewTablePipe starts the goroutine that writes to w.
-func NewTablePipe[T any](ctx context.Context, w *TableWriter[T]) *TablePipe[T] {
-	p := &TablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, 2), free: make(chan []T, 3), done: make(chan error, 1)}
-	for range 3 {
+// NewTablePipe starts the goroutine that writes to w. depth (at least 1) is
+// how many full batches of pipeBatch rows may wait for it: the memory a caller
+// that fills batches in bursts trades for keeping the writer busy between them.
+func NewTablePipe[T any](ctx context.Context, w *TableWriter[T], depth int) *TablePipe[T] {
+	depth = max(depth, 1)
+	p := &TablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, depth), free: make(chan []T, depth+1), done: make(chan error, 1)}
+	for range depth + 1 {
 		p.free <- make([]T, 0, pipeBatch)
 	}
 	p.batch = <-p.free
