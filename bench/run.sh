@@ -9,8 +9,8 @@
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
 #   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
-#   blbaseline -contract  (the contract floor: the same loads, then the lake
-#                        tables batchlake writes, made by DuckDB alone)
+#   blbaseline -contract  (the contract floor: the output and error loads, then
+#                        the lake tables batchlake writes, made by DuckDB alone)
 # and, on a lake of its own, plan again over input.shuffled.jsonl (the same
 # lines in a random order, as an export without ORDER BY gives them; made by
 # blgen -shuffle): a row of its own, not in the total, whose job key must be
@@ -18,8 +18,9 @@
 # and prints, per step, the median wall time, records/s, MB/s of the step's
 # input files and the peak RSS, the batchlake total beside the baseline and
 # the contract floor and the ratios, and (at N = 1M and 10M) each step's peak
-# RSS against issue 7's targets. Every reconcile report (and every baseline result) is checked
-# against truth.json; any difference prints MISMATCH and fails the run.
+# RSS against issue 7's targets. Every reconcile report (and every baseline and
+# floor result) is checked against truth.json; any difference prints MISMATCH
+# and fails the run.
 #
 # Environment (all optional):
 #   N=1000000 SEED=1 RUNS=3        size, generator seed, runs per step
@@ -317,7 +318,11 @@ if [[ -z $SKIP_BATCHLAKE && -n $RSS_TARGET ]]; then
 	line="peak RSS per process (target: <= $RSS_TARGET MiB):"
 	RSS_MET=true
 	for st in plan ingest reconcile; do
-		[[ -s $WORK/samples/$st ]] || continue
+		if [[ ! -s $WORK/samples/$st ]]; then
+			line+=" $st not measured,"
+			RSS_MET=false
+			continue
+		fi
 		mib=$(awk -v k="$(steprss "$st")" 'BEGIN {printf "%.0f", k / 1024}')
 		if ((mib <= RSS_TARGET)); then
 			line+=" $st $mib met,"
