@@ -1,0 +1,78 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// Whatever its depth, a pipe writes the rows it is given, in order: its file
+// is the one WriteTable makes of the same rows (same bytes, same key).
+func TestTablePipeDepths(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job Digest
+	rows := make([]CostRow, 3*pipeBatch+17)
+	for i := range rows {
+		rows[i] = CostRow{JobKey: "j", Tenant: "t", RecordID: fmt.Sprintf("r%08d", i), CustomID: fmt.Sprintf("c%d", i), Attempt: 1,
+			Category: "first_success", LineNo: int64(i + 1), CostUSD: fmt.Sprintf("0.%06d", i)}
+	}
+	want, err := WriteTable(ctx, l, t.TempDir(), "costs", "t", job, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, depth := range []int{0, 1, 2, 16} {
+		w, err := NewTableWriter[CostRow](l, t.TempDir(), "costs", "t", job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewTablePipe(ctx, w, depth)
+		for _, r := range rows {
+			if err := p.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(nil); err != nil {
+			t.Fatalf("depth %d: close: %v", depth, err)
+		}
+		got, err := p.Commit()
+		if err != nil {
+			t.Fatalf("depth %d: commit: %v", depth, err)
+		}
+		if got != want {
+			t.Errorf("depth %d: file %s, WriteTable of the same rows gave %s", depth, got, want)
+		}
+	}
+}
+
+// The caller's error stops the pipe: Close returns without writing the last,
+// partial batch, and reports no error of its own.
+func TestTablePipeCallerError(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewTableWriter[CostRow](l, t.TempDir(), "costs", "t", Digest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	p := NewTablePipe(ctx, w, 16)
+	for i := range 2*pipeBatch + 5 {
+		if err := p.Add(CostRow{RecordID: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := errors.New("scan failed")
+	if err := p.Close(stop); err != nil {
+		t.Fatalf("close after the caller's error: %v (the writer itself did not fail)", err)
+	}
+	if w.Rows() != 2*pipeBatch {
+		t.Errorf("%d rows written, want the %d of the full batches (the last, partial one is dropped)", w.Rows(), 2*pipeBatch)
+	}
+}
