@@ -151,6 +151,30 @@ rm -rf "$WORK/samples" "$WORK/inner"
 mkdir -p "$WORK/samples" "$WORK/inner"
 
 # ---- runs ----------------------------------------------------------------------
+
+# duckdb_side NAME WHAT [FLAGS...]: one run (r, in $run) of blbaseline with
+# FLAGS as step NAME (samples/NAME, inner/NAME-STEP for its own steps); its
+# counts are checked against truth.json; LAST_NAME (upper case) is its JSON.
+duckdb_side() {
+	local name=$1 what=$2 s
+	shift 2
+	log "run $r/$RUNS: $what"
+	# shellcheck disable=SC2086 # BASELINE_FLAGS is a list of flags
+	timed "$name" "$run" "$BIN/blbaseline" "$@" -input "$IN" -output "$OUT" -errors "$ERR" -work "$run/$name" $BASELINE_FLAGS
+	if [[ $RC != 0 ]]; then
+		log "$what failed (exit $RC); see $run/$name.log"
+		FAILED=1
+	else
+		record "$name" "$WALL" "$RSS" "$CPU"
+		printf -v "LAST_${name^^}" '%s' "$run/$name.json"
+		check "run $r $what" "$run/$name.json" expected missing unknown duplicate
+		for s in $(jq -r '.steps[].step' "$run/$name.json"); do
+			jq -r --arg s "$s" '.steps[] | select(.step == $s) | .seconds' "$run/$name.json" >>"$WORK/inner/$name-$s"
+		done
+	fi
+	[[ -n $KEEP ]] || rm -rf "$run/$name"
+}
+
 TRUTH_KEYS=(expected succeeded quality_failed failed_retryable failed_permanent missing unknown duplicate quarantined retry_records closed)
 FAILED=0
 LAST_BASELINE="" LAST_FLOOR=""
@@ -213,40 +237,8 @@ for ((r = 1; r <= RUNS; r++)); do
 			[[ -n $KEEP ]] || rm -rf "$run/lake-shuffled"
 		fi
 	fi
-	if [[ -z $SKIP_BASELINE ]]; then
-		log "run $r/$RUNS: DuckDB baseline"
-		# shellcheck disable=SC2086 # BASELINE_FLAGS is a list of flags
-		timed baseline "$run" "$BIN/blbaseline" -input "$IN" -output "$OUT" -errors "$ERR" -work "$run/baseline" $BASELINE_FLAGS
-		if [[ $RC != 0 ]]; then
-			log "baseline failed (exit $RC); see $run/baseline.log"
-			FAILED=1
-		else
-			record baseline "$WALL" "$RSS" "$CPU"
-			LAST_BASELINE=$run/baseline.json
-			check "run $r baseline" "$run/baseline.json" expected missing unknown duplicate
-			for s in $(jq -r '.steps[].step' "$run/baseline.json"); do
-				jq -r --arg s "$s" '.steps[] | select(.step == $s) | .seconds' "$run/baseline.json" >>"$WORK/inner/$s"
-			done
-		fi
-		[[ -n $KEEP ]] || rm -rf "$run/baseline"
-	fi
-	if [[ -z $SKIP_FLOOR ]]; then
-		log "run $r/$RUNS: DuckDB contract floor"
-		# shellcheck disable=SC2086 # BASELINE_FLAGS is a list of flags
-		timed floor "$run" "$BIN/blbaseline" -contract -input "$IN" -output "$OUT" -errors "$ERR" -work "$run/floor" $BASELINE_FLAGS
-		if [[ $RC != 0 ]]; then
-			log "contract floor failed (exit $RC); see $run/floor.log"
-			FAILED=1
-		else
-			record floor "$WALL" "$RSS" "$CPU"
-			LAST_FLOOR=$run/floor.json
-			check "run $r contract floor" "$run/floor.json" expected missing unknown duplicate
-			for s in $(jq -r '.steps[].step' "$run/floor.json"); do
-				jq -r --arg s "$s" '.steps[] | select(.step == $s) | .seconds' "$run/floor.json" >>"$WORK/inner/floor-$s"
-			done
-		fi
-		[[ -n $KEEP ]] || rm -rf "$run/floor"
-	fi
+	[[ -n $SKIP_BASELINE ]] || duckdb_side baseline "DuckDB baseline"
+	[[ -n $SKIP_FLOOR ]] || duckdb_side floor "DuckDB contract floor" -contract
 done
 
 # ---- report --------------------------------------------------------------------
@@ -283,20 +275,22 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 		steprow "plan, shuffled input" plan_shuffled "$B_IN"
 	fi
 fi
+# side_rows NAME LABEL JSON: the row of a blbaseline step and of its own steps.
+side_rows() {
+	local s
+	steprow "$2" "$1" "$B_ALL"
+	for s in $(jq -r '.steps[].step' "$3"); do
+		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/$1-$s")"
+	done
+}
+FLOOR_TOTAL=""
 if [[ -z $SKIP_BASELINE && -s $WORK/samples/baseline ]]; then
 	BASE_TOTAL=$(stepwall baseline)
-	steprow "duckdb baseline (total)" baseline "$B_ALL"
-	for s in $(jq -r '.steps[].step' "$LAST_BASELINE"); do
-		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/$s")"
-	done
+	side_rows baseline "duckdb baseline (total)" "$LAST_BASELINE"
 fi
-FLOOR_TOTAL=""
 if [[ -z $SKIP_FLOOR && -s $WORK/samples/floor ]]; then
 	FLOOR_TOTAL=$(stepwall floor)
-	steprow "duckdb contract floor" floor "$B_ALL"
-	for s in $(jq -r '.steps[].step' "$LAST_FLOOR"); do
-		printf "  %-22s %10.2f   (inside the process)\n" "$s" "$(median <"$WORK/inner/floor-$s")"
-	done
+	side_rows floor "duckdb contract floor" "$LAST_FLOOR"
 fi
 RATIO="" FLOOR_RATIO=""
 if [[ -n $BL_TOTAL && -n $BASE_TOTAL ]]; then
