@@ -464,7 +464,8 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	}
 	defer ew.Abort()
 	// The expected rows are encoded on another goroutine while this one
-	// copies the lines into shards and hashes them.
+	// copies the lines into shards and hashes them: a steady stream, so two
+	// batches of slack keep the writer busy.
 	rows := lake.NewTablePipe(ctx, ew, 2)
 	var (
 		sw             *shardWriter
