@@ -214,9 +214,9 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 var contractSQL string
 
 // contract runs the contract floor over the input and the loaded result
-// Parquet files: the raw result files archived as they are (a file copy, as batchlake makes of a
-// user's file), then each step of contract.sql, the last of which gives the
-// three counts.
+// Parquet files: the raw result files archived as they are (a file copy, as
+// batchlake makes of a user's file), then each step of contract.sql, the last
+// of which gives the three counts.
 func contract(ctx context.Context, conn *sql.Conn, o Options, pq func(string) string, res *Result) error {
 	t0 := time.Now()
 	for _, f := range []struct{ src, name string }{{o.Output, "raw-output.jsonl"}, {o.Errors, "raw-errors.jsonl"}} {

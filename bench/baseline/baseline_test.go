@@ -91,11 +91,10 @@ func checkFloor(t *testing.T, work string, paths []string, truth gen.Truth) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f := func(name string) string { return "'" + filepath.Join(work, name) + "'" }
-	var shard, expected, ids, outcomes, costs, results int64
+	f := func(name string) string { return literal(filepath.Join(work, name)) }
+	var expected, ids, outcomes, costs, results int64
 	var outcomeUSD, costUSD string
 	err = db.QueryRow(`SELECT
-	    (SELECT count(*) FROM read_ndjson(`+f("shard.jsonl")+`, columns = {custom_id: 'VARCHAR'})),
 	    (SELECT count(*) FROM `+f("expected.parquet")+`),
 	    (SELECT count(DISTINCT record_id) FROM `+f("expected.parquet")+` WHERE length(record_id) = 64),
 	    (SELECT count(*) FROM `+f("outcomes.parquet")+`),
@@ -103,12 +102,12 @@ func checkFloor(t *testing.T, work string, paths []string, truth gen.Truth) {
 	    (SELECT count(*) FROM read_parquet([`+f("output.parquet")+`, `+f("errors.parquet")+`])),
 	    (SELECT CAST(sum(CAST(cost_usd AS DECIMAL(38, 18))) AS VARCHAR) FROM `+f("outcomes.parquet")+`),
 	    (SELECT CAST(sum(CAST(cost_usd AS DECIMAL(38, 18))) AS VARCHAR) FROM `+f("costs.parquet")+` WHERE record_id <> '')`).
-		Scan(&shard, &expected, &ids, &outcomes, &costs, &results, &outcomeUSD, &costUSD)
+		Scan(&expected, &ids, &outcomes, &costs, &results, &outcomeUSD, &costUSD)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shard != truth.Expected || expected != truth.Expected || ids != truth.Expected || outcomes != truth.Expected {
-		t.Errorf("shard %d, expected %d (%d distinct record ids), outcomes %d rows; want %d each", shard, expected, ids, outcomes, truth.Expected)
+	if expected != truth.Expected || ids != truth.Expected || outcomes != truth.Expected {
+		t.Errorf("expected %d (%d distinct record ids), outcomes %d rows; want %d each", expected, ids, outcomes, truth.Expected)
 	}
 	if costs != results || costs == 0 {
 		t.Errorf("costs %d rows, want one per loaded result line (%d)", costs, results)
