@@ -194,7 +194,7 @@ func TestForeignBatchIsNotAdopted(t *testing.T) {
 	e := setup(t, fakeanthropic.Options{PollsPerStep: 100})
 	job := e.plan(t, 3, 3)
 	foreign := e.srv.Inject([]string{"x-1", "x-2", "x-3"}, e.clk.Now().Add(-time.Minute), false)
-	e.srv.Inject([]string{"y-1", "y-2"}, e.clk.Now(), false)                          // another count: no candidate
+	e.srv.Inject([]string{"y-1", "y-2", "y-3", "y-4"}, e.clk.Now(), false)            // more requests: no candidate
 	e.srv.Inject([]string{"z-1", "z-2", "z-3"}, e.clk.Now().Add(-2*time.Hour), false) // outside the window
 	r := e.submit(t, job)
 	if got := actions(r); got != "part-00000:unknown" || !strings.Contains(r.Shards[0].Detail, foreign) || !r.Pending {
@@ -213,6 +213,41 @@ func TestForeignBatchIsNotAdopted(t *testing.T) {
 	r = e.submit(t, job)
 	if got := actions(r); got != "part-00000:created" || r.Shards[0].ProviderJobID == foreign {
 		t.Fatalf("submit after the foreign batch ended: %s %s", got, r.Shards[0].ProviderJobID)
+	}
+}
+
+// A batch still in progress whose request_counts add up to less than the
+// shard's size may be the shard's batch with its counts still filling (a
+// lost create): it is unverified, not absent, and nothing is created until
+// it ends and its custom_ids decide.
+func TestFillingCountsAreUnverifiedNotAbsent(t *testing.T) {
+	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, FillViews: 3, Faults: fakeanthropic.Faults{CreateLost: 1}})
+	job := e.plan(t, 4, 4)
+	if got := actions(e.submit(t, job)); got != "part-00000:unknown" {
+		t.Fatalf("submit after a lost create: %s", got)
+	}
+	id := e.srv.Batches()[0]
+	// The lost batch's counts are still filling: partial, so a count match alone would miss it.
+	b := must(e.c.Get(context.Background(), id))
+	if b.Total >= 4 {
+		t.Fatalf("the fake shows %d of 4 requests on its second view; want counts still filling", b.Total)
+	}
+	_, err := e.c.Find(context.Background(), job.Hex(), "part-00000", e.clk.Now().Add(-time.Minute))
+	if !errors.Is(err, providers.ErrUnknownOutcome) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "of 4 requests counted") {
+		t.Fatalf("Find beside a batch with filling counts: %v; want unknown naming %s", err, id)
+	}
+	r := e.submit(t, job)
+	if got := actions(r); got != "part-00000:unknown" || !r.Pending {
+		t.Fatalf("resubmit beside a batch with filling counts: %s", got)
+	}
+	if n := e.srv.Count("POST", "/v1/messages/batches"); n != 1 || len(e.srv.Batches()) != 1 {
+		t.Fatalf("%d creates, %d batches; want 1 and 1", n, len(e.srv.Batches()))
+	}
+	for range 100 {
+		must(e.c.Get(context.Background(), id))
+	}
+	if got := actions(e.submit(t, job)); got != "part-00000:found" {
+		t.Fatalf("submit after the batch ended: %s", got)
 	}
 }
 

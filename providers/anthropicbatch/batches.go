@@ -167,7 +167,14 @@ func (c *Client) Find(ctx context.Context, jobKey, shardID string, since time.Ti
 				done = true
 				break
 			}
-			if total(b.RequestCounts) == int64(len(want)) {
+			// An ended batch's counts are final: only the shard's size can
+			// be its batch. One still in progress may show fewer requests
+			// than it holds (processing is a live count, filled in while
+			// the batch is set up), so any smaller one is a candidate too —
+			// unverifiable until it ends, never proof of absence. More
+			// requests than the shard's is never the shard's batch.
+			n := total(b.RequestCounts)
+			if n == int64(len(want)) || n < int64(len(want)) && b.ProcessingStatus != anthropic.MessageBatchProcessingStatusEnded {
 				cands = append(cands, b)
 			}
 		}
@@ -193,7 +200,11 @@ func (c *Client) Find(ctx context.Context, jobKey, shardID string, since time.Ti
 			continue
 		}
 		if b.ProcessingStatus != anthropic.MessageBatchProcessingStatusEnded || !b.ArchivedAt.IsZero() || b.ResultsURL == "" {
-			unverified = append(unverified, fmt.Sprintf("%s (%s)", b.ID, b.ProcessingStatus))
+			what := string(b.ProcessingStatus)
+			if n := total(b.RequestCounts); n != int64(len(want)) {
+				what += fmt.Sprintf(", %d of %d requests counted so far", n, len(want))
+			}
+			unverified = append(unverified, fmt.Sprintf("%s (%s)", b.ID, what))
 			continue
 		}
 		same, err := c.sameIDs(ctx, &b, want)

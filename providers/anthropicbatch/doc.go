@@ -10,8 +10,12 @@
 //     once (SDK retries off). A lost answer, a timeout, a 408/409/429 or a
 //     5xx wraps providers.ErrUnknownOutcome: the batch may exist.
 //   - Find cannot match metadata. It lists batches newest first back to
-//     `since` (minus a clock-skew margin) and keeps candidates with the
-//     shard's request count that the lake has not bound to another shard.
+//     `since` (minus a clock-skew margin) and keeps candidates that the
+//     lake has not bound to another shard: ended batches with the shard's
+//     request count, and batches still in progress whose request_counts add
+//     up to the shard's count or less (processing is a live count: a batch
+//     being set up may not show all its requests yet, so a smaller count is
+//     not proof that it is another batch).
 //     No candidate proves absence (nil, nil). A candidate that has ended is
 //     verified by reading its results: it is this shard's batch only if the
 //     custom_id set equals the shard's. A candidate still in progress (or

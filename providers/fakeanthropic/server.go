@@ -33,8 +33,15 @@ type Options struct {
 	// Outcome gives a request's outcome by custom_id (Succeeded if nil).
 	Outcome func(customID string) string
 	// Now is the server's clock (time.Now if nil).
-	Now    func() time.Time
-	Faults Faults
+	Now func() time.Time
+	// FillViews is how many views (GET or list) of a new batch show its
+	// request_counts still filling: processing grows from a part of the
+	// requests to all of them over those views. The API reference defines
+	// processing as the requests "that are processing", a live count, and
+	// promises nothing about when it reaches the batch's size; 0 shows
+	// every request from the first view.
+	FillViews int
+	Faults    Faults
 }
 
 // Faults are counters of failures still to inject.
@@ -73,6 +80,7 @@ type batch struct {
 	reqs       []request
 	outcomes   []string
 	cancelling bool
+	views      int // views while in progress, for FillViews
 }
 
 // Server is a fake Message Batches API; safe for concurrent use.
@@ -385,6 +393,9 @@ func (s *Server) object(b *batch) map[string]any {
 	counts := map[string]int{"processing": 0, Succeeded: 0, "errored": 0, Canceled: 0, Expired: 0}
 	if b.status != "ended" {
 		counts["processing"] = len(b.reqs)
+		if b.views++; b.views <= s.opts.FillViews {
+			counts["processing"] = len(b.reqs) * b.views / (s.opts.FillViews + 1)
+		}
 	} else {
 		for _, o := range b.outcomes {
 			if o == Invalid {
