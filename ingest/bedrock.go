@@ -28,8 +28,23 @@ func (bedrockFormat) DefaultKeyField() string { return "recordId" }
 // plan time; these are conservative defaults (the commonly cited 50,000
 // records and 1 GB per input file [M]). Lower them with --shard-max-records
 // and --shard-max-bytes where an account's quotas are lower. Bedrock also has
-// a per-job minimum record count that plan does not enforce.
+// a per-job minimum record count: see BedrockMinRecords.
 func (bedrockFormat) Limits() (int, int64) { return 50_000, 1000 * 1000 * 1000 }
+
+// BedrockMinRecords is the default of Bedrock's per-model quota "Minimum
+// number of records per batch inference job" (Service Quotas; some accounts
+// and models show 1,000). Bedrock checks it while the job is Validating and
+// fails a smaller job. plan --min-records overrides it.
+const BedrockMinRecords = 100
+
+// DefaultMinRecords is the fewest records a provider accepts in one batch
+// job, 0 where it has no minimum.
+func DefaultMinRecords(provider string) int {
+	if provider == "bedrock" {
+		return BedrockMinRecords
+	}
+	return 0
+}
 
 // The two kinds of modelInput, named as CreateModelInvocationJob's
 // modelInvocationType; the kind is the record's endpoint.

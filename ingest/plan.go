@@ -22,16 +22,26 @@ import (
 
 // PlanOptions are the settings of one plan.
 type PlanOptions struct {
-	Provider            string
-	Input               string // path of the provider-format input JSONL
-	Tenant              string
-	PromptVersion       string
-	SourceVersion       string
-	DatasetVersion      string
-	KeyField            string
-	Model               string // the job's model where lines name none (Bedrock, Gemini: --model)
-	ShardMaxRecords     int
-	ShardMaxBytes       int64
+	Provider        string
+	Input           string // path of the provider-format input JSONL
+	Tenant          string
+	PromptVersion   string
+	SourceVersion   string
+	DatasetVersion  string
+	KeyField        string
+	Model           string // the job's model where lines name none (Bedrock, Gemini: --model)
+	ShardMaxRecords int
+	ShardMaxBytes   int64
+	// MinRecords is the fewest records one shard may hold, 0 for no
+	// minimum: a provider fails a smaller batch job (Bedrock's per-model
+	// quota, DefaultMinRecords). With a minimum, plan balances the records
+	// over the fewest shards the limits allow instead of filling each in
+	// turn, so no shard is a small remainder.
+	MinRecords int
+	// BelowMin is what plan does when the input, or a shard the byte limit
+	// cut, holds fewer than MinRecords: BelowMinRefuse ("" too),
+	// BelowMinAllow or BelowMinHold.
+	BelowMin            string
 	SubmittedBy         string
 	CostCenter          string
 	Retention           string
@@ -53,6 +63,19 @@ type PlanOptions struct {
 	// expected rows.
 	Estimate EstimateOptions
 }
+
+// What plan does with records below the minimum (PlanOptions.BelowMin).
+const (
+	// BelowMinRefuse fails the plan with a UsageError naming the minimum.
+	BelowMinRefuse = "refuse"
+	// BelowMinAllow plans anyway: for an account or model whose quota is
+	// lower than MinRecords says.
+	BelowMinAllow = "allow"
+	// BelowMinHold plans the job and marks its manifest held with the
+	// reason: submit refuses to send it as a batch (a retry child too
+	// small for the provider).
+	BelowMinHold = "hold"
+)
 
 // Lineage is a retried record's identity, carried from its parent job.
 type Lineage struct {
@@ -78,8 +101,12 @@ type PlanResult struct {
 	Manifest string         `json:"manifest"`
 	Records  int64          `json:"records"`
 	Shards   []ShardSummary `json:"shards"`
-	Created  bool           `json:"created"`
-	Message  string         `json:"message"`
+	// MinRecords is the plan's minimum records per shard (0: none).
+	MinRecords int `json:"min_records,omitempty"`
+	// Held, if set, says why the job must not be submitted as a batch.
+	Held    string `json:"held,omitempty"`
+	Created bool   `json:"created"`
+	Message string `json:"message"`
 }
 
 type planRec struct {
@@ -111,6 +138,14 @@ func (o *PlanOptions) check() error {
 	}
 	if o.ShardMaxRecords < 0 || o.ShardMaxBytes < 0 {
 		return &UsageError{Msg: "plan: shard limits must be positive"}
+	}
+	if o.MinRecords < 0 {
+		return &UsageError{Msg: "plan: --min-records must not be negative"}
+	}
+	switch o.BelowMin {
+	case "", BelowMinRefuse, BelowMinAllow, BelowMinHold:
+	default:
+		return &UsageError{Msg: fmt.Sprintf("plan: --below-min %q: want refuse or allow", o.BelowMin)}
 	}
 	return nil
 }
@@ -331,11 +366,41 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 
 	res := &PlanResult{JobKey: job.Hex(), Manifest: lake.ManifestKey(job), Records: recs.n}
 	if m, err := l.GetManifest(ctx, job); err == nil {
-		res.Shards = summaries(m)
+		res.Shards, res.MinRecords, res.Held = summaries(m), m.MinRecords, m.Held
 		res.Message = "already planned: same records and settings, nothing new written"
 		return res, ensureValidated(ctx, l, m)
 	} else if !errors.Is(err, lake.ErrNotFound) {
 		return nil, err
+	}
+
+	// With a minimum the shards are balanced (shardCuts); the shards
+	// written while reading were cut in turn, and are kept only if the
+	// balanced cut is the same.
+	var cuts []int64
+	var held string
+	if o.MinRecords > 0 {
+		var below string
+		if cuts, below, err = shardCuts(recs, int64(o.ShardMaxRecords), o.ShardMaxBytes, int64(o.MinRecords)); err != nil {
+			return nil, err
+		}
+		if !spec.cutAs(cuts) {
+			spec.abort()
+			spec = nil
+		}
+		if below != "" {
+			switch o.BelowMin {
+			case BelowMinAllow:
+			case BelowMinHold:
+				held = below
+			default:
+				return nil, &UsageError{Msg: fmt.Sprintf("plan %s: %s: %s fails batch jobs below its minimum of %d records (--min-records %d). Add records, or pass --below-min allow if your account's quota for this model is lower",
+					name, below, f.Name(), o.MinRecords, o.MinRecords)}
+			}
+		}
+	}
+	belowMin := ""
+	if o.BelowMin == BelowMinAllow {
+		belowMin = BelowMinAllow
 	}
 
 	m := &lake.Manifest{
@@ -345,9 +410,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: recs.n, Attempt: o.Attempt,
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
-		NotBefore: o.NotBefore,
+		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
 	}
-	if err := writeShards(ctx, l, file, recs, m, o, spec.finish()); err != nil {
+	if err := writeShards(ctx, l, file, recs, m, o, cuts, spec.finish()); err != nil {
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
@@ -364,8 +429,11 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err := ensureValidated(ctx, l, m); err != nil {
 		return nil, err
 	}
-	res.Shards, res.Created = summaries(m), true
+	res.Shards, res.Created, res.MinRecords, res.Held = summaries(m), true, m.MinRecords, m.Held
 	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", recs.n, len(m.Shards))
+	if m.Held != "" {
+		res.Message += "; held, not to be submitted as a batch: " + m.Held
+	}
 	return res, nil
 }
 
@@ -451,12 +519,63 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 	return nil
 }
 
+// shardCuts balances a plan's records (in key order) over the fewest shards
+// its limits allow, and returns the records of each shard: k shards of n/k
+// records, the first n%k one more, unless the byte limit ends one earlier —
+// then k is that many shards and the records are spread again. below says
+// which shard (or the input) holds fewer than minRecords, "" if none does.
+func shardCuts(recs *planRuns, maxRecords, maxBytes, minRecords int64) (cuts []int64, below string, err error) {
+	n := recs.n
+	k := max(1, (n+maxRecords-1)/maxRecords)
+	for {
+		base, extra := n/k, n%k
+		cuts = cuts[:0]
+		var records, bytes int64
+		err := recs.each(func(r *planRec) error {
+			size := int64(r.n) + 1
+			limit := base
+			if int64(len(cuts)) < extra {
+				limit++
+			}
+			if records > 0 && shardFull(records, bytes, size, limit, maxBytes) {
+				cuts = append(cuts, records)
+				records, bytes = 0, 0
+			}
+			records++
+			bytes += size
+			return nil
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		if records > 0 {
+			cuts = append(cuts, records)
+		}
+		if int64(len(cuts)) <= k {
+			break
+		}
+		k = int64(len(cuts))
+	}
+	for i, c := range cuts {
+		switch {
+		case c >= minRecords:
+		case len(cuts) == 1:
+			return cuts, fmt.Sprintf("%d records, below the minimum of %d per batch job", c, minRecords), nil
+		default:
+			return cuts, fmt.Sprintf("shard part-%05d holds %d records (the byte limit cut it), below the minimum of %d per batch job", i, c, minRecords), nil
+		}
+	}
+	return cuts, "", nil
+}
+
 // writeShards cuts the records (in key order) into shards within the limits,
 // stores each shard file content-addressed and writes the expected rows.
+// cuts, if not nil, are the records of each shard (shardCuts); otherwise
+// each shard is filled in turn.
 // written, if not nil, are the shards plan wrote while reading an input in
 // key order (specShards), cut the same way: they are checked and stored, and
 // the input is not read again.
-func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions, written []*shardWriter) error {
+func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions, cuts []int64, written []*shardWriter) error {
 	job, _ := lake.ParseDigest(m.JobKey)
 	ew, err := lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job)
 	if err != nil {
@@ -517,7 +636,14 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			}
 		}
 		size := int64(r.n) + 1
-		if sw != nil && shardFull(records, bytes, size, int64(o.ShardMaxRecords), o.ShardMaxBytes) {
+		full := sw != nil && shardFull(records, bytes, size, int64(o.ShardMaxRecords), o.ShardMaxBytes)
+		if sw != nil && cuts != nil {
+			if len(m.Shards) >= len(cuts) {
+				return fmt.Errorf("plan: internal error: more records than the %d shards cut hold", len(cuts))
+			}
+			full = records >= cuts[len(m.Shards)]
+		}
+		if full {
 			if err := flushed(); err != nil {
 				return err
 			}
@@ -624,6 +750,19 @@ func (s *specShards) add(line []byte) (bool, error) {
 		s.ws = append(s.ws, w)
 	}
 	return true, w.add(line)
+}
+
+// cutAs says whether the shards written hold the records cuts says.
+func (s *specShards) cutAs(cuts []int64) bool {
+	if s == nil || len(s.ws) != len(cuts) {
+		return false
+	}
+	for i, w := range s.ws {
+		if w.records != cuts[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // finish returns the shards written (nil for a nil s); Commit reports a

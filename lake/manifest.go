@@ -47,6 +47,16 @@ type Manifest struct {
 	NotBefore *time.Time `json:"not_before,omitempty"`
 	// Estimate is plan's estimate of the job's tokens.
 	Estimate *Estimate `json:"estimate,omitempty"`
+	// MinRecords is the fewest records a shard may hold (the provider's
+	// per-job minimum; 0 for none); plan balanced the shards to it.
+	MinRecords int `json:"min_records,omitempty"`
+	// BelowMin is "allow" when the job was planned below MinRecords on
+	// purpose (an account whose quota is lower); its retry children are
+	// then allowed too.
+	BelowMin string `json:"below_min,omitempty"`
+	// Held, if set, is why the job must not be submitted as a batch (a
+	// retry child below MinRecords); submit refuses it.
+	Held string `json:"held,omitempty"`
 }
 
 // ManifestShard is one shard file of a job, stored content-addressed.

@@ -107,8 +107,16 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 	if m.Estimate != nil {
 		est = ingest.EstimateOptions{InputTokens: m.Estimate.InputPerRecord, OutputTokens: m.Estimate.OutputPerRecord}
 	}
+	// A child below the provider's minimum records per batch job is planned
+	// but held: submit refuses to send it as a batch (the provider would
+	// fail it), unless the parent was planned below the minimum on purpose.
+	belowMin := ingest.BelowMinHold
+	if m.BelowMin == ingest.BelowMinAllow {
+		belowMin = ingest.BelowMinAllow
+	}
 	failpoint.Hit(failpoint.RetryBeforePlan)
 	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
+		MinRecords: m.MinRecords, BelowMin: belowMin,
 		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
@@ -129,6 +137,9 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 	}
 	if !child.Created {
 		res.Message = "child job already planned: nothing new written"
+	}
+	if child.Held != "" {
+		res.Message += fmt.Sprintf("; held: %s, so submit refuses to send it as a %s batch (exit 2)", child.Held, m.Provider)
 	}
 	return res, nil
 }

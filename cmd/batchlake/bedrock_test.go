@@ -19,6 +19,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/batchlake/batchlake/providers/fakebedrock"
+	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
 
 // TestBedrockProcess runs the binary as an orchestrator would against an
@@ -86,18 +87,28 @@ func TestBedrockProcess(t *testing.T) {
 	}
 
 	var in strings.Builder
-	for i := range 90 {
+	for i := range 300 {
 		fmt.Fprintf(&in, `{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`+"\n", i, i)
 	}
 	input := filepath.Join(t.TempDir(), "bedrock.jsonl")
 	if err := os.WriteFile(input, []byte(in.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var p planOut
+	// 300 at 120 filled in turn would leave a job of 60, below Bedrock's
+	// minimum of 100 (the fake fails it as Bedrock does): plan balances.
+	var p struct {
+		planOut
+		MinRecords int `json:"min_records"`
+	}
 	decode(t, must(0, "plan", "--provider", "bedrock", "--model", "anthropic.claude-3-haiku-20240307-v1:0", "--input", input,
-		"--tenant", "acme", "--prompt-version", "p1", "--shard-max-records", "40"), &p)
-	if len(p.Shards) != 3 {
-		t.Fatalf("plan made %d shards, want 3", len(p.Shards))
+		"--tenant", "acme", "--prompt-version", "p1", "--shard-max-records", "120"), &p)
+	if len(p.Shards) != 3 || p.MinRecords != 100 {
+		t.Fatalf("plan made %d shards, min_records %d; want 3 and 100", len(p.Shards), p.MinRecords)
+	}
+	for _, s := range p.Shards {
+		if s.Records != 100 {
+			t.Fatalf("plan shards %+v, want 3 × 100", p.Shards)
+		}
 	}
 	lc := func(step string, extra ...string) []string {
 		return append([]string{step, "--provider", "bedrock", "--job", p.JobKey}, extra...)
@@ -152,7 +163,7 @@ func TestBedrockProcess(t *testing.T) {
 	var rep report
 	r := must(exitPartial, "reconcile", "--job", p.JobKey)
 	decode(t, r, &rep)
-	want := fmt.Sprintf("expected=90 succeeded=%d quality_failed=%d failed_retryable=%d failed_permanent=%d missing=%d unknown=0 duplicate=0 quarantined=0",
+	want := fmt.Sprintf("expected=300 succeeded=%d quality_failed=%d failed_retryable=%d failed_permanent=%d missing=%d unknown=0 duplicate=0 quarantined=0",
 		truth["succeeded"], truth["quality_failed"], truth["failed_retryable"], truth["failed_permanent"], truth["missing"])
 	if got := rep.counts(); !strings.HasPrefix(got, want) {
 		t.Errorf("report %s\nwant    %s", got, want)
@@ -186,5 +197,76 @@ func TestBedrockProcess(t *testing.T) {
 		if bytes.Contains(o, []byte(secret)) {
 			t.Fatalf("the AWS secret key appears in batchlake's output")
 		}
+	}
+}
+
+// TestBedrockMinimumRecords: plan refuses a Bedrock input below the minimum
+// records per batch job (exit 2, naming it) unless told --below-min allow,
+// and shows the minimum; a retry child below it is planned but held, and
+// submit refuses to send it as a batch (exit 2, naming the minimum) unless
+// told --below-min allow.
+func TestBedrockMinimumRecords(t *testing.T) {
+	h := newHarness(t, fakeopenai.Options{})
+	write := func(name string, n int, line func(i int) string) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(line(i) + "\n")
+		}
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	input := func(i int) string {
+		return fmt.Sprintf(`{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`, i, i)
+	}
+	plan := func(in string, extra ...string) []string {
+		return append([]string{"plan", "--provider", "bedrock", "--model", "anthropic.claude-3-haiku-20240307-v1:0", "--input", in,
+			"--tenant", "acme", "--prompt-version", "p1"}, extra...)
+	}
+	type planJSON struct {
+		planOut
+		MinRecords int    `json:"min_records"`
+		Held       string `json:"held"`
+	}
+
+	small := write("small.jsonl", 50, input)
+	if r := h.run(plan(small)...); r.code != exitUsage || !strings.Contains(r.stderr, "minimum of 100") || !strings.Contains(r.stderr, "--below-min allow") {
+		t.Fatalf("plan of 50 Bedrock records: %s; want exit 2 naming the minimum", r)
+	}
+	var p planJSON
+	decode(t, h.must([]int{0}, plan(small, "--below-min", "allow")...), &p)
+	if p.Records != 50 || p.MinRecords != 100 || p.Held != "" {
+		t.Fatalf("plan --below-min allow: %+v", p)
+	}
+
+	// 210 at 200: filled in turn 200 + 10; balanced 105 + 105.
+	in := write("in.jsonl", 210, input)
+	decode(t, h.must([]int{0}, plan(in, "--shard-max-records", "200")...), &p)
+	if len(p.Shards) != 2 || p.Shards[0].Records != 105 || p.Shards[1].Records != 105 {
+		t.Fatalf("plan of 210 at 200: %+v, want 105 + 105", p.Shards)
+	}
+	// Results for all but 10 records: those 10 are missing and retried.
+	out := write("out.jsonl.out", 200, func(i int) string {
+		return fmt.Sprintf(`{"recordId":"CALL%07d","modelInput":{},"modelOutput":{"id":"msg_%d","type":"message","role":"assistant","model":"claude-3-haiku-20240307","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}}`, i, i)
+	})
+	h.must([]int{0}, "ingest", "--job", p.JobKey, "--output", out)
+	h.must([]int{exitPartial}, "reconcile", "--job", p.JobKey)
+	var rr struct {
+		Child   planJSON `json:"child"`
+		Message string   `json:"message"`
+	}
+	decode(t, h.must([]int{0}, "retry", "--job", p.JobKey), &rr)
+	if rr.Child.Records != 10 || rr.Child.MinRecords != 100 || !strings.Contains(rr.Child.Held, "10 records") || !strings.Contains(rr.Message, "held") {
+		t.Fatalf("retry of 10 records: %+v; want a child held below the minimum", rr)
+	}
+	submit := []string{"submit", "--provider", "bedrock", "--job", rr.Child.JobKey}
+	if r := h.run(submit...); r.code != exitUsage || !strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "minimum of 100") {
+		t.Fatalf("submit of a held child: %s; want exit 2 naming the minimum", r)
+	}
+	// Allowed, submit goes on to Bedrock's own settings (here: no role).
+	if r := h.run(append(submit, "--below-min", "allow")...); r.code != exitUsage || strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "bedrock-role-arn") {
+		t.Fatalf("submit --below-min allow of a held child: %s; want it past the hold", r)
 	}
 }

@@ -90,6 +90,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var wait bool
 	var poll time.Duration
 	var shard string
+	var belowMin string
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -100,6 +101,11 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				return err
 			}
 			defer l.Close()
+			if use == "submit" {
+				if err := refuseHeld(ctx, l, d, belowMin); err != nil {
+					return err
+				}
+			}
 			drv, err := pf.driver(g, l)
 			if err != nil {
 				return err
@@ -137,6 +143,9 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	if use == "status" {
 		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
 		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")
+	}
+	if use == "submit" {
+		c.Flags().StringVar(&belowMin, "below-min", ingest.BelowMinRefuse, "a job held below the provider's minimum records per batch job (a small retry child): refuse (exit 2) or allow (send it anyway: your account's quota is lower)")
 	}
 	if use == "collect" {
 		c.Flags().StringVar(&shard, "shard", "", "collect only this shard (to collect shards in parallel)")

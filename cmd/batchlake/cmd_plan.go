@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -25,6 +26,27 @@ func loadPriceFlag(path string) (*reconcile.PriceTable, error) {
 }
 
 func mustJob(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
+
+// minRecordsFor is --min-records for a provider: its default when unset (-1).
+func minRecordsFor(flag int, provider string) int {
+	if flag < 0 {
+		return ingest.DefaultMinRecords(provider)
+	}
+	return flag
+}
+
+// refuseHeld fails (exit 2) when a job is held: a retry child below the
+// provider's minimum records per batch job, which the provider would fail.
+// allow (submit --below-min allow) sends it anyway.
+func refuseHeld(ctx context.Context, l *lake.Lake, job lake.Digest, allow string) error {
+	m, err := l.GetManifest(ctx, job)
+	if err != nil || m.Held == "" || allow == ingest.BelowMinAllow {
+		return err
+	}
+	return &ingest.UsageError{Msg: fmt.Sprintf("submit: job %s is held: %s. %s fails batch jobs below its minimum of %d records: "+
+		"nothing was sent. Add these records to a larger job, or pass --below-min allow if your account's quota for %s is lower",
+		m.JobKey[:12], m.Held, m.Provider, m.MinRecords, m.Model)}
+}
 
 func planCmd(ctx context.Context, g *globals) *cobra.Command {
 	var o ingest.PlanOptions
@@ -52,6 +74,7 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			}
 			defer l.Close()
 			o.TmpDir = g.tmpDir
+			o.MinRecords = minRecordsFor(o.MinRecords, o.Provider)
 			var done func()
 			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
 			res, err := ingest.Plan(ctx, l, o)
@@ -90,6 +113,8 @@ func registerPlanFlags(c *cobra.Command, o *ingest.PlanOptions) {
 	f.StringVar(&o.KeyField, "key-field", "", "dotted path of the business key in each line (default: custom_id)")
 	f.IntVar(&o.ShardMaxRecords, "shard-max-records", 0, "requests per shard (default and cap: the provider's limit)")
 	f.Int64Var(&o.ShardMaxBytes, "shard-max-bytes", 0, "bytes per shard (default and cap: the provider's limit)")
+	f.IntVar(&o.MinRecords, "min-records", -1, "fewest records per shard, the provider's per-job minimum: shards are balanced to it (default: bedrock 100, others none; 0: none)")
+	f.StringVar(&o.BelowMin, "below-min", ingest.BelowMinRefuse, "an input (or a shard the byte limit cut) below --min-records: refuse (exit 2) or allow (plan anyway: your account's quota is lower)")
 	f.StringVar(&o.SubmittedBy, "submitted-by", "", "who submits this job (manifest)")
 	f.StringVar(&o.CostCenter, "cost-center", "", "cost center (manifest)")
 	f.StringVar(&o.Retention, "retention", "", "data retention policy (manifest)")

@@ -93,6 +93,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if pf.target == "sim" {
 				po.Provider = "openai"
 			}
+			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
 			plan, err := ingest.Plan(ctx, l, po)
 			if err != nil {
 				return err
@@ -182,6 +183,9 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 			case <-time.After(poll):
 			}
 		}
+	}
+	if err := refuseHeld(ctx, drv.Lake, job, ""); err != nil {
+		return nil, err
 	}
 	if err := wait("submit", drv.Submit); err != nil {
 		return nil, err

@@ -76,8 +76,10 @@ func (f *flow) plan(t *testing.T, n, shardMax int, converse bool) lake.Digest {
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The shards are balanced to Bedrock's minimum; the small jobs of the
+	// protocol tests are allowed (their fake has no minimum).
 	res, err := ingest.Plan(context.Background(), f.l, ingest.PlanOptions{Provider: "bedrock", Input: p, Tenant: "t1", PromptVersion: "p1",
-		Model: model, ShardMaxRecords: shardMax, TmpDir: f.dir})
+		Model: model, ShardMaxRecords: shardMax, TmpDir: f.dir, MinRecords: ingest.BedrockMinRecords, BelowMin: ingest.BelowMinAllow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,13 +102,15 @@ func TestFlow(t *testing.T) {
 		// shards whose summary check must report a difference
 		skewed int
 	}{
+		// 300 at 120 filled in turn would leave a job of 60, which the
+		// fake (like Bedrock) fails below its minimum of 100: balanced, 3 × 100.
 		{name: "InvokeModel, one job partially completed", faults: fakebedrock.Faults{Partial: 1}, records: 300, shardMax: 120},
-		{name: "Converse, a manifest that disagrees", converse: true, faults: fakebedrock.Faults{ManifestSkew: 1}, records: 150, shardMax: 100, skewed: 1},
+		{name: "Converse, a manifest that disagrees", converse: true, faults: fakebedrock.Faults{ManifestSkew: 1}, records: 200, shardMax: 100, skewed: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := newFlow(t, fakebedrock.Options{Seed: 11, Faults: tc.faults, PollsPerStep: 2}, 0)
+			f := newFlow(t, fakebedrock.Options{Seed: 11, Faults: tc.faults, PollsPerStep: 2, MinRecords: ingest.BedrockMinRecords}, 0)
 			job := f.plan(t, tc.records, tc.shardMax, tc.converse)
 			d := f.driver()
 			m, err := f.l.GetManifest(ctx, job)

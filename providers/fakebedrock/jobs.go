@@ -392,7 +392,7 @@ func (s *Server) advance(ctx context.Context, j *job) {
 	case "Validating":
 		if s.faults.FailValidation > 0 {
 			s.faults.FailValidation--
-			s.fail(j, "Validation failed: the number of records is below the minimum required for a batch inference job.")
+			s.fail(j, "Validation failed: the input data could not be validated. Check the input files' format and the service role's access to them.")
 			return
 		}
 		if err := s.load(ctx, j); err != nil {
@@ -424,6 +424,18 @@ func (s *Server) advance(ctx context.Context, j *job) {
 	}
 }
 
+// minRecords is the job minimum, 0 for none.
+func (s *Server) minRecords() int {
+	switch m := s.opts.MinRecords; {
+	case m == 0:
+		return 100
+	case m < 0:
+		return 0
+	default:
+		return m
+	}
+}
+
 func (s *Server) fail(j *job, msg string) {
 	j.Message = msg
 	s.setStatus(j, "Failed")
@@ -441,6 +453,13 @@ func (s *Server) load(ctx context.Context, j *job) error {
 	}
 	if len(recs) == 0 {
 		return fmt.Errorf("Input file %s has no records.", path.Base(j.InputDataConfig.S3.S3URI))
+	}
+	// Bedrock checks the record-count quotas while validating (the status
+	// doc: "Your files fulfill the requirements for file size and number
+	// of records"), so a job below the minimum is created, then Failed.
+	if min := s.minRecords(); len(recs) < min {
+		return fmt.Errorf("Validation failed: the job has %d records, fewer than the minimum number of records per batch inference job for %s (%d). Add records or request a quota adjustment.",
+			len(recs), j.ModelID, min)
 	}
 	for i := range recs {
 		if recs[i].id == "" {

@@ -34,6 +34,11 @@ type Options struct {
 	Region, Account string
 	// Now is the server's clock (time.Now if nil).
 	Now func() time.Time
+	// MinRecords is the quota "Minimum number of records per batch
+	// inference job": a job with fewer records fails validation, as
+	// Bedrock's does. 0 means Bedrock's default, 100; negative, none (an
+	// account whose quota allows any size).
+	MinRecords int
 	// Faults are the failures to inject; see Faults.
 	Faults Faults
 }
@@ -67,7 +72,8 @@ type Faults struct {
 	Throttle int
 	// ListFail answers the next N list requests with an InternalServerException.
 	ListFail int
-	// FailValidation makes the next N jobs fail validation (no output).
+	// FailValidation makes the next N jobs fail validation (no output),
+	// whatever their input.
 	FailValidation int
 	// Partial makes the next N jobs end PartiallyCompleted.
 	Partial int

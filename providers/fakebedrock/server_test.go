@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrock"
 	"github.com/aws/aws-sdk-go-v2/service/bedrock/types"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
 
 	"github.com/batchlake/batchlake/providers/fakebedrock"
 )
@@ -143,5 +147,60 @@ func TestUnsigned(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Amzn-ErrorType") != "AccessDeniedException" {
 		t.Fatalf("unsigned list: %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"))
+	}
+}
+
+// TestMinimumRecords: a job with fewer records than the quota "Minimum
+// number of records per batch inference job" is created, then fails
+// validation with a message naming the quota, as Bedrock's does.
+func TestMinimumRecords(t *testing.T) {
+	cases := []struct {
+		name    string
+		min     int
+		records int
+		want    types.ModelInvocationJobStatus
+	}{
+		{"default minimum, 99 records", 0, 99, types.ModelInvocationJobStatusFailed},
+		{"default minimum, 100 records", 0, 100, types.ModelInvocationJobStatusScheduled},
+		{"minimum 1000, 500 records", 1000, 500, types.ModelInvocationJobStatusFailed},
+		{"no minimum, 3 records", -1, 3, types.ModelInvocationJobStatusScheduled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var in strings.Builder
+			for i := range c.records {
+				fmt.Fprintf(&in, `{"recordId":"R%05d","modelInput":{"messages":[{"role":"user","content":[{"text":"q"}]}]}}`+"\n", i)
+			}
+			if err := os.MkdirAll(filepath.Join(dir, "b", "in"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "b", "in", "x.jsonl"), []byte(in.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, cl, _ := setup(t, fakebedrock.Options{MinRecords: c.min, OpenBucket: func(_ context.Context, name string) (*blob.Bucket, error) {
+				return fileblob.OpenBucket(filepath.Join(dir, name), nil)
+			}})
+			ctx := context.Background()
+			out, err := cl.CreateModelInvocationJob(ctx, createInput("job-min", "tokmin", "s3://b/out/"))
+			if err != nil {
+				t.Fatalf("create: %v (the minimum is checked while validating, not at create)", err)
+			}
+			var j *bedrock.GetModelInvocationJobOutput
+			for range 2 { // Submitted → Validating → Failed or Scheduled
+				if j, err = cl.GetModelInvocationJob(ctx, &bedrock.GetModelInvocationJobInput{JobIdentifier: out.JobArn}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if j.Status != c.want {
+				t.Fatalf("job of %d records, minimum %d: %s %q, want %s", c.records, c.min, j.Status, aws.ToString(j.Message), c.want)
+			}
+			if c.want == types.ModelInvocationJobStatusFailed {
+				msg := aws.ToString(j.Message)
+				if !strings.Contains(msg, "minimum number of records per batch inference job") || !strings.Contains(msg, fmt.Sprintf("(%d)", max(c.min, 100))) {
+					t.Fatalf("failure message %q does not name the quota and its value", msg)
+				}
+			}
+		})
 	}
 }
