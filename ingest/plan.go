@@ -22,26 +22,16 @@ import (
 
 // PlanOptions are the settings of one plan.
 type PlanOptions struct {
-	Provider        string
-	Input           string // path of the provider-format input JSONL
-	Tenant          string
-	PromptVersion   string
-	SourceVersion   string
-	DatasetVersion  string
-	KeyField        string
-	Model           string // the job's model where lines name none (Bedrock, Gemini: --model)
-	ShardMaxRecords int
-	ShardMaxBytes   int64
-	// MinRecords is the fewest records one shard may hold, 0 for no
-	// minimum: a provider fails a smaller batch job (Bedrock's per-model
-	// quota, DefaultMinRecords). With a minimum, plan balances the records
-	// over the fewest shards the limits allow instead of filling each in
-	// turn, so no shard is a small remainder.
-	MinRecords int
-	// BelowMin is what plan does when the input, or a shard the byte limit
-	// cut, holds fewer than MinRecords: BelowMinRefuse ("" too),
-	// BelowMinAllow or BelowMinHold.
-	BelowMin            string
+	Provider            string
+	Input               string // path of the provider-format input JSONL
+	Tenant              string
+	PromptVersion       string
+	SourceVersion       string
+	DatasetVersion      string
+	KeyField            string
+	Model               string // the job's model where lines name none (Bedrock, Gemini: --model)
+	ShardMaxRecords     int
+	ShardMaxBytes       int64
 	SubmittedBy         string
 	CostCenter          string
 	Retention           string
@@ -62,6 +52,17 @@ type PlanOptions struct {
 	// Estimate sets the token estimate recorded in the manifest and the
 	// expected rows.
 	Estimate EstimateOptions
+
+	// MinRecords is the fewest records one shard may hold, 0 for no
+	// minimum: a provider fails a smaller batch job (Bedrock's per-model
+	// quota, DefaultMinRecords). With a minimum, plan balances the records
+	// over the fewest shards the limits allow instead of filling each in
+	// turn, so no shard is a small remainder.
+	MinRecords int
+	// BelowMin is what plan does when the input, or a shard the byte limit
+	// cut, holds fewer than MinRecords: BelowMinRefuse ("" too),
+	// BelowMinAllow or BelowMinHold.
+	BelowMin string
 }
 
 // What plan does with records below the minimum (PlanOptions.BelowMin).
@@ -101,12 +102,12 @@ type PlanResult struct {
 	Manifest string         `json:"manifest"`
 	Records  int64          `json:"records"`
 	Shards   []ShardSummary `json:"shards"`
+	Created  bool           `json:"created"`
+	Message  string         `json:"message"`
 	// MinRecords is the plan's minimum records per shard (0: none).
 	MinRecords int `json:"min_records,omitempty"`
 	// Held, if set, says why the job must not be submitted as a batch.
-	Held    string `json:"held,omitempty"`
-	Created bool   `json:"created"`
-	Message string `json:"message"`
+	Held string `json:"held,omitempty"`
 }
 
 type planRec struct {
