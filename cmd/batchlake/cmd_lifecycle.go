@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,6 +41,17 @@ func envUint(k string, def uint64) uint64 {
 	return def
 }
 
+// envList is a comma-separated environment variable's items, nil if unset.
+func envList(k string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(k), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func envInt64(k string, def int64) int64 {
 	if v, err := strconv.ParseInt(os.Getenv(k), 10, 64); err == nil {
 		return v
@@ -72,7 +84,8 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 		}
 		c = ac
 	case "gemini":
-		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0)})
+		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0),
+			UploadMIMETypes: envList("BATCHLAKE_GEMINI_UPLOAD_MIME")})
 		if err != nil {
 			return nil, &ingest.UsageError{Msg: "--provider gemini: " + err.Error()}
 		}

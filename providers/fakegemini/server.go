@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,15 @@ type Options struct {
 	// Outcome gives a request's outcome by key (OK if nil).
 	Outcome func(key string) string
 	Now     func() time.Time
-	Faults  Faults
+	// RefuseMIME are upload MIME types (X-Goog-Upload-Header-Content-Type)
+	// this account refuses, as some Gemini accounts refuse
+	// application/jsonl: the finalize is answered 200 with
+	// X-Goog-Upload-Status final and the body {"error":{"code":400,
+	// "message":"Unsupported MIME type: <type>","status":"INVALID_ARGUMENT"}}
+	// — a 200, which is why the SDKs fail on the missing "file" key
+	// (python-genai #1547, #1590) — and no file is stored.
+	RefuseMIME []string
+	Faults     Faults
 }
 
 // Faults are counters of failures still to inject.
@@ -55,6 +64,7 @@ type Request struct {
 
 type file struct {
 	name, display string
+	mime          string
 	data          []byte
 	created       time.Time
 }
@@ -148,6 +158,18 @@ func (s *Server) Inject(display string) string {
 	return b.name
 }
 
+// FileMIMEs returns the declared MIME type of every stored file.
+func (s *Server) FileMIMEs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, f := range s.files {
+		out = append(out, f.mime)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Handler serves the API.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
@@ -238,8 +260,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, rec *
 		json.NewDecoder(r.Body).Decode(&meta)
 		s.seq++
 		id = strconv.Itoa(s.seq)
-		s.uploads[id] = &file{display: meta.File.DisplayName}
+		s.uploads[id] = &file{display: meta.File.DisplayName, mime: r.Header.Get("X-Goog-Upload-Header-Content-Type")}
 		w.Header().Set("X-Goog-Upload-URL", s.base+"/upload/v1beta/files?upload_id="+id)
+		w.Header().Set("X-Goog-Upload-Status", "active")
 		reply(200, map[string]any{})
 		return
 	}
@@ -254,10 +277,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string, rec *
 		return
 	}
 	delete(s.uploads, id)
+	w.Header().Set("X-Goog-Upload-Status", "final")
+	if slices.Contains(s.opts.RefuseMIME, f.mime) {
+		rec.Fault = "mime_refused"
+		reply(200, map[string]any{"error": map[string]any{"code": 400, "message": "Unsupported MIME type: " + f.mime, "status": "INVALID_ARGUMENT"}})
+		return
+	}
 	s.seq++
 	f.name, f.data, f.created = fmt.Sprintf("files/in%04d", s.seq), data, s.opts.Now().UTC()
 	s.files[f.name] = f
-	reply(200, map[string]any{"file": map[string]any{"name": f.name, "displayName": f.display, "sizeBytes": strconv.Itoa(len(data)), "state": "ACTIVE", "mimeType": "application/jsonl"}})
+	reply(200, map[string]any{"file": map[string]any{"name": f.name, "displayName": f.display, "sizeBytes": strconv.Itoa(len(data)), "state": "ACTIVE", "mimeType": f.mime}})
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, model string, rec *Request, reply func(int, any), fail func(int, string, string)) {

@@ -58,34 +58,88 @@ func (c *Client) Upload(ctx context.Context, name string, r io.Reader, size int6
 		c.log.Info("reusing uploaded file", "name", name, "file", id)
 		return id, nil
 	}
+	types := c.cfg.UploadMIMETypes
+	var refused []string
+	for i, mime := range types {
+		if i > 0 {
+			s, ok := r.(io.Seeker)
+			if !ok {
+				break
+			}
+			if _, err := s.Seek(0, io.SeekStart); err != nil {
+				return "", fmt.Errorf("geminibatch: upload %s: rewind to try %s: %w", name, mime, err)
+			}
+		}
+		id, err := c.upload(ctx, name, r, size, mime)
+		if !unsupportedMIME(err) {
+			return id, err
+		}
+		refused = append(refused, mime)
+		if i+1 < len(types) {
+			c.log.Warn("the Files API refused the upload's MIME type; trying the next", "name", name, "mime", mime, "next", types[i+1])
+		}
+	}
+	return "", fmt.Errorf("geminibatch: upload %s: the Files API refused the MIME type(s) %s (Unsupported MIME type): set BATCHLAKE_GEMINI_UPLOAD_MIME to a type your account accepts",
+		name, strings.Join(refused, ", "))
+}
+
+// unsupportedMIME says whether err is the Files API's refusal of an
+// upload's declared type: 400 INVALID_ARGUMENT "Unsupported MIME type: …".
+func unsupportedMIME(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.StatusCode == http.StatusBadRequest && strings.Contains(ae.Message, "Unsupported MIME type")
+}
+
+// upload sends a file through the resumable protocol, declared as mime.
+func (c *Client) upload(ctx context.Context, name string, r io.Reader, size int64, mime string) (string, error) {
 	meta, _ := json.Marshal(map[string]any{"file": map[string]any{"display_name": name}})
 	res, err := c.do(ctx, call{method: http.MethodPost, path: "upload/v1beta/files", body: meta, timeout: c.cfg.RequestTimeout, header: http.Header{
 		"X-Goog-Upload-Protocol":              {"resumable"},
 		"X-Goog-Upload-Command":               {"start"},
 		"X-Goog-Upload-Header-Content-Length": {strconv.FormatInt(size, 10)},
-		"X-Goog-Upload-Header-Content-Type":   {"application/jsonl"},
+		"X-Goog-Upload-Header-Content-Type":   {mime},
 	}})
 	if err != nil {
-		return "", fmt.Errorf("geminibatch: upload %s: start: %w", name, err)
+		return "", fmt.Errorf("geminibatch: upload %s as %s: start: %w", name, mime, err)
 	}
 	res.Body.Close()
 	up := res.Header.Get("X-Goog-Upload-Url")
 	if up == "" {
 		return "", fmt.Errorf("geminibatch: upload %s: start: no upload URL in the answer", name)
 	}
-	res, err = c.do(ctx, call{method: http.MethodPost, path: up, reader: r, size: size, header: http.Header{
+	// Hidden from net/http, which closes a body that is a Closer: a refused
+	// type is retried over the same file.
+	body := struct{ io.Reader }{r}
+	res, err = c.do(ctx, call{method: http.MethodPost, path: up, reader: body, size: size, header: http.Header{
 		"X-Goog-Upload-Offset":  {"0"},
 		"X-Goog-Upload-Command": {"upload, finalize"},
 	}})
 	if err != nil {
-		return "", fmt.Errorf("geminibatch: upload %s: %w", name, err)
+		return "", fmt.Errorf("geminibatch: upload %s as %s: %w", name, mime, err)
 	}
 	defer res.Body.Close()
+	// The upload service answers a refused finalize with 200 (upload status
+	// final) and an error body instead of the file.
 	var out struct {
-		File fileInfo `json:"file"`
+		File  fileInfo `json:"file"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		} `json:"error"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.File.Name == "" {
-		return "", fmt.Errorf("geminibatch: upload %s: answer has no file name", name)
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		return "", fmt.Errorf("geminibatch: upload %s as %s: answer is not JSON: %w", name, mime, c.clean(err))
+	}
+	if e := out.Error; e != nil {
+		return "", fmt.Errorf("geminibatch: upload %s as %s: %w", name, mime,
+			&APIError{StatusCode: e.Code, Status: c.key.Redact(e.Status), Message: c.key.Redact(e.Message)})
+	}
+	if st := res.Header.Get("X-Goog-Upload-Status"); st != "" && st != "final" {
+		return "", fmt.Errorf("geminibatch: upload %s as %s: upload status %q after finalize, want final", name, mime, st)
+	}
+	if out.File.Name == "" {
+		return "", fmt.Errorf("geminibatch: upload %s as %s: answer has no file name", name, mime)
 	}
 	if n, _ := strconv.ParseInt(out.File.SizeBytes, 10, 64); n != size {
 		return "", fmt.Errorf("geminibatch: upload %s: provider stored %s bytes of %d (file %s)", name, out.File.SizeBytes, size, out.File.Name)

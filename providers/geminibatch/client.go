@@ -29,6 +29,13 @@ const (
 	MaxInlineBytes = 20 << 20
 )
 
+// DefaultUploadMIMETypes are the types a JSONL upload is tried as. The
+// batch guide's type, application/jsonl, is refused with 400 "Unsupported
+// MIME type" by some accounts (python-genai #1547, cookbook #1008), where
+// application/json or text/plain are accepted; the file's bytes are the
+// same JSONL whatever the declared type.
+var DefaultUploadMIMETypes = []string{"application/jsonl", "application/json", "text/plain"}
+
 // Jobs tells Create the model of a job: Gemini names it in the create URL.
 type Jobs interface {
 	Model(ctx context.Context, jobKey string) (string, error)
@@ -56,6 +63,10 @@ type Config struct {
 	// InlineMaxBytes: shards up to this size are sent inline (0: never;
 	// capped at MaxInlineBytes).
 	InlineMaxBytes int64
+	// UploadMIMETypes are the MIME types a JSONL upload is declared as,
+	// tried in order while the Files API answers "Unsupported MIME type"
+	// (DefaultUploadMIMETypes if empty).
+	UploadMIMETypes []string
 	// Jobs gives a job's model.
 	Jobs Jobs
 	// Logger receives notes (discarded if nil). The key is never logged.
@@ -109,6 +120,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = DefaultPageSize
+	}
+	if len(cfg.UploadMIMETypes) == 0 {
+		cfg.UploadMIMETypes = DefaultUploadMIMETypes
 	}
 	cfg.InlineMaxBytes = min(cfg.InlineMaxBytes, MaxInlineBytes)
 	hc := cfg.HTTPClient

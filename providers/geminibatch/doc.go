@@ -23,7 +23,12 @@
 //   - Upload sends shards up to Config.InlineMaxBytes (at most 20 MB) as
 //     inline requests ({request, metadata.key}); larger ones as a JSONL file
 //     through the Files API, reusing an earlier upload with the same display
-//     name (which carries the content digest) and size.
+//     name (which carries the content digest) and size. The file is
+//     declared as each of Config.UploadMIMETypes in turn while the API
+//     answers 400 "Unsupported MIME type" (some accounts refuse
+//     application/jsonl; the refusal comes on the finalize, as a 200 whose
+//     body is an error), and fails naming BATCHLAKE_GEMINI_UPLOAD_MIME
+//     once all are refused.
 //   - States (BATCH_STATE_* from REST, JOB_STATE_* from SDK-shaped
 //     gateways) map to the lifecycle's words: pending, in_progress,
 //     completed, failed, cancelled, expired. A SUCCEEDED batch whose output

@@ -261,3 +261,55 @@ func TestKeyNeverInErrors(t *testing.T) {
 		t.Fatalf("find with a wrong key: %v", err)
 	}
 }
+
+// Some accounts refuse application/jsonl with 400 "Unsupported MIME type"
+// (answered on the finalize, as a 200 with an error body): the upload is
+// tried again with the next type, and fails only when every type is
+// refused, naming the setting.
+func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
+	cases := []struct {
+		name     string
+		refuse   []string
+		types    []string // Config.UploadMIMETypes (default if nil)
+		wantMIME string   // the stored file's type; "" when the upload fails
+		uploads  int      // upload requests: start + finalize per try
+	}{
+		{"accepted", nil, nil, "application/jsonl", 2},
+		{"jsonl refused", []string{"application/jsonl"}, nil, "application/json", 4},
+		{"jsonl and json refused", []string{"application/jsonl", "application/json"}, nil, "text/plain", 6},
+		{"every type refused", []string{"application/jsonl", "application/json", "text/plain"}, nil, "", 6},
+		{"the setting's type only", []string{"application/jsonl"}, []string{"text/plain"}, "text/plain", 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t, fakegemini.Options{PollsPerStep: 100, RefuseMIME: c.refuse}, 0)
+			if c.types != nil {
+				e.drv.Client = must(geminibatch.New(geminibatch.Config{APIKey: testKey, BaseURL: e.url, RequestTimeout: 5 * time.Second,
+					Jobs: lifecycle.LakeShards{Lake: e.l}, UploadMIMETypes: c.types}))
+			}
+			job := e.plan(t, 3, 3)
+			r, err := e.drv.Submit(context.Background(), job)
+			if n := e.srv.Count("POST", "/upload/v1beta/files"); n != c.uploads {
+				t.Errorf("%d upload requests, want %d", n, c.uploads)
+			}
+			if c.wantMIME == "" {
+				if err == nil || !strings.Contains(err.Error(), "Unsupported MIME type") || !strings.Contains(err.Error(), "BATCHLAKE_GEMINI_UPLOAD_MIME") {
+					t.Fatalf("submit with every type refused: %v", err)
+				}
+				if n := len(e.srv.Batches()); n != 0 {
+					t.Fatalf("%d batches created without an input file", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := actions(r); got != "part-00000:created" {
+				t.Fatalf("submit: %s", got)
+			}
+			if got := e.srv.FileMIMEs(); len(got) != 1 || got[0] != c.wantMIME {
+				t.Fatalf("stored files declared %v, want [%s]", got, c.wantMIME)
+			}
+		})
+	}
+}
