@@ -128,6 +128,9 @@ type batch struct {
 	simErr   error
 	polls    int
 	finished int // requests done when a cancel arrived
+	// outcome of each custom_id in the simulated result: true completed,
+	// false failed, absent neither (no line); for the moving counts.
+	outcome map[string]bool
 }
 
 var batchEndpoints = map[string]bool{
@@ -178,6 +181,7 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 	}
 	b.ids, b.Model = scanInput(in.data)
 	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
+	b.outcome = outcomes(b.result)
 	s.batches[b.ID] = b
 	return b
 }
@@ -397,6 +401,41 @@ func (s *Server) partial(n int) int {
 	return min(n, int(math.Floor(float64(n)*f)))
 }
 
+// outcomes maps the custom_ids of a simulated result to completed (true)
+// or failed (false), as its counts count them.
+func outcomes(r sim.Result) map[string]bool {
+	m := map[string]bool{}
+	for _, ch := range []struct {
+		data []byte
+		ok   bool
+	}{{r.Errors, false}, {r.Output, true}} {
+		for _, l := range bytes.Split(ch.data, []byte("\n")) {
+			var v struct {
+				CustomID string `json:"custom_id"`
+			}
+			if json.Unmarshal(l, &v) == nil && v.CustomID != "" {
+				m[v.CustomID] = ch.ok
+			}
+		}
+	}
+	return m
+}
+
+// progress is the request counts of a batch in progress whose first done
+// requests (in input order) have finished: request_counts move while a
+// batch runs (0/N at in_progress, N/N by finalizing), as OpenAI's do.
+func (b *batch) progress(done int) RequestCounts {
+	rc := RequestCounts{Total: int64(len(b.ids))}
+	for _, id := range b.ids[:min(done, len(b.ids))] {
+		if ok, seen := b.outcome[id]; seen && ok {
+			rc.Completed++
+		} else if seen {
+			rc.Failed++
+		}
+	}
+	return rc
+}
+
 // advance moves a batch on by one poll; s.mu must be held.
 func (s *Server) advance(b *batch) {
 	if b.terminal() {
@@ -404,6 +443,9 @@ func (s *Server) advance(b *batch) {
 	}
 	b.polls++
 	if b.polls < s.opts.PollsPerStep {
+		if b.Status == "in_progress" {
+			b.RequestCounts = b.progress(len(b.ids) * b.polls / s.opts.PollsPerStep)
+		}
 		return
 	}
 	b.polls = 0
@@ -438,6 +480,8 @@ func (s *Server) advance(b *batch) {
 		}
 		b.Status = "finalizing"
 		b.FinalizingAt = ptr(now)
+		// Every request has run: the counts are final while the files are made.
+		b.RequestCounts = RequestCounts{Total: b.result.Total, Completed: b.result.Completed, Failed: b.result.Failed}
 	case "finalizing":
 		b.Status = "completed"
 		b.CompletedAt = ptr(now)

@@ -29,6 +29,9 @@ type Options struct {
 	Rates, RetryRates *sim.Rates
 	// PollsPerStep is how many GETs of a batch move it one status further
 	// (validating → in_progress → finalizing → completed). 0 means 1.
+	// While in_progress, request_counts move with the polls: the requests
+	// in input order finish evenly over its PollsPerStep polls, and every
+	// request is counted by finalizing.
 	PollsPerStep int
 	// PartialFraction is the share of an input's requests (in input order)
 	// that finished when a batch in progress expires or is cancelled.

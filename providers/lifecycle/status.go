@@ -16,6 +16,13 @@ import (
 	"github.com/batchlake/batchlake/providers"
 )
 
+// progressEvery is how often Status records a running batch's request
+// counts when nothing else about it changed. Providers move the counts
+// while a batch runs (OpenAI's completed/failed, Bedrock's processed
+// records); an event for every poll would grow a shard's ledger with every
+// poll of a day-long batch.
+const progressEvery = 10 * time.Minute
+
 // stateOf maps a provider status to a ledger state. A completed batch stays
 // RUNNING (with provider_status=completed) until it is reconciled.
 func stateOf(status string) lake.State {
@@ -74,7 +81,14 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		to := stateOf(b.Status)
 		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
 		usage := UsageDetail(b.Usage)
-		if to != last.State || b.Status != last.Detail["provider_status"] || counts != last.Detail["counts"] || usage[UsageInput] != last.Detail[UsageInput] {
+		changed := to != last.State || b.Status != last.Detail["provider_status"] || usage[UsageInput] != last.Detail[UsageInput]
+		if !changed && counts != last.Detail["counts"] {
+			// Counts alone move on nearly every poll of a running batch:
+			// recorded once the batch is terminal, or as progress at most
+			// every progressEvery.
+			changed = b.Terminal() || d.Ledger.Now().Sub(last.At) >= progressEvery
+		}
+		if changed {
 			detail := map[string]string{"target": d.Target, "provider_status": b.Status, "counts": counts,
 				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
 			for k, v := range usage {
