@@ -394,8 +394,8 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			case BelowMinHold:
 				held = below
 			default:
-				return nil, &UsageError{Msg: fmt.Sprintf("plan %s: %s: %s fails batch jobs below its minimum of %d records (--min-records %d). Add records, or pass --below-min allow if your account's quota for this model is lower",
-					name, below, f.Name(), o.MinRecords, o.MinRecords)}
+				return nil, &UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
+					name, below, o.MinRecords, f.Name())}
 			}
 		}
 	}

@@ -113,7 +113,7 @@ func registerPlanFlags(c *cobra.Command, o *ingest.PlanOptions) {
 	f.StringVar(&o.KeyField, "key-field", "", "dotted path of the business key in each line (default: custom_id)")
 	f.IntVar(&o.ShardMaxRecords, "shard-max-records", 0, "requests per shard (default and cap: the provider's limit)")
 	f.Int64Var(&o.ShardMaxBytes, "shard-max-bytes", 0, "bytes per shard (default and cap: the provider's limit)")
-	f.IntVar(&o.MinRecords, "min-records", -1, "fewest records per shard, the provider's per-job minimum: shards are balanced to it (default: bedrock 100, others none; 0: none)")
+	f.IntVar(&o.MinRecords, "min-records", -1, "fewest records per shard, the provider's per-job minimum: shards are balanced to it (-1: the provider's, bedrock 100, others none; 0: none)")
 	f.StringVar(&o.BelowMin, "below-min", ingest.BelowMinRefuse, "an input (or a shard the byte limit cut) below --min-records: refuse (exit 2) or allow (plan anyway: your account's quota is lower)")
 	f.StringVar(&o.SubmittedBy, "submitted-by", "", "who submits this job (manifest)")
 	f.StringVar(&o.CostCenter, "cost-center", "", "cost center (manifest)")
