@@ -3,9 +3,11 @@ package geminibatch_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -311,5 +313,47 @@ func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
 				t.Fatalf("stored files declared %v, want [%s]", got, c.wantMIME)
 			}
 		})
+	}
+}
+
+// fakegemini refuses a MIME type in the upload service's shape: the
+// finalize is a 200 with upload status final and an error body, no file.
+func TestFakeRefusesMIMEInTheServicesShape(t *testing.T) {
+	e := setup(t, fakegemini.Options{RefuseMIME: []string{"application/jsonl"}}, 0)
+	start, err := http.NewRequest(http.MethodPost, e.url+"/upload/v1beta/files", strings.NewReader(`{"file":{"display_name":"x.jsonl"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"X-Goog-Api-Key": testKey, "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
+		"X-Goog-Upload-Header-Content-Length": "3", "X-Goog-Upload-Header-Content-Type": "application/jsonl"} {
+		start.Header.Set(k, v)
+	}
+	res := must(http.DefaultClient.Do(start))
+	res.Body.Close()
+	fin, err := http.NewRequest(http.MethodPost, res.Header.Get("X-Goog-Upload-URL"), strings.NewReader("{}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin.Header.Set("X-Goog-Upload-Command", "upload, finalize")
+	fin.Header.Set("X-Goog-Upload-Offset", "0")
+	res = must(http.DefaultClient.Do(fin))
+	defer res.Body.Close()
+	var body struct {
+		File  json.RawMessage `json:"file"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Status  string `json:"status"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Header.Get("X-Goog-Upload-Status") != "final" || body.File != nil ||
+		body.Error.Code != 400 || body.Error.Status != "INVALID_ARGUMENT" || body.Error.Message != "Unsupported MIME type: application/jsonl" {
+		t.Fatalf("finalize of a refused type: %d, upload status %q, body %+v", res.StatusCode, res.Header.Get("X-Goog-Upload-Status"), body)
+	}
+	if got := e.srv.FileMIMEs(); len(got) != 0 {
+		t.Fatalf("a refused upload stored files %v", got)
 	}
 }
