@@ -93,8 +93,18 @@ func TestIngestWrongJobRetract(t *testing.T) {
 	b.want([]int{0}, "ingest", "--job", job, "--output", f.output, "--force")
 	var mixed reportWithRetracted
 	decode(t, b.want([]int{exitReview}, "reconcile", "--job", job), &mixed)
-	if mixed.Unknown != 10 {
-		t.Errorf("forced in: unknown %d, want the flow file's 10 ids", mixed.Unknown)
+	if mixed.Unknown != 10 || mixed.RetryRecords != 0 {
+		t.Errorf("forced in: unknown %d, retry_records %d; want the flow file's 10 ids, nothing to retry", mixed.Unknown, mixed.RetryRecords)
+	}
+	// The orchestrator rule from the exit code alone (README "Exit codes"):
+	// retry after an 11 with nothing to retry exits 0 and makes no child.
+	var rr struct {
+		Child   *planOut `json:"child"`
+		Message string   `json:"message"`
+	}
+	decode(t, b.want([]int{0}, "retry", "--job", job), &rr)
+	if rr.Child != nil || rr.Message != "nothing to retry" {
+		t.Errorf("retry after 11 without retry records: %+v, want no child", rr)
 	}
 
 	raw := fileDigest(t, f.output)
