@@ -76,16 +76,11 @@ it stays archived.`,
 				Files   []ingest.FileResult  `json:"files"`
 				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
-			files := []struct{ path, channel string }{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
+			files := []resultFile{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
 			if !force && minMatch > 0 {
 				// Every file is checked before any is written.
-				for _, f := range files {
-					if f.path == "" {
-						continue
-					}
-					if err := checkIDs(ctx, g, l, m, f.path, f.channel, minMatch); err != nil {
-						return err
-					}
+				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
+					return err
 				}
 			}
 			retracted, err := l.Retractions(ctx, d)
@@ -144,20 +139,46 @@ it stays archived.`,
 	return c
 }
 
-// checkIDs refuses (exit 2, nothing written) a result file whose sampled
-// lines mostly carry ids the job does not expect, naming the lake's job whose
-// ids they are, if one is found. A file already ingested into the job passes:
-// ingesting it again writes nothing.
-func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, path, channel string, minMatch float64) error {
-	s, err := ingest.SampleIDs(path, m.Provider, channel, ingest.SampleLines)
-	if err != nil || len(s.IDs) == 0 {
-		return err // no id to judge by: the lines go to quarantine as usual
+// resultFile is a provider file given to ingest and its channel.
+type resultFile struct{ path, channel string }
+
+// checkIDs refuses (exit 2, nothing written) the first result file whose
+// sampled lines mostly carry ids the job does not expect, naming the lake's
+// job whose ids they are, if one is found.
+func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, files []resultFile, minMatch float64) error {
+	var e *reconcile.Engine
+	defer func() {
+		if e != nil {
+			e.Close()
+		}
+	}()
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		s, err := ingest.SampleIDs(f.path, m.Provider, f.channel, ingest.SampleLines)
+		if err != nil {
+			return err
+		}
+		if len(s.IDs) == 0 {
+			continue // no id to judge by: its lines go to quarantine as usual
+		}
+		if e == nil {
+			if e, err = reconcile.OpenEngine(l, g.engineOptions()); err != nil {
+				return err
+			}
+		}
+		if err := checkSample(ctx, e, l, m, f, s, minMatch); err != nil {
+			return err
+		}
 	}
-	e, err := reconcile.OpenEngine(l, g.engineOptions())
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	return nil
+}
+
+// checkSample refuses one file's sample unless at least minMatch of its ids
+// are the job's. A file already ingested into the job passes: ingesting it
+// again writes nothing.
+func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, minMatch float64) error {
 	own, err := e.MatchIDs(ctx, m, s.IDs)
 	if err != nil {
 		return err
@@ -166,11 +187,11 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, p
 		return nil
 	}
 	job, _ := lake.ParseDigest(m.JobKey)
-	raw, _, err := lake.HashFile(path)
+	raw, _, err := lake.HashFile(f.path)
 	if err != nil {
 		return &ingest.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
-	if ok, err := l.Exists(ctx, lake.IngestKey(job, channel, raw)); err != nil || ok {
+	if ok, err := l.Exists(ctx, lake.IngestKey(job, f.channel, raw)); err != nil || ok {
 		return err
 	}
 	read := fmt.Sprintf("its %d lines with an id", len(s.IDs))
