@@ -15,11 +15,12 @@ import (
 )
 
 // Bounds of the search for the job a refused result file belongs to
-// (LikelyJob): it runs only when ingest refuses a file, and reads only the
-// custom_id column of the expected tables it picks.
-const (
-	likelyMaxJobs  = 64
-	likelyMaxBytes = 256 << 20
+// (LikelyJob): it runs only when ingest refuses a file, lists the expected
+// tables' keys and reads only the custom_id and job_key columns of those it
+// picks. Variables so that a test can lower them.
+var (
+	likelyMaxJobs        = 64
+	likelyMaxBytes int64 = 256 << 20
 )
 
 // IDMatch is how many lines of an id sample carry the ids of one job.
