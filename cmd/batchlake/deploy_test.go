@@ -252,9 +252,8 @@ func mergeStdout(t *testing.T, p exitPath, job string) string {
 			rep.Unknown = 1
 		}
 		if p.code == 10 && p.retry == 0 {
-			rep.FailedRetryable, rep.FailedPermanent = 0, 0
-			rep.ManualRecords, rep.QualityFailed = 3, 3
-			rep.Succeeded = 7
+			// Missing records past --max-attempts: PARTIAL, all to the manual queue.
+			rep.FailedRetryable, rep.Missing, rep.ManualRecords, rep.Succeeded = 0, 3, 3, 7
 		}
 		if got := rep.ExitCode(); got != p.code {
 			t.Fatalf("the stub report exits %d, the case wants %d", got, p.code)
