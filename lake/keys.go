@@ -14,6 +14,7 @@ import (
 //	tables/<table>/tenant=<t>/job=<job>/<hex>.parquet  Parquet table files, named by their sha256
 //	manifests/<job>.json                            job manifest (commit marker of plan)
 //	ingests/<job>/<channel>-<rawhex>.json           ingest record (commit marker of ingest)
+//	retractions/<job>/<rawhex>.json                 retraction of an ingested raw file (ingest --retract)
 //	reports/<job>/<reconcile-key-hex>.json          reconcile report (commit marker of reconcile)
 //	partitions/<job>/<reconcile-key-hex>/<kkkk>-of-<nnnn>.json  result of reconcile --partition k/n
 //	ledger/<job>/<shard>/<seq>.json                 ledger events, seq zero-padded to 10 digits
@@ -80,6 +81,54 @@ func IngestPrefix(job Digest) string { return "ingests/" + job.Hex() + "/" }
 // IngestKey is the key of the ingest record of one raw file in one channel.
 func IngestKey(job Digest, channel string, raw Digest) string {
 	return IngestPrefix(job) + channel + "-" + raw.Hex() + ".json"
+}
+
+// RetractionArea is the top-level folder of retraction markers.
+const RetractionArea = "retractions/"
+
+// RetractionPrefix is the prefix of a job's retraction markers.
+func RetractionPrefix(job Digest) string { return RetractionArea + job.Hex() + "/" }
+
+// RetractionKey is the key of the marker that retracts raw file raw (every
+// channel it was ingested on) from job.
+func RetractionKey(job, raw Digest) string { return RetractionPrefix(job) + raw.Hex() + ".json" }
+
+// ParseRetractionKey splits a retraction key into its job and raw file. It
+// accepts exactly the keys RetractionKey builds.
+func ParseRetractionKey(key string) (job, raw Digest, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || parts[0]+"/" != RetractionArea {
+		return job, raw, false
+	}
+	name, found := strings.CutSuffix(parts[2], ".json")
+	var err error
+	if job, err = ParseDigest(parts[1]); err != nil || job.Hex() != parts[1] || !found {
+		return job, raw, false
+	}
+	if raw, err = ParseDigest(name); err != nil || raw.Hex() != name {
+		return job, raw, false
+	}
+	return job, raw, true
+}
+
+// ParseTableFileKey splits a table file key into its table, tenant, job and
+// file digest. It accepts exactly the keys TableFileKey builds.
+func ParseTableFileKey(key string) (table, tenant string, job, file Digest, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 5 || parts[0] != "tables" || !tableRe.MatchString(parts[1]) {
+		return "", "", job, file, false
+	}
+	tenant, ok1 := strings.CutPrefix(parts[2], "tenant=")
+	jobHex, ok2 := strings.CutPrefix(parts[3], "job=")
+	if !ok1 || !ok2 || ValidTenant(tenant) != nil {
+		return "", "", job, file, false
+	}
+	job, err := ParseDigest(jobHex)
+	file, fok := ParseObjectKey(key)
+	if err != nil || !fok || TableFileKey(parts[1], tenant, job, file) != key {
+		return "", "", job, file, false
+	}
+	return parts[1], tenant, job, file, true
 }
 
 // ReportPrefix is the prefix of a job's reports.

@@ -44,6 +44,7 @@ type Report struct {
 	TableFiles   int       `json:"table_files"`
 	Manifests    int       `json:"manifests"`
 	Ingests      int       `json:"ingests"`
+	Retractions  int       `json:"retractions"`
 	Reports      int       `json:"reports"`
 	LedgerEvents int       `json:"ledger_events"`
 	Problems     []Problem `json:"problems"`
@@ -78,6 +79,8 @@ const verifyWorkers = 4
 //   - each ingest record's raw object and attempts/quarantine files exist and verify;
 //   - each report's string fields named *_file, *_files, retry_shards and
 //     retry_lineage that hold lake keys point at keys that exist and verify;
+//   - each retraction marker names its job and raw file as its key does, and
+//     the ingest records it retracts exist;
 //   - each shard's ledger has sequence numbers 1..n without gaps and only
 //     transitions CanTransition allows;
 //   - table files that no marker references are reported as orphan warnings.
@@ -93,7 +96,7 @@ func Verify(ctx context.Context, l *Lake) (Report, error) {
 		manifests:  map[Digest]*Manifest{},
 	}
 	steps := []func(context.Context) error{
-		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkReports, v.checkPartitions, v.checkLedger,
+		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkRetractions, v.checkReports, v.checkPartitions, v.checkLedger,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -132,6 +135,7 @@ type verifier struct {
 	manifests map[Digest]*Manifest
 
 	manifestKeys, ingestKeys, reportKeys, partitionKeys []string
+	retractionKeys                                      []string
 	ledgerKeys                                          []string
 }
 
@@ -140,7 +144,7 @@ func (v *verifier) problem(key string, sev Severity, format string, args ...any)
 }
 
 // lakeAreas are the top-level folders of the layout (keys.go).
-var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/", PartitionArea}
+var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/", PartitionArea, RetractionArea}
 
 // list reads every key of the lake and sorts it into its kind.
 func (v *verifier) list(ctx context.Context) error {
@@ -222,6 +226,11 @@ func (v *verifier) classify(k string) {
 	case strings.HasPrefix(k, "ingests/"):
 		if _, ok := jobMarkerKey(k, "ingests/"); ok {
 			v.ingestKeys = append(v.ingestKeys, k)
+			return
+		}
+	case strings.HasPrefix(k, RetractionArea):
+		if _, _, ok := ParseRetractionKey(k); ok {
+			v.retractionKeys = append(v.retractionKeys, k)
 			return
 		}
 	case strings.HasPrefix(k, "reports/"):
@@ -458,6 +467,45 @@ func (v *verifier) checkIngests(ctx context.Context) error {
 				v.problem(k, SeverityError, "%s %s is not a %s-table file of this job", t.what, t.key, t.table)
 			}
 			v.checkRef(k, t.what, t.key)
+		}
+	}
+	return nil
+}
+
+// checkRetractions checks each retraction marker: its body names the job and
+// raw file its key does, and every ingest record it retracts exists (it is
+// written after them).
+func (v *verifier) checkRetractions(ctx context.Context) error {
+	for _, k := range v.retractionKeys {
+		v.rep.Retractions++
+		var r Retraction
+		ok, err := v.readMarker(ctx, k, FormatRetraction, &r)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		job, raw, _ := ParseRetractionKey(k)
+		if r.Version != RetractionVersion {
+			v.problem(k, SeverityError, "retraction version %d is not one this batchlake knows", r.Version)
+			continue
+		}
+		if r.JobKey != job.Hex() || r.Raw != raw {
+			v.problem(k, SeverityError, "retraction body (job %q, raw %s) does not match its key", r.JobKey, r.Raw)
+		}
+		v.needManifest(k, job, "retraction")
+		if len(r.Ingests) == 0 {
+			v.problem(k, SeverityError, "retraction names no ingest record")
+		}
+		for _, ik := range r.Ingests {
+			if !strings.HasPrefix(ik, IngestPrefix(job)) || !strings.HasSuffix(ik, "-"+raw.Hex()+".json") {
+				v.problem(k, SeverityError, "retracted ingest record %s is not one of raw file %s in this job", ik, raw.Hex())
+				continue
+			}
+			if !v.keys[ik] {
+				v.problem(k, SeverityError, "retracted ingest record %s is missing", ik)
+			}
 		}
 	}
 	return nil

@@ -89,7 +89,7 @@ func ancestors(ctx context.Context, l *lake.Lake, m *lake.Manifest) (*priorLines
 			if rep.CostsFile != "" {
 				p.Costs = append(p.Costs, rep.CostsFile)
 			}
-			recs, err := l.IngestRecords(ctx, d)
+			recs, _, err := countedIngests(ctx, l, d)
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,9 @@ type Files struct {
 	InputShards []string `json:"input_shards"`
 	Output      []string `json:"output"`
 	Error       []string `json:"error"`
+	// Retracted are raw files ingested for the job but retracted (ingest
+	// --retract): archived, not counted.
+	Retracted []string `json:"retracted,omitempty"`
 }
 
 // Cost categories of CONTRACT §5, plus manual (lines of records the retry
@@ -178,6 +182,8 @@ type runInputs struct {
 	rules Rules
 	gate  string
 	recs  []lake.IngestRecord
+	// retracted are the raw files left out (ingest --retract), sorted.
+	retracted []string
 	// run is the digest of everything the run reads; runKey its report's key.
 	run                         lake.Digest
 	runKey                      string
@@ -217,7 +223,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		}
 	}
 	gate := strings.TrimSpace(o.QualityGate)
-	recs, err := l.IngestRecords(ctx, job)
+	recs, retracted, err := countedIngests(ctx, l, job)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +232,10 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	h := lake.NewFieldHasher().AddString("reconcile/v1").AddString(m.JobKey)
 	for _, r := range recs {
 		h.AddString(r.Channel + ":" + r.Raw.Hex())
+	}
+	for _, raw := range retracted {
+		// Only with retractions, so runs without any keep their identity.
+		h.AddString("retracted:" + raw)
 	}
 	h.AddString(strconv.Itoa(o.MaxAttempts)).AddString(rules.String()).AddString(gate).AddString(o.Prices.Digest.Hex())
 	if o.OutputSchema != nil {
@@ -253,7 +263,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	for _, s := range totals.identity {
 		h.AddString(s)
 	}
-	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, run: h.Sum(), prior: prior, totals: totals}
+	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, retracted: retracted, run: h.Sum(), prior: prior, totals: totals}
 	in.runKey = lake.ReportKey(job, in.run)
 	for _, r := range recs {
 		if r.AttemptsFile != "" {
@@ -300,10 +310,37 @@ func (in *runInputs) newReport(o Options) *Report {
 			rep.Files.Error = append(rep.Files.Error, r.Raw.Hex())
 		}
 	}
+	rep.Files.Retracted = in.retracted
 	if o.OutputSchema != nil {
 		rep.OutputSchema = o.OutputSchema.Digest.Hex()
 	}
 	return rep
+}
+
+// countedIngests returns the job's ingest records that count: all but those
+// of retracted raw files, which it returns apart (sorted digests). Their
+// lines stay in the lake, but no reconcile reads them.
+func countedIngests(ctx context.Context, l *lake.Lake, job lake.Digest) ([]lake.IngestRecord, []string, error) {
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	gone, err := l.Retractions(ctx, job)
+	if err != nil || len(gone) == 0 {
+		return recs, nil, err
+	}
+	kept := recs[:0]
+	for _, r := range recs {
+		if _, ok := gone[r.Raw]; !ok {
+			kept = append(kept, r)
+		}
+	}
+	retracted := make([]string, 0, len(gone))
+	for d := range gone {
+		retracted = append(retracted, d.Hex())
+	}
+	sort.Strings(retracted)
+	return kept, retracted, nil
 }
 
 // stage loads the run's sources (only partition p's records and lines, when

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,21 +13,37 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 func ingestCmd(ctx context.Context, g *globals) *cobra.Command {
-	var job, output, errs, providerJobID, shard, summary string
+	var job, output, errs, providerJobID, shard, summary, retract, reason string
+	var minMatch float64
+	var force bool
 	c := &cobra.Command{
 		Use:   "ingest",
 		Short: "Archive and normalise provider output and error files of a job submitted elsewhere",
 		Long: `ingest archives each file raw and content-addressed, normalises every line into
 attempt rows (matched to records by custom id, never by line number) and
 quarantines lines it cannot read, with their raw bytes and line numbers.
-Ingesting the same file again changes nothing.`,
+Ingesting the same file again changes nothing.
+
+A file whose lines mostly carry ids the job does not expect (fewer than
+--min-match of its first 10,000 lines with an id) is refused with exit 2 and
+nothing written, naming the lake's job whose ids it carries, if any; --force
+ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
+the report's files, the attempts' raw_sha256) no longer counts for the job;
+it stays archived.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output == "" && errs == "" {
-				return &ingest.UsageError{Msg: "ingest: give --output and/or --errors"}
+			if retract != "" && (output != "" || errs != "" || summary != "") {
+				return &ingest.UsageError{Msg: "ingest: --retract undoes an ingest; give it without --output, --errors and --summary"}
+			}
+			if retract == "" && output == "" && errs == "" {
+				return &ingest.UsageError{Msg: "ingest: give --output and/or --errors (or --retract SHA256)"}
+			}
+			if minMatch < 0 || minMatch > 1 {
+				return &ingest.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
 			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
@@ -39,6 +57,15 @@ Ingesting the same file again changes nothing.`,
 			if err != nil {
 				return err
 			}
+			if retract != "" {
+				res, err := ingest.Retract(ctx, l, m, retract, reason, time.Now())
+				if err != nil {
+					return err
+				}
+				g.log.Info(res.Message, "job", m.JobKey[:12], "raw_sha256", res.RawSHA256, "file", res.FileName, "channels", res.Channels)
+				printJSON(g.stdout, res)
+				return nil
+			}
 			if shard != "" {
 				if _, ok := m.Shard(shard); !ok {
 					return &ingest.UsageError{Msg: "ingest: --shard " + shard + " is not a shard of this job"}
@@ -49,7 +76,18 @@ Ingesting the same file again changes nothing.`,
 				Files   []ingest.FileResult  `json:"files"`
 				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
-			for _, f := range []struct{ path, channel string }{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}} {
+			files := []resultFile{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
+			if !force && minMatch > 0 {
+				// Every file is checked before any is written.
+				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
+					return err
+				}
+			}
+			retracted, err := l.Retractions(ctx, d)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
 				if f.path == "" {
 					continue
 				}
@@ -62,6 +100,11 @@ Ingesting the same file again changes nothing.`,
 				msg := "ingested"
 				if !fr.Created {
 					msg = "already ingested: nothing new written"
+				}
+				if raw, err := lake.ParseDigest(fr.RawSHA256); err == nil {
+					if _, gone := retracted[raw]; gone {
+						msg = "already ingested and retracted from this job: it does not count (a retraction is final)"
+					}
 				}
 				g.log.Info(msg, "file", fr.File, "channel", fr.Channel, "lines", fr.Lines, "quarantined", fr.Quarantined)
 				res.Files = append(res.Files, fr)
@@ -89,7 +132,90 @@ Ingesting the same file again changes nothing.`,
 	f.StringVar(&providerJobID, "provider-job-id", "", "the provider's batch id, recorded on every row")
 	f.StringVar(&shard, "shard", "", "the shard these files belong to (optional: lines are matched by id)")
 	f.StringVar(&summary, "summary", "", "Bedrock manifest.json.out: archived and cross-checked against the result lines")
+	f.Float64Var(&minMatch, "min-match", 0.5, "refuse a file unless at least this fraction of its first 10,000 lines with an id carry ids of the job (0: no check)")
+	f.BoolVar(&force, "force", false, "ingest a file the --min-match check refuses")
+	f.StringVar(&retract, "retract", "", "the sha256 of a file ingested into --job: from now on it does not count for the job (it stays archived)")
+	f.StringVar(&reason, "reason", "", "with --retract: why, recorded in the retraction")
 	return c
+}
+
+// resultFile is a provider file given to ingest and its channel.
+type resultFile struct{ path, channel string }
+
+// checkIDs refuses (exit 2, nothing written) the first result file whose
+// sampled lines mostly carry ids the job does not expect, naming the lake's
+// job whose ids they are, if one is found.
+func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, files []resultFile, minMatch float64) error {
+	var e *reconcile.Engine
+	defer func() {
+		if e != nil {
+			e.Close()
+		}
+	}()
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		s, err := ingest.SampleIDs(f.path, m.Provider, f.channel, ingest.SampleLines)
+		if err != nil {
+			return err
+		}
+		if len(s.IDs) == 0 {
+			continue // no id to judge by: its lines go to quarantine as usual
+		}
+		if e == nil {
+			if e, err = reconcile.OpenEngine(l, g.engineOptions()); err != nil {
+				return err
+			}
+		}
+		if err := checkSample(ctx, e, l, m, f, s, minMatch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSample refuses one file's sample unless at least minMatch of its ids
+// are the job's. A file already ingested into the job passes: ingesting it
+// again writes nothing.
+func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, minMatch float64) error {
+	own, err := e.MatchIDs(ctx, m, s.IDs)
+	if err != nil {
+		return err
+	}
+	if float64(own) >= minMatch*float64(len(s.IDs)) {
+		return nil
+	}
+	job, _ := lake.ParseDigest(m.JobKey)
+	raw, _, err := lake.HashFile(f.path)
+	if err != nil {
+		return &ingest.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+	}
+	if ok, err := l.Exists(ctx, lake.IngestKey(job, f.channel, raw)); err != nil || ok {
+		return err
+	}
+	read := fmt.Sprintf("its %d lines with an id", len(s.IDs))
+	if !s.Whole {
+		read = fmt.Sprintf("the %d lines with an id among its first %d", len(s.IDs), s.Lines)
+	}
+	msg := fmt.Sprintf("ingest %s: only %d of %s carry an id of job %s (--min-match %g wants at least %d)",
+		s.File, own, read, m.JobKey, minMatch, int64(math.Ceil(minMatch*float64(len(s.IDs)))))
+	likely, err := e.LikelyJob(ctx, m, s.IDs)
+	if err != nil {
+		return err
+	}
+	switch {
+	case likely.JobKey != "":
+		msg += fmt.Sprintf("; %d of them are ids of job %s (tenant %s): is this that job's file? Then run ingest --job %s",
+			likely.Lines, likely.JobKey, likely.Tenant, likely.JobKey)
+	case likely.Bounded:
+		msg += fmt.Sprintf("; none is an id of the %d other jobs searched (the newest; the lake has more)", likely.Searched)
+	case likely.Searched == 0:
+		msg += "; the lake has no other job to compare with"
+	default:
+		msg += fmt.Sprintf("; none is an id of the lake's %d other job(s) either", likely.Searched)
+	}
+	return &ingest.UsageError{Msg: msg + ". Nothing was written; --force ingests it into this job anyway"}
 }
 
 // checkBedrockSummary archives a manifest.json.out content-addressed and

@@ -140,7 +140,7 @@ func (b *box) contained() {
 	entries, _ := os.ReadDir(b.lake)
 	for _, e := range entries {
 		switch e.Name() {
-		case "objects", "tables", "manifests", "ingests", "reports", "ledger":
+		case "objects", "tables", "manifests", "ingests", "reports", "ledger", "partitions", "retractions":
 		default:
 			b.t.Errorf("unexpected top-level name in the lake: %s", e.Name())
 		}

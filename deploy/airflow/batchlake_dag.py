@@ -3,8 +3,11 @@ mapping and keyed on batchlake's exit codes (README "Exit codes").
 
 plan -> submit (re-run while it exits 75) -> status (sensor: poke while 75)
 -> collect, one mapped task per shard -> reconcile --partition k/n, one mapped
-task per partition -> reconcile --merge (0 done, 10 retry, 11 alert) -> retry
--> this DAG again for the child job (conf {"job": <child job key>}).
+task per partition -> reconcile --merge -> retry, when the report's
+retry_records > 0 (after exit 10, and after exit 11 too) -> this DAG again for
+the child job (conf {"job": <child job key>}); beside it, on exit 11, an alert
+task that fails (the DAG run ends failed, for a person to review the unknown or
+duplicate ids) without holding back the retry.
 
 Every step prints one JSON object on stdout and is idempotent and write-once
 in the lake, so Airflow may retry any task; a shard or partition that runs
@@ -32,6 +35,29 @@ COLLECT = f"batchlake collect --lake {LAKE} --job {JOB} --provider {PROVIDER} --
 def lake() -> str:
     """The lake URL, for Python tasks (Jinja renders only templated fields)."""
     return Variable.get("batchlake_lake")
+
+
+def after_merge(returncode: int, stdout: str) -> dict:
+    """What the round does after batchlake reconcile --merge (README "Exit codes").
+
+    Pure (no Airflow), so it can be tested on its own. Returns
+    {"retry": run retry and the child's round, "alert": fail the alert task,
+    "rerun": run the merge again (Airflow retries), "fail": a person fixes input}.
+    The retry follows the report's retry_records, never the exit code alone:
+    exit 11 wins over 10, and its retry shard must not be lost.
+    """
+    decision = {"retry": False, "alert": False, "rerun": False, "fail": False}
+    if returncode in (0, 10, 11):
+        report = json.loads(stdout)
+        if not isinstance(report.get("retry_records"), int):
+            raise ValueError("batchlake reconcile: the report has no retry_records")
+        decision["retry"] = report["retry_records"] > 0
+        decision["alert"] = returncode == 11
+    elif returncode == 2:
+        decision["fail"] = True  # a partition missing or made with other flags
+    else:
+        decision["rerun"] = True  # 1 or 75
+    return decision
 
 
 @dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1), catchup=False,
@@ -97,29 +123,40 @@ def batchlake_job():
     parts = reconcile_partition.partial(j=job).expand(part=partitions())
 
     @task(retries=3)
-    def merge(j: str, params=None) -> str:
+    def merge(j: str, params=None) -> dict:
         p = subprocess.run(["batchlake", "reconcile", "--lake", lake(), "--job", j, "--merge",
                             "--partitions", str(params["partitions"]), "--max-attempts", "3", "--log-format", "json"],
                            capture_output=True, text=True)
-        if p.returncode == 11:
-            raise AirflowFailException(f"batchlake: job {j} has unknown or duplicate ids: review")
-        if p.returncode == 0:
-            raise AirflowSkipException("job COMPLETED: nothing to retry")
-        if p.returncode == 2:
-            raise AirflowFailException(p.stderr)  # a partition missing or made with other flags
-        if p.returncode != 10:
-            raise RuntimeError(p.stderr)  # 1 or 75: Airflow retries
-        return j
+        d = after_merge(p.returncode, p.stdout)
+        if d["fail"]:
+            raise AirflowFailException(p.stderr)
+        if d["rerun"]:
+            raise RuntimeError(p.stderr)  # Airflow retries
+        d["job"], d["report"] = j, json.loads(p.stdout).get("report", "")
+        return d
+
+    # Exit 11: the task fails, so the DAG run ends failed and Airflow's failure
+    # notifications (email, on_failure_callback) reach a person. Nothing depends
+    # on it: the retry below runs all the same.
+    @task
+    def alert(d: dict) -> None:
+        if not d["alert"]:
+            raise AirflowSkipException("no unknown or duplicate ids")
+        raise AirflowFailException(f"batchlake: job {d['job']} has unknown or duplicate ids: review "
+                                   f"(report {d['report']}); its retry shard is retried all the same")
 
     @task
-    def retry(j: str) -> str:
-        out = subprocess.run(["batchlake", "retry", "--lake", lake(), "--job", j, "--log-format", "json"],
+    def retry(d: dict) -> str:
+        if not d["retry"]:
+            raise AirflowSkipException("nothing to retry")
+        out = subprocess.run(["batchlake", "retry", "--lake", lake(), "--job", d["job"], "--log-format", "json"],
                              capture_output=True, text=True, check=True).stdout
         return json.loads(out)["child"]["job_key"]
 
     merged = merge(job)
     child = retry(merged)
-    # The child is a new job: run this DAG again for it.
+    alert(merged)
+    # The child is a new job: run this DAG again for it (skipped with retry).
     next_round = TriggerDagRunOperator(
         task_id="next_round", trigger_dag_id="batchlake_job",
         conf={"job": "{{ ti.xcom_pull(task_ids='retry') }}", "partitions": "{{ params.partitions }}"})

@@ -1,0 +1,170 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+
+	"github.com/parquet-go/parquet-go"
+	"gocloud.dev/blob"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// Bounds of the search for the job a refused result file belongs to
+// (LikelyJob): it runs only when ingest refuses a file, lists the expected
+// tables' keys and reads only the custom_id and job_key columns of those it
+// picks. Variables so that a test can lower them.
+var (
+	likelyMaxJobs        = 64
+	likelyMaxBytes int64 = 256 << 20
+)
+
+// IDMatch is how many lines of an id sample carry the ids of one job.
+type IDMatch struct {
+	JobKey string `json:"job_key"`
+	Tenant string `json:"tenant"`
+	Lines  int64  `json:"lines"`
+	// Searched is how many other jobs LikelyJob compared the sample with,
+	// Bounded whether it left some out (see likelyMaxJobs, likelyMaxBytes).
+	Searched int  `json:"searched_jobs"`
+	Bounded  bool `json:"bounded"`
+}
+
+type sampleRow struct {
+	CustomID string `parquet:"custom_id"`
+}
+
+// matchIDs counts the sample's lines whose id is an expected custom_id, per
+// job of the given expected-table files.
+func (e *Engine) matchIDs(ctx context.Context, ids []string, expectedKeys []string) ([]IDMatch, error) {
+	rows := make([]sampleRow, len(ids))
+	for i, id := range ids {
+		rows[i].CustomID = id
+	}
+	sample := filepath.Join(e.tmp, "id-sample.parquet")
+	if err := parquet.WriteFile(sample, rows); err != nil {
+		return nil, fmt.Errorf("id sample: %w", err)
+	}
+	expected, err := LocalFiles[lake.ExpectedRow](ctx, e, expectedKeys)
+	if err != nil {
+		return nil, err
+	}
+	q, err := e.QueryFile(ctx, "ingest_match.sql", map[string]string{"Sample": quote(sample), "Expected": sqlList(expected)})
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	var out []IDMatch
+	for q.Next() {
+		var m IDMatch
+		if err := q.Scan(&m.JobKey, &m.Lines); err != nil {
+			return nil, fmt.Errorf("sql ingest_match.sql: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, q.Err()
+}
+
+// MatchIDs is how many of the sample's lines carry a custom_id of job m.
+func (e *Engine) MatchIDs(ctx context.Context, m *lake.Manifest, ids []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	got, err := e.matchIDs(ctx, ids, m.ExpectedFiles)
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range got {
+		if g.JobKey == m.JobKey {
+			return g.Lines, nil
+		}
+	}
+	return 0, nil
+}
+
+// LikelyJob looks for the job whose ids the sample carries, among the lake's
+// other jobs: the same tenant's first, newest first, at most likelyMaxJobs
+// jobs and likelyMaxBytes of expected tables. It returns the job with the
+// most matching lines (nil if none matches), with how far it searched.
+func (e *Engine) LikelyJob(ctx context.Context, m *lake.Manifest, ids []string) (*IDMatch, error) {
+	type cand struct {
+		job    lake.Digest
+		tenant string
+		keys   []string
+		bytes  int64
+		newest int64
+	}
+	byJob := map[lake.Digest]*cand{}
+	it := e.lake.Bucket.List(&blob.ListOptions{Prefix: lake.TablePrefix("expected")})
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list expected tables: %w", err)
+		}
+		table, tenant, job, _, ok := lake.ParseTableFileKey(o.Key)
+		if !ok || table != "expected" || job.Hex() == m.JobKey {
+			continue
+		}
+		c := byJob[job]
+		if c == nil {
+			c = &cand{job: job, tenant: tenant}
+			byJob[job] = c
+		}
+		c.keys = append(c.keys, o.Key)
+		c.bytes += o.Size
+		c.newest = max(c.newest, o.ModTime.UnixNano())
+	}
+	cands := make([]*cand, 0, len(byJob))
+	for _, c := range byJob {
+		cands = append(cands, c)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if (a.tenant == m.Tenant) != (b.tenant == m.Tenant) {
+			return a.tenant == m.Tenant
+		}
+		if a.newest != b.newest {
+			return a.newest > b.newest
+		}
+		return a.job.Hex() < b.job.Hex()
+	})
+	var keys []string
+	tenants := map[string]string{}
+	var total int64
+	searched := 0
+	for _, c := range cands {
+		if searched == likelyMaxJobs || total+c.bytes > likelyMaxBytes {
+			break
+		}
+		keys = append(keys, c.keys...)
+		tenants[c.job.Hex()] = c.tenant
+		total += c.bytes
+		searched++
+	}
+	res := &IDMatch{Searched: searched, Bounded: searched < len(cands)}
+	if len(keys) == 0 || len(ids) == 0 {
+		return res, nil
+	}
+	got, err := e.matchIDs(ctx, ids, keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range got {
+		// An expected file without a manifest is an unfinished plan: no job.
+		d, _ := lake.ParseDigest(g.JobKey)
+		if ok, err := e.lake.Exists(ctx, lake.ManifestKey(d)); err != nil {
+			return nil, err
+		} else if ok {
+			res.JobKey, res.Tenant, res.Lines = g.JobKey, tenants[g.JobKey], g.Lines
+			return res, nil
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,90 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+func TestMatchIDsAndLikelyJob(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// job plans n records with ids prefix-0000…, with a manifest unless orphan.
+	job := func(name, tenant, prefix string, n int, orphan bool) *lake.Manifest {
+		t.Helper()
+		d := lake.Sum([]byte(name))
+		rows := make([]lake.ExpectedRow, n)
+		for i := range rows {
+			rows[i] = lake.ExpectedRow{JobKey: d.Hex(), Tenant: tenant, ShardID: "s0", RecordID: fmt.Sprintf("%s-r%d", name, i),
+				CustomID: fmt.Sprintf("%s-%04d", prefix, i), Attempt: 1}
+		}
+		key, err := lake.WriteTable(ctx, l, dir, "expected", tenant, d, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &lake.Manifest{Version: lake.ManifestVersion, JobKey: d.Hex(), Tenant: tenant, Provider: "openai",
+			ExpectedRecords: int64(n), ExpectedFiles: []string{key}}
+		if !orphan {
+			if _, err := l.PutJSON(ctx, lake.ManifestKey(d), lake.FormatManifest, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // distinct modification times: newest first
+		return m
+	}
+	target := job("target", "acme", "t", 10, false)
+	a := job("a", "acme", "a", 10, false)
+	job("orphan", "acme", "a", 10, true) // the same ids, but its plan never committed
+	job("globex", "globex", "a", 3, false)
+	ids := []string{"a-0000", "a-0001", "a-0002", "a-0003", "t-0000", "zzz"}
+
+	e, err := OpenEngine(l, EngineOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if own, err := e.MatchIDs(ctx, target, ids); err != nil || own != 1 {
+		t.Errorf("MatchIDs = %d, %v; want 1 (t-0000)", own, err)
+	}
+	if own, err := e.MatchIDs(ctx, a, ids); err != nil || own != 4 {
+		t.Errorf("MatchIDs of job a = %d, %v; want 4", own, err)
+	}
+	tests := []struct {
+		name     string
+		maxJobs  int
+		maxBytes int64
+		job      string
+		lines    int64
+		searched int
+		bounded  bool
+	}{
+		{"the job with the most matching lines, not an orphan plan", 64, 256 << 20, a.JobKey, 4, 3, false},
+		{"bounded to one job: the newest of the tenant, an orphan plan", 1, 256 << 20, "", 0, 1, true},
+		{"bounded by bytes", 64, 1, "", 0, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(j int, b int64) { likelyMaxJobs, likelyMaxBytes = j, b }(likelyMaxJobs, likelyMaxBytes)
+			likelyMaxJobs, likelyMaxBytes = tc.maxJobs, tc.maxBytes
+			got, err := e.LikelyJob(ctx, target, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.JobKey != tc.job || got.Lines != tc.lines || got.Searched != tc.searched || got.Bounded != tc.bounded {
+				t.Errorf("LikelyJob = %+v; want job %q, %d lines, %d searched, bounded %v", got, tc.job, tc.lines, tc.searched, tc.bounded)
+			}
+			if got.JobKey != "" && got.Tenant != "acme" {
+				t.Errorf("tenant %q, want acme", got.Tenant)
+			}
+		})
+	}
+}
