@@ -542,22 +542,9 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	g := lake.NewLedger(l, "")
-	var key string
-	var at time.Time
-	for _, s := range m.Shards {
-		evs, err := g.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
-		for _, ev := range evs {
-			if k := ev.Detail["report"]; k != "" && !ev.At.Before(at) {
-				key, at = k, ev.At
-			}
-		}
-	}
-	if key == "" {
-		return nil, fmt.Errorf("job %s has not been reconciled: %w", job.Hex(), lake.ErrNotFound)
+	key, err := lake.LatestReportKey(ctx, l, m)
+	if err != nil {
+		return nil, err
 	}
 	var r Report
 	if err := l.GetJSON(ctx, key, lake.FormatReport, &r); err != nil {

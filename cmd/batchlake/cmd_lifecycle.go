@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,8 +27,19 @@ type providerFlags struct {
 	bedrock bedrockFlags
 }
 
+// providerHelp names the providers and where their credentials come from.
+const providerHelp = "sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), gemini (GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)"
+
+// register adds the provider flags. Without a default (submit, status,
+// collect, cancel) the provider is the job's, from its manifest, and a
+// --provider given must name it; run plans the job, so its --provider is
+// the one the job is planned for.
 func (p *providerFlags) register(c *cobra.Command, def string) {
-	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), gemini (GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)")
+	help := "the job's provider, checked against the one it was planned for (default: that one, from the job's manifest; another is exit 2): " + providerHelp
+	if def != "" {
+		help = "provider to plan the job for and talk to: " + providerHelp
+	}
+	c.Flags().StringVar(&p.target, "provider", def, help)
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
 	p.bedrock.register(c)
@@ -45,6 +57,18 @@ func envInt64(k string, def int64) int64 {
 		return v
 	}
 	return def
+}
+
+// driverFor builds the lifecycle driver for a job: its provider is the one
+// in the manifest; a --provider given must agree.
+func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.Driver, error) {
+	if p.target != "" && p.target != m.Provider {
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
+			p.target, m.JobKey, m.Provider, m.Provider)}
+	}
+	q := *p
+	q.target = m.Provider
+	return q.driver(g, l)
 }
 
 // driver builds the lifecycle driver for a target provider.
@@ -100,7 +124,14 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				return err
 			}
 			defer l.Close()
-			drv, err := pf.driver(g, l)
+			m, err := l.GetManifest(ctx, d)
+			if errors.Is(err, lake.ErrNotFound) {
+				return &ingest.UsageError{Msg: fmt.Sprintf("%s: no job %s in lake %s (run plan first)", use, d.Hex(), l.URL)}
+			}
+			if err != nil {
+				return err
+			}
+			drv, err := pf.driverFor(g, l, m)
 			if err != nil {
 				return err
 			}
@@ -141,7 +172,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	if use == "collect" {
 		c.Flags().StringVar(&shard, "shard", "", "collect only this shard (to collect shards in parallel)")
 	}
-	pf.register(c, "sim")
+	pf.register(c, "")
 	return c
 }
 
