@@ -107,6 +107,19 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
 }
 
+const jobProviderHelp = `The provider is the job's: the one plan recorded in its manifest (plan
+--provider). --provider may be left out; one that names another provider is
+exit 2 and nothing is sent. The simulator (sim) serves only jobs planned with
+--provider sim. A shard bound to a batch of another provider (an older
+version's default) is exit 2 for submit, status and collect; cancel closes
+such shards in the ledger without calling any provider, then plan the records
+again as a new job.`
+
+const submitChildHelp = `A retry child that a newer retry of its parent superseded is exit 2 naming
+the newer child; so is a child with records whose latest state is succeeded
+(in its parent's newest reconcile or a sibling's): run retry on the parent
+again.`
+
 // lifecycleCmd builds submit, status, collect and cancel, which share their shape.
 func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(context.Context, *lifecycle.Driver, lake.Digest, bool) (*lifecycle.Result, error), pendingCode int) *cobra.Command {
 	var job string
@@ -114,9 +127,14 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var wait bool
 	var poll time.Duration
 	var shard string
+	long := short + ".\n\n" + jobProviderHelp
+	if use == "submit" {
+		long += "\n\n" + submitChildHelp
+	}
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
