@@ -21,7 +21,7 @@ provider and ready to submit. Records that a retry of the same parent (an
 earlier child, or its children) already did are left out (already_succeeded).
 The child supersedes the parent's older children that were not submitted yet:
 their shards move to CANCELLED (detail superseded_by) and submit refuses them.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
