@@ -34,7 +34,8 @@ type RetryResult struct {
 	Message        string   `json:"message"`
 }
 
-func mustDigest(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
+// childDigest parses a job key plan just made.
+func childDigest(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
 
 // Retry turns the retry shards of a job's latest report into a child job:
 // attempt n+1, the same record ids, new custom ids, lineage kept. Running it
@@ -158,7 +159,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 	}
 	// The child's manifest holds the time that counts (a child planned
 	// before keeps its own).
-	cm, err := l.GetManifest(ctx, mustDigest(child.JobKey))
+	cm, err := l.GetManifest(ctx, childDigest(child.JobKey))
 	if err != nil {
 		return nil, err
 	}
