@@ -49,7 +49,10 @@ func writeWithout(w io.Writer, shard []byte, f ingest.Format, lineage map[string
 		if _, ok := done[lineage[rec.CustomID].RecordID]; ok {
 			continue
 		}
-		if _, err := w.Write(append(sc.Bytes(), '\n')); err != nil {
+		if _, err := w.Write(sc.Bytes()); err != nil {
+			return kept, err
+		}
+		if _, err := w.Write([]byte{'\n'}); err != nil {
 			return kept, err
 		}
 		kept++
