@@ -48,14 +48,18 @@ var formats = map[string]Format{}
 // Register adds a provider format; called from init functions.
 func Register(f Format) { formats[f.Name()] = f }
 
+// SimProvider is the built-in simulator's provider name. Its jobs use
+// OpenAI's file format; their manifests say sim.
+const SimProvider = "sim"
+
 // FormatFor returns the format of a provider.
 func FormatFor(provider string) (Format, error) {
-	if provider == "sim" {
+	if provider == SimProvider {
 		provider = "openai" // the simulator speaks OpenAI's batch format
 	}
 	f, ok := formats[provider]
 	if !ok {
-		names := make([]string, 0, len(formats))
+		names := []string{SimProvider}
 		for n := range formats {
 			names = append(names, n)
 		}

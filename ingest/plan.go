@@ -361,6 +361,15 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		// A child job's records may equal another job's; its parent makes it distinct.
 		dataset += "#retry-of=" + o.ParentJobKey
 	}
+	provider := f.Name()
+	if o.Provider == SimProvider {
+		// The simulator speaks OpenAI's format, but a simulated job is never
+		// the real job of the same records: it has a key of its own, and its
+		// manifest says sim, so no step can mix simulated results into a job
+		// planned for a real provider (or the other way round).
+		provider = SimProvider
+		dataset += "#provider=" + SimProvider
+	}
 	job := lake.HashFields(o.Tenant, dataset, inputHash.Hex(), model, o.PromptVersion, genCfg)
 	var fileDigest lake.Digest
 	fileHash.Sum(fileDigest[:0])
@@ -405,7 +414,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	}
 
 	m := &lake.Manifest{
-		Version: lake.ManifestVersion, JobKey: job.Hex(), Tenant: o.Tenant, Provider: f.Name(), Model: model,
+		Version: lake.ManifestVersion, JobKey: job.Hex(), Tenant: o.Tenant, Provider: provider, Model: model,
 		Endpoint: endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
 		KeyField: o.KeyField, GenerationConfigHash: genCfg, ModelConfigHashes: cfgList, InputSHA256: inputHash.Hex(),
 		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: recs.n, Attempt: o.Attempt,

@@ -36,8 +36,9 @@ type Estimate struct {
 // effective_from at or before t (as prices.sql does for lines).
 func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
 	var best *Price
-	for i := range t.Rows {
-		p := &t.Rows[i]
+	rows := t.priced()
+	for i := range rows {
+		p := &rows[i]
 		if p.Provider != provider || !strings.HasPrefix(model, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
 			continue
 		}

@@ -88,6 +88,9 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := p.Valid(); err != nil {
 		return nil, &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
 	}
+	if o.AllowRunning {
+		return nil, errAllowRunningPartition
+	}
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
@@ -216,12 +219,15 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	if n < 0 || n > lake.MaxPartitions {
 		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
 	}
+	if o.AllowRunning {
+		return nil, errAllowRunningPartition
+	}
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
 	}
 	g := lake.NewLedger(l, o.Actor)
-	if stored, err := storedReport(ctx, l, g, in.m, in.runKey); stored != nil || err != nil {
+	if stored, err := storedReport(ctx, l, g, in.m, in.runKey, nil); stored != nil || err != nil {
 		if err != nil {
 			return nil, err
 		}

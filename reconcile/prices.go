@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,6 +42,26 @@ type PriceTable struct {
 	Rows   []Price
 	Digest lake.Digest
 	Name   string
+}
+
+// priced is the table's rows as lines are priced by: a table without rows
+// for the simulator (provider sim) prices its lines as OpenAI's, the
+// provider whose models and file format it imitates, so a simulated job's
+// costs read like the real job's would.
+func (t *PriceTable) priced() []Price {
+	for _, p := range t.Rows {
+		if p.Provider == ingest.SimProvider {
+			return t.Rows
+		}
+	}
+	out := slices.Clone(t.Rows)
+	for _, p := range t.Rows {
+		if p.Provider == "openai" {
+			p.Provider = ingest.SimProvider
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 var priceColumns = []string{"provider", "model", "input_usd_per_mtok", "cached_input_usd_per_mtok", "output_usd_per_mtok", "batch_multiplier"}
@@ -151,7 +172,7 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 	if err := e.ExecFile(ctx, "prices.sql", nil); err != nil {
 		return err
 	}
-	for _, p := range t.Rows {
+	for _, p := range t.priced() {
 		from := "NULL"
 		if !p.EffectiveFrom.IsZero() {
 			from = quote(p.EffectiveFrom.Format(timestampSQL))

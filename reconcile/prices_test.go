@@ -149,3 +149,29 @@ func TestPriceChangeBetweenAttempts(t *testing.T) {
 		t.Errorf("costs %q, want %q", lines, want)
 	}
 }
+
+// TestSimPricedAsOpenAI: the simulator's lines are priced by the table's
+// openai rows, unless the table has rows of its own for provider sim.
+func TestSimPricedAsOpenAI(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	const model = "gpt-4o-mini-2024-07-18"
+	shipped, err := LoadPrices("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, sim := shipped.PriceFor("openai", model, at), shipped.PriceFor("sim", model, at)
+	if open == nil || sim == nil || sim.Input.Cmp(open.Input) != 0 || sim.Output.Cmp(open.Output) != 0 || sim.Multiply.Cmp(open.Multiply) != 0 {
+		t.Fatalf("shipped table: sim %+v, openai %+v; want OpenAI's price for the simulator", sim, open)
+	}
+	own, err := LoadPrices("own.csv", []byte("provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier\n"+
+		"openai,gpt-4o-mini,0.15,0.075,0.60,0.5\nsim,gpt-4o-mini,0,0,0,1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := own.PriceFor("sim", model, at); p == nil || p.Input.Sign() != 0 || p.Output.Sign() != 0 {
+		t.Errorf("a table with sim rows: sim priced %+v, want its own zero row", p)
+	}
+	if p := own.PriceFor("anthropic", model, at); p != nil {
+		t.Errorf("anthropic priced by %+v, want no row", p)
+	}
+}

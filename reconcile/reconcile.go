@@ -38,6 +38,12 @@ type Options struct {
 	// child may be submitted at the earliest (recorded in the report, then
 	// in the child's manifest; submit refuses before it with exit 75).
 	RetryNotBefore time.Duration
+	// AllowRunning reconciles a job whose batches are not all finished
+	// (inFlight): what has arrived is classified, but no missing record is
+	// retried or sent to the manual queue (disposition pending), and the
+	// shards in flight are left to status and collect (no ledger event).
+	// Without it such a job is refused with lake.ErrNotYet (exit 75).
+	AllowRunning bool
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
@@ -132,7 +138,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	}
 	m, runKey := in.m, in.runKey
 	g := lake.NewLedger(l, o.Actor)
-	if stored, err := storedReport(ctx, l, g, m, runKey); stored != nil || err != nil {
+	if stored, err := storedReport(ctx, l, g, m, runKey, in.held); stored != nil || err != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +162,9 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledger, in *runInputs, o Options, rep *Report) (*Report, error) {
 	m, job, runKey := in.m, in.job, in.runKey
 	for _, s := range m.Shards {
+		if in.held[s.ShardID] {
+			continue // its batch is still in flight: status and collect go on with it
+		}
 		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
 			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 		}
@@ -165,11 +174,13 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 	if err != nil {
 		// Give the lease back so the next run need not wait for it to expire.
 		for _, s := range m.Shards {
-			g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
+			if !in.held[s.ShardID] {
+				g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
+			}
 		}
 		return nil, err
 	}
-	if err := finishLedger(ctx, g, m, rep); err != nil {
+	if err := finishLedger(ctx, g, m, rep, in.held); err != nil {
 		return nil, err
 	}
 	return rep, writeOut(ctx, l, o.OutDir, rep)
@@ -192,6 +203,9 @@ type runInputs struct {
 	// the provider's own totals to cross-check (totals.go).
 	prior  *priorLines
 	totals *providerSources
+	// held are the shards in flight that reconcile --allow-running leaves
+	// alone in the ledger; their missing records are held (pending).
+	held map[string]bool
 }
 
 // prepare checks the options, fills in defaults and computes the run's identity.
@@ -256,14 +270,32 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	if o.RetryNotBefore > 0 {
 		h.AddString("retry-not-before:" + o.RetryNotBefore.String())
 	}
-	totals, err := gatherTotals(ctx, l, lake.NewLedger(l, o.Actor), m, recs)
+	g := lake.NewLedger(l, o.Actor)
+	flight, err := inFlight(ctx, g, m)
+	if err != nil {
+		return nil, err
+	}
+	var held map[string]bool
+	if len(flight) > 0 {
+		if !o.AllowRunning {
+			return nil, notYetError(m, flight)
+		}
+		// Only when batches are in flight does --allow-running change the
+		// result, so only then is it part of the run's identity.
+		h.AddString("allow-running:" + strings.Join(flight, ","))
+		held = map[string]bool{}
+		for _, s := range flight {
+			held[s] = true
+		}
+	}
+	totals, err := gatherTotals(ctx, l, g, m, recs)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range totals.identity {
 		h.AddString(s)
 	}
-	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, retracted: retracted, run: h.Sum(), prior: prior, totals: totals}
+	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, retracted: retracted, run: h.Sum(), prior: prior, totals: totals, held: held}
 	in.runKey = lake.ReportKey(job, in.run)
 	for _, r := range recs {
 		if r.AttemptsFile != "" {
@@ -278,11 +310,11 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 
 // storedReport returns the report of a run that already committed (with
 // Unchanged set, the ledger finished), or nil.
-func storedReport(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, runKey string) (*Report, error) {
+func storedReport(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, runKey string, held map[string]bool) (*Report, error) {
 	var stored Report
 	if err := l.GetJSON(ctx, runKey, lake.FormatReport, &stored); err == nil {
 		stored.Unchanged = true
-		if err := finishLedger(ctx, g, m, &stored); err != nil {
+		if err := finishLedger(ctx, g, m, &stored, held); err != nil {
 			return nil, err
 		}
 		return &stored, nil
@@ -400,6 +432,11 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		if err := classify(ctx, e, gate, o.MaxAttempts, m.ExpectedRecords); err != nil {
 			return nil, err
 		}
+		if len(in.held) > 0 {
+			if err := holdMissing(ctx, e); err != nil {
+				return nil, err
+			}
+		}
 		if err := settle(ctx, e, o.Caps); err != nil {
 			return nil, err
 		}
@@ -510,10 +547,14 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 	return out, rows.Err()
 }
 
-// finishLedger moves every shard still RECONCILING to the report's state.
-func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report) error {
+// finishLedger moves every shard still RECONCILING to the report's state,
+// leaving out the held shards (in flight, reconcile --allow-running).
+func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report, held map[string]bool) error {
 	job, _ := lake.ParseDigest(m.JobKey)
 	for _, s := range m.Shards {
+		if held[s.ShardID] {
+			continue
+		}
 		last, err := g.Last(ctx, job, s.ShardID)
 		if err != nil {
 			return err
@@ -579,22 +620,9 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	g := lake.NewLedger(l, "")
-	var key string
-	var at time.Time
-	for _, s := range m.Shards {
-		evs, err := g.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
-		for _, ev := range evs {
-			if k := ev.Detail["report"]; k != "" && !ev.At.Before(at) {
-				key, at = k, ev.At
-			}
-		}
-	}
-	if key == "" {
-		return nil, fmt.Errorf("job %s has not been reconciled: %w", job.Hex(), lake.ErrNotFound)
+	key, err := lake.LatestReportKey(ctx, l, m)
+	if err != nil {
+		return nil, err
 	}
 	var r Report
 	if err := l.GetJSON(ctx, key, lake.FormatReport, &r); err != nil {

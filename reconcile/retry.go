@@ -23,8 +23,19 @@ type RetryResult struct {
 	Child        *ingest.PlanResult `json:"child,omitempty"`
 	// NotBefore is the earliest time the child may be submitted.
 	NotBefore *time.Time `json:"not_before,omitempty"`
-	Message   string     `json:"message"`
+	// AlreadySucceeded counts the records of the retry set left out of the
+	// child because a retry descendant of the parent already did them.
+	AlreadySucceeded int64 `json:"already_succeeded,omitempty"`
+	// Superseded are older, unsubmitted children of the parent that this
+	// child supersedes (submit refuses them); StillSubmitted older children
+	// that were already sent and are left alone.
+	Superseded     []string `json:"superseded,omitempty"`
+	StillSubmitted []string `json:"older_children_submitted,omitempty"`
+	Message        string   `json:"message"`
 }
+
+// childDigest parses a job key plan just made.
+func childDigest(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
 
 // Retry turns the retry shards of a job's latest report into a child job:
 // attempt n+1, the same record ids, new custom ids, lineage kept. Running it
@@ -69,6 +80,18 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 		}
 		lineage[li.CustomID] = li
 	}
+	fam, err := lake.ReadFamily(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	done, err := succeededInFamily(ctx, l, fam, m.JobKey, lineage)
+	if err != nil {
+		return nil, err
+	}
+	format, err := ingest.FormatFor(m.Provider)
+	if err != nil {
+		return nil, err
+	}
 	// The child's input is the retry shards, concatenated.
 	// A fixed name: the child's manifest records it (input_file_name), so a
 	// random temp name would make every retry's manifest bytes differ.
@@ -92,10 +115,22 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 		if err != nil {
 			return nil, err
 		}
-		w.Write(b)
+		if len(done) == 0 {
+			w.Write(b)
+			continue
+		}
+		// No record whose latest state is succeeded goes into a child.
+		if _, err := writeWithout(w, b, format, lineage, done); err != nil {
+			return nil, fmt.Errorf("retry: %s: %w", k, err)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return nil, err
+	}
+	res.AlreadySucceeded = int64(len(done))
+	if int64(len(done)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+		return res, nil
 	}
 	nb := rep.RetryNotBefore
 	if notBefore > 0 {
@@ -127,19 +162,33 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 	}
 	res.Child = child
 	res.Message = fmt.Sprintf("child job %s: attempt %d for %d records", child.JobKey[:12], m.Attempt+1, child.Records)
+	if len(done) > 0 {
+		res.Message += fmt.Sprintf(" (%d left out: already succeeded in a retry of this job)", len(done))
+	}
 	// The child's manifest holds the time that counts (a child planned
 	// before keeps its own).
-	if cd, err := lake.ParseDigest(child.JobKey); err == nil {
-		if cm, err := l.GetManifest(ctx, cd); err == nil && cm.NotBefore != nil {
-			res.NotBefore = cm.NotBefore
-			res.Message += fmt.Sprintf(", not to be submitted before %s", cm.NotBefore.Format(time.RFC3339))
-		}
+	cm, err := l.GetManifest(ctx, childDigest(child.JobKey))
+	if err != nil {
+		return nil, err
+	}
+	if cm.NotBefore != nil {
+		res.NotBefore = cm.NotBefore
+		res.Message += fmt.Sprintf(", not to be submitted before %s", cm.NotBefore.Format(time.RFC3339))
 	}
 	if !child.Created {
 		res.Message = "child job already planned: nothing new written"
 	}
 	if child.Held != "" {
 		res.Message += fmt.Sprintf("; held: %s, so submit refuses to send it as a %s batch (exit 2)", child.Held, m.Provider)
+	}
+	if res.Superseded, res.StillSubmitted, err = supersedeOlder(ctx, l, fam, m.JobKey, cm); err != nil {
+		return nil, err
+	}
+	if len(res.Superseded) > 0 {
+		res.Message += fmt.Sprintf("; supersedes %d older unsubmitted child(ren), which submit now refuses", len(res.Superseded))
+	}
+	if len(res.StillSubmitted) > 0 {
+		res.Message += fmt.Sprintf("; %d older child(ren) were already submitted and may hold some of the same records", len(res.StillSubmitted))
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,8 +28,19 @@ type providerFlags struct {
 	bedrock bedrockFlags
 }
 
+// providerHelp names the providers and where their credentials come from.
+const providerHelp = "sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), gemini (GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)"
+
+// register adds the provider flags. Without a default (submit, status,
+// collect, cancel) the provider is the job's, from its manifest, and a
+// --provider given must name it; run plans the job, so its --provider is
+// the one the job is planned for.
 func (p *providerFlags) register(c *cobra.Command, def string) {
-	c.Flags().StringVar(&p.target, "provider", def, "provider to talk to: sim (built-in simulator), openai (OPENAI_API_KEY, OPENAI_BASE_URL), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), gemini (GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL) or bedrock (AWS default chain; --bedrock-*)")
+	help := "the job's provider, checked against the one it was planned for (default: that one, from the job's manifest; another is exit 2): " + providerHelp
+	if def != "" {
+		help = "provider to plan the job for and talk to: " + providerHelp
+	}
+	c.Flags().StringVar(&p.target, "provider", def, help)
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
 	p.bedrock.register(c)
@@ -57,6 +69,18 @@ func envInt64(k string, def int64) int64 {
 		return v
 	}
 	return def
+}
+
+// driverFor builds the lifecycle driver for a job: its provider is the one
+// in the manifest; a --provider given must agree.
+func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.Driver, error) {
+	if p.target != "" && p.target != m.Provider {
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
+			p.target, m.JobKey, m.Provider, m.Provider)}
+	}
+	q := *p
+	q.target = m.Provider
+	return q.driver(g, l)
 }
 
 // driver builds the lifecycle driver for a target provider.
@@ -96,6 +120,19 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
 }
 
+const jobProviderHelp = `The provider is the job's: the one plan recorded in its manifest (plan
+--provider). --provider may be left out; one that names another provider is
+exit 2 and nothing is sent. The simulator (sim) serves only jobs planned with
+--provider sim. A shard bound to a batch of another provider (an older
+version's default) is exit 2 for submit, status and collect; cancel closes
+such shards in the ledger without calling any provider, then plan the records
+again as a new job.`
+
+const submitChildHelp = `A retry child that a newer retry of its parent superseded is exit 2 naming
+the newer child; so is a child with records whose latest state is succeeded
+(in its parent's newest reconcile or a sibling's): run retry on the parent
+again.`
+
 // lifecycleCmd builds submit, status, collect and cancel, which share their shape.
 func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(context.Context, *lifecycle.Driver, lake.Digest, bool) (*lifecycle.Result, error), pendingCode int) *cobra.Command {
 	var job string
@@ -104,9 +141,14 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var poll time.Duration
 	var shard string
 	var belowMin string
+	long := short + ".\n\n" + jobProviderHelp
+	if use == "submit" {
+		long += "\n\n" + submitChildHelp
+	}
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
@@ -114,12 +156,19 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				return err
 			}
 			defer l.Close()
+			m, err := l.GetManifest(ctx, d)
+			if errors.Is(err, lake.ErrNotFound) {
+				return &ingest.UsageError{Msg: fmt.Sprintf("%s: no job %s in lake %s (run plan first)", use, d.Hex(), l.URL)}
+			}
+			if err != nil {
+				return err
+			}
 			if use == "submit" {
 				if err := refuseHeld(ctx, l, d, belowMin); err != nil {
 					return err
 				}
 			}
-			drv, err := pf.driver(g, l)
+			drv, err := pf.driverFor(g, l, m)
 			if err != nil {
 				return err
 			}
@@ -163,7 +212,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	if use == "collect" {
 		c.Flags().StringVar(&shard, "shard", "", "collect only this shard (to collect shards in parallel)")
 	}
-	pf.register(c, "sim")
+	pf.register(c, "")
 	return c
 }
 

@@ -97,7 +97,7 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 		},
 	}
 	registerPlanFlags(c, &o)
-	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai, anthropic, bedrock or gemini")
+	c.Flags().StringVar(&o.Provider, "provider", "openai", "input format: openai, anthropic, bedrock, gemini, or sim (the built-in simulator: OpenAI's format, planned as a job of its own that only the simulator serves)")
 	c.Flags().StringVar(&prices, "prices", "", "price table CSV to price the estimate with (default: the shipped sql/prices.csv)")
 	return c
 }

@@ -81,6 +81,7 @@ func reconcileCmd(ctx context.Context, g *globals) *cobra.Command {
 	var lease time.Duration
 	var merge bool
 	var partitions int
+	var allowRunning bool
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Run the set algebra for a job, write the report, retry shards and costs",
@@ -89,6 +90,16 @@ quality_failed, failed_retryable, failed_permanent, missing), finds unknown and
 duplicate ids, prices every line and writes the report, retry shard(s) with
 lineage and the outcomes and costs tables. Exit 0: COMPLETED; 10: PARTIAL, a
 retry shard was written; 11: unknown or duplicate ids need review.
+
+A job whose tracked batches are not all finished (a shard SUBMITTING,
+SUBMITTED, RUNNING at a provider that has not said completed, failed,
+expired or cancelled, or not sent while others were) exits 75: its records
+would be counted missing and retried while they may still succeed. Run
+status and collect until every batch is terminal, then reconcile.
+--allow-running reconciles what has arrived anyway: no missing record goes
+into a retry shard or the manual queue (disposition pending), and the shards
+in flight stay with status and collect. Jobs whose results were ingested
+from files (no batch tracked) are reconciled as they are.
 
 Past one machine: --partition k/n (0 <= k < n) reconciles only the records
 whose record_id falls in partition k of n, with their result lines, and
@@ -106,7 +117,7 @@ missing or run with other settings or files exits 2 and names it.`,
 			if err != nil {
 				return err
 			}
-			o.OutDir, o.Lease = out, lease
+			o.OutDir, o.Lease, o.AllowRunning = out, lease, allowRunning
 			if partition != "" && (merge || partitions != 0) {
 				return &ingest.UsageError{Msg: "reconcile: --partition runs one partition; --merge (with --partitions) combines them: give one or the other"}
 			}
@@ -159,6 +170,7 @@ missing or run with other settings or files exits 2 and names it.`,
 	c.Flags().StringVar(&partition, "partition", "", "reconcile only partition k/n (0 <= k < n) of the records, by record_id; combine with --merge")
 	c.Flags().BoolVar(&merge, "merge", false, "combine the partition results of this job, files and flags into the report a single reconcile writes")
 	c.Flags().IntVar(&partitions, "partitions", 0, "with --merge: how many partitions to combine (default: found in the lake)")
+	c.Flags().BoolVar(&allowRunning, "allow-running", false, "reconcile although batches of the job are still running (otherwise exit 75): what has arrived is classified, no missing record is retried")
 	rf.register(c)
 	return c
 }

@@ -15,7 +15,13 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
-		Args:  cobra.NoArgs,
+		Long: `retry turns the retry shard(s) of --job's newest reconcile into a child job
+(attempt n+1, the same record ids, lineage kept), planned for the parent's
+provider and ready to submit. Records that a retry of the same parent (an
+earlier child, or its children) already did are left out (already_succeeded).
+The child supersedes the parent's older children that were not submitted yet:
+their shards move to CANCELLED (detail superseded_by) and submit refuses them.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {

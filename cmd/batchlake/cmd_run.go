@@ -69,7 +69,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			}
 			defer l.Close()
 			var drv *lifecycle.Driver
-			if pf.target == "sim" {
+			if pf.target == ingest.SimProvider {
 				// The simulator is the fake OpenAI server, in-process on
 				// loopback, spoken to by the real openai-go adapter.
 				srv := fakeopenai.New(fakeopenai.Options{Seed: pf.simSeed, Faults: fakeopenai.Faults{CreateLost: lostCreates}})
@@ -82,21 +82,24 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: "sim-server", Lease: pf.lease, TmpDir: g.tmpDir}
+				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir}
 				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
 			} else if drv, err = pf.driver(g, l); err != nil {
 				return err
 			}
 			po.TmpDir = g.tmpDir
-			// The simulator speaks OpenAI's format; a real provider its own.
+			// The job is planned for the provider run talks to; with sim it
+			// is a simulated job (OpenAI's file format, a job key of its own).
 			po.Provider = pf.target
-			if pf.target == "sim" {
-				po.Provider = "openai"
-			}
 			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
 			plan, err := ingest.Plan(ctx, l, po)
 			if err != nil {
 				return err
+			}
+			if m, err := l.GetManifest(ctx, mustJob(plan.JobKey)); err != nil {
+				return err
+			} else if m.Provider != drv.Target {
+				return &ingest.UsageError{Msg: fmt.Sprintf("run --provider %s: job %s was already planned for provider %s; a job's steps talk to its own provider", pf.target, m.JobKey, m.Provider)}
 			}
 			g.log.Info("plan: "+plan.Message, "job", plan.JobKey[:12], "records", plan.Records, "shards", len(plan.Shards))
 			res := runResult{JobKey: plan.JobKey, Records: plan.Records}

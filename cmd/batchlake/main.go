@@ -95,6 +95,10 @@ func exitCode(err error) int {
 		// Another worker holds the step or won the same transition a moment
 		// ago (a concurrent reconcile or submit): not an error, try again later.
 		return exitTempFail
+	case errors.Is(err, lake.ErrNotYet):
+		// The step must wait for something else to finish first (reconcile
+		// of a job whose batches are still running).
+		return exitTempFail
 	case errors.Is(err, ingest.ErrBadInput):
 		return exitUsage
 	case isCobraUsage(err):

@@ -47,6 +47,12 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkProvider(m); err != nil {
+		return nil, err
+	}
+	if err := d.checkBindings(ctx, m, true); err != nil {
+		return nil, err
+	}
 	res := &Result{JobKey: m.JobKey}
 	// A shard whose batch cannot be polled (the provider's client has
 	// already retried) does not stop the others: their changes are recorded,
@@ -122,6 +128,14 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) {
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {
+		return nil, err
+	}
+	// A batch of another provider is never collected: its results would
+	// enter the job as if its own provider had answered.
+	if err := d.checkProvider(m); err != nil {
+		return nil, err
+	}
+	if err := d.checkBindings(ctx, m, false); err != nil {
 		return nil, err
 	}
 	recs, err := d.Lake.IngestRecords(ctx, job)
@@ -262,6 +276,13 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkProvider(m); err != nil {
+		return nil, err
+	}
+	wrong, err := d.wrongBindings(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{JobKey: m.JobKey}
 	for _, s := range m.Shards {
 		last, err := d.Ledger.Last(ctx, job, s.ShardID)
@@ -269,6 +290,22 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 			return nil, err
 		}
 		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, Action: "nothing_to_cancel"}
+		if w := bindingOf(wrong, s.ShardID); w != nil {
+			// Bound to another provider's batch: this job's client cannot
+			// reach it. Close the shard in the ledger so no step polls or
+			// collects it; the batch itself is left to its provider.
+			if last.State == lake.Submitted || last.State == lake.Running {
+				ev, err := d.Ledger.Transition(ctx, job, s.ShardID, lake.Cancelled, 0, "", map[string]string{"target": d.Target, "wrong_provider": w.target,
+					lake.DetailReason: "bound to a batch of " + w.target + ", not " + m.Provider})
+				if err != nil {
+					return nil, fmt.Errorf("cancel %s: %w", s.ShardID, err)
+				}
+				sr.State, sr.Action = ev.State, "closed_wrong_provider"
+			}
+			sr.Detail = fmt.Sprintf("bound to %s batch %s, not a %s batch: not called; stop it at %s if it still runs, and plan the records again as a new job", w.target, w.batch, m.Provider, w.target)
+			res.Shards = append(res.Shards, sr)
+			continue
+		}
 		if (last.State == lake.Submitted || last.State == lake.Running) && !(&providers.Batch{Status: last.Detail["provider_status"]}).Terminal() {
 			b, err := d.Client.Cancel(ctx, last.ProviderJobID)
 			if err != nil {
@@ -280,6 +317,15 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	}
 	_, err = d.Status(ctx, job)
 	return res, err
+}
+
+func bindingOf(ws []wrongBinding, shard string) *wrongBinding {
+	for i := range ws {
+		if ws[i].shard == shard {
+			return &ws[i]
+		}
+	}
+	return nil
 }
 
 // Ledger detail keys of a batch's aggregate usage (providers.Usage), kept so

@@ -49,7 +49,7 @@ func TestStatusPollsEveryShard(t *testing.T) {
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: in, Tenant: "acme", PromptVersion: "p1",
+	plan, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "sim", Input: in, Tenant: "acme", PromptVersion: "p1",
 		ShardMaxRecords: 1, TmpDir: dir})
 	if err != nil {
 		t.Fatal(err)

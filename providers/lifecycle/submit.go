@@ -67,6 +67,9 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkSubmit(ctx, m); err != nil {
+		return nil, err
+	}
 	res := &Result{JobKey: m.JobKey}
 	for _, s := range m.Shards {
 		sr, err := d.submitShard(ctx, m, s)

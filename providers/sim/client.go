@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 )
@@ -25,6 +26,7 @@ const statePrefix = lake.SimStatePrefix
 // Client is a simulated provider implementing providers.Client. Batches move
 // validating -> in_progress -> completed on successive polls.
 type Client struct {
+	lake   *lake.Lake
 	bucket *blob.Bucket
 	Seed   uint64
 	Now    func() time.Time
@@ -32,7 +34,25 @@ type Client struct {
 
 // New returns a simulator keeping its state in the lake.
 func New(l *lake.Lake, seed uint64) *Client {
-	return &Client{bucket: l.Bucket, Seed: seed, Now: func() time.Time { return time.Now().UTC() }}
+	return &Client{lake: l, bucket: l.Bucket, Seed: seed, Now: func() time.Time { return time.Now().UTC() }}
+}
+
+// serves refuses a job that was not planned for the simulator: made-up
+// results must never enter a job planned for a real provider, whoever
+// drives the client.
+func (c *Client) serves(ctx context.Context, jobKey string) error {
+	job, err := lake.ParseDigest(jobKey)
+	if err != nil {
+		return &ingest.UsageError{Msg: fmt.Sprintf("sim: batch metadata names no job (%q): the simulator serves only jobs planned with --provider sim", jobKey)}
+	}
+	m, err := c.lake.GetManifest(ctx, job)
+	if err != nil {
+		return fmt.Errorf("sim: job %s: %w", jobKey, err)
+	}
+	if m.Provider != ingest.SimProvider {
+		return &ingest.UsageError{Msg: fmt.Sprintf("sim: job %s was planned for provider %s; the simulator serves only jobs planned with --provider sim", jobKey, m.Provider)}
+	}
+	return nil
 }
 
 type batch struct {
@@ -78,6 +98,9 @@ func (c *Client) Upload(ctx context.Context, name string, r io.Reader, size int6
 // Create makes a batch and computes its results right away (they are
 // revealed once the batch reaches completed).
 func (c *Client) Create(ctx context.Context, fileID, endpoint string, meta map[string]string) (*providers.Batch, error) {
+	if err := c.serves(ctx, meta[providers.MetaJobKey]); err != nil {
+		return nil, err
+	}
 	in, err := c.get(ctx, "files/"+fileID)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,186 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// ErrNotYet means a step may not run yet and should be tried again later
+// (exit 75): reconcile of a job whose tracked batches are still running.
+var ErrNotYet = errors.New("not yet")
+
+// Detail keys of the ledger event that supersedes an unsubmitted retry
+// child: a newer retry of the same parent moves each of its VALIDATED shards
+// to CANCELLED with these.
+const (
+	DetailSupersededBy = "superseded_by"
+	DetailReason       = "reason"
+)
+
+// LatestReportKey is the key of the report a job's ledger last closed with:
+// the "report" detail of the newest event of any of its shards.
+func LatestReportKey(ctx context.Context, l *Lake, m *Manifest) (string, error) {
+	job, err := ParseDigest(m.JobKey)
+	if err != nil {
+		return "", err
+	}
+	g := NewLedger(l, "")
+	var key string
+	var at time.Time
+	for _, s := range m.Shards {
+		evs, err := g.Events(ctx, job, s.ShardID)
+		if err != nil {
+			return "", err
+		}
+		for _, ev := range evs {
+			if k := ev.Detail["report"]; k != "" && !ev.At.Before(at) {
+				key, at = k, ev.At
+			}
+		}
+	}
+	if key == "" {
+		return "", fmt.Errorf("job %s has not been reconciled: %w", m.JobKey, ErrNotFound)
+	}
+	return key, nil
+}
+
+// Family reads every manifest of the lake and indexes the retry tree:
+// manifests by job key, and each job's children.
+type Family struct {
+	Jobs     map[string]*Manifest
+	Children map[string][]string
+}
+
+// ReadFamily reads every manifest in the lake (a retry or submit of a child
+// job asks which other children its parent has).
+func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
+	keys, err := l.List(ctx, ManifestPrefix)
+	if err != nil {
+		return nil, err
+	}
+	f := &Family{Jobs: map[string]*Manifest{}, Children: map[string][]string{}}
+	for _, k := range keys {
+		d, err := ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, ManifestPrefix), ".json"))
+		if err != nil || ManifestKey(d) != k {
+			continue // a concurrent write's temp file
+		}
+		m, err := l.GetManifest(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		f.Jobs[m.JobKey] = m
+		if m.ParentJobKey != "" {
+			f.Children[m.ParentJobKey] = append(f.Children[m.ParentJobKey], m.JobKey)
+		}
+	}
+	return f, nil
+}
+
+// Descendants lists job's retry descendants (children, their children, …),
+// leaving out skip and everything under it.
+func (f *Family) Descendants(job, skip string) []string {
+	var out []string
+	seen := map[string]bool{job: true, skip: true}
+	for queue := f.Children[job]; len(queue) > 0; queue = queue[1:] {
+		c := queue[0]
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		out = append(out, c)
+		queue = append(queue, f.Children[c]...)
+	}
+	return out
+}
+
+// Succeeded returns, of the record ids in among, those whose outcome is
+// succeeded in the newest reconcile of any of jobs, each with the job that
+// says so. Jobs not reconciled yet are skipped.
+func Succeeded(ctx context.Context, l *Lake, jobs []*Manifest, among map[string]bool) (map[string]string, error) {
+	out := map[string]string{}
+	for _, m := range jobs {
+		key, err := LatestReportKey(ctx, l, m)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var rep struct {
+			OutcomesFile string `json:"outcomes_file"`
+		}
+		if err := l.GetJSON(ctx, key, FormatReport, &rep); err != nil {
+			return nil, err
+		}
+		if rep.OutcomesFile == "" {
+			continue
+		}
+		err = ReadTableFile(ctx, l, rep.OutcomesFile, func(rows []OutcomeRow) error {
+			for _, r := range rows {
+				if r.Outcome == "succeeded" && among[r.RecordID] {
+					if _, ok := out[r.RecordID]; !ok {
+						out[r.RecordID] = m.JobKey
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("outcomes of job %s: %w", m.JobKey, err)
+		}
+	}
+	return out, nil
+}
+
+// RecordIDs returns the record ids of a job's expected rows.
+func RecordIDs(ctx context.Context, l *Lake, m *Manifest) (map[string]bool, error) {
+	ids := make(map[string]bool, m.ExpectedRecords)
+	for _, k := range m.ExpectedFiles {
+		if err := ReadTableFile(ctx, l, k, func(rows []ExpectedRow) error {
+			for _, r := range rows {
+				ids[r.RecordID] = true
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("expected rows of job %s: %w", m.JobKey, err)
+		}
+	}
+	return ids, nil
+}
+
+// ReadTableFile reads a table file (verified against the digest in its
+// name) and passes its rows to fn a batch at a time.
+func ReadTableFile[T any](ctx context.Context, l *Lake, key string, fn func([]T) error) error {
+	d, ok := ParseObjectKey(key)
+	if !ok {
+		return fmt.Errorf("table file %s: no digest in its name", key)
+	}
+	b, err := l.GetVerified(ctx, key, d)
+	if err != nil {
+		return err
+	}
+	r := parquet.NewGenericReader[T](bytes.NewReader(b))
+	defer r.Close()
+	buf := make([]T, 4096)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if ferr := fn(buf[:n]); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("table file %s: %w", key, err)
+		}
+	}
+}
