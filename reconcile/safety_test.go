@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -128,4 +129,37 @@ func testLake(t *testing.T) (*lake.Lake, string) {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l, dir
+}
+
+// TestQualityGateRunsAsChecked: a gate is run as the predicate that was
+// checked, whatever its parentheses. "true) OR (true" is checked as
+// WHERE (true) OR (true); run as text inside "… AND has_output AND (…)" it
+// used to become "… AND (true) OR (true)", which made every failed line a
+// success. Each gate here is a tautology, so it must classify exactly as no
+// gate does.
+func TestQualityGateRunsAsChecked(t *testing.T) {
+	ctx := context.Background()
+	reconcileWith := func(t *testing.T, gate string) *Report {
+		l, m, dir := smallLake(t)
+		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, QualityGate: gate, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+		if err != nil {
+			t.Fatalf("gate %q: %v", gate, err)
+		}
+		return rep
+	}
+	counts := func(r *Report) string {
+		return fmt.Sprintf("succeeded=%d quality_failed=%d failed_retryable=%d failed_permanent=%d missing=%d retry=%d manual=%d",
+			r.Succeeded, r.QualityFailed, r.FailedRetryable, r.FailedPermanent, r.Missing, r.RetryRecords, r.ManualRecords)
+	}
+	base := reconcileWith(t, "")
+	if base.FailedPermanent+base.FailedRetryable == 0 {
+		t.Fatalf("the lake has no failed record, so the test would prove nothing: %s", counts(base))
+	}
+	for _, gate := range []string{"true) OR (true", "false) OR (true", "true\n) OR (\ntrue", "status_code = 200) OR (status_code <> 200"} {
+		t.Run(gate, func(t *testing.T) {
+			if got := reconcileWith(t, gate); counts(got) != counts(base) {
+				t.Errorf("gate %q: %s; with no gate %s", gate, counts(got), counts(base))
+			}
+		})
+	}
 }
