@@ -2,8 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,9 +14,11 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// stager gives DuckDB local paths for lake files. A local lake's files are
-// used in place after their digest is checked; a remote lake's files are
-// downloaded once into a cache named by digest, bounded in size.
+// stager gives DuckDB local paths for lake files, each checked against the
+// digest in its name once per session, before DuckDB reads it. A local
+// lake's files are used in place; a remote lake's files are downloaded into
+// a cache named by digest, bounded in size, and a cached file that no longer
+// matches its digest is fetched again (with a warning).
 type stager struct {
 	lake     *lake.Lake
 	dir      string
@@ -63,11 +68,26 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 		}
 	} else {
 		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))
-		if _, err := os.Stat(p); err == nil {
+		// A cache hit is re-hashed like any read of the lake: the cache is
+		// a plain folder that anything on the machine may have written.
+		got, _, err := lake.HashFile(p)
+		switch {
+		case err == nil && got == d:
 			now := timeNow()
 			os.Chtimes(p, now, now) // LRU by modification time
-		} else if err := s.fetch(ctx, key, d, p); err != nil {
-			return "", err
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("stage %s: cache: %w", key, err)
+		default:
+			if err == nil {
+				slog.Warn("cache: a cached table file does not match its digest; fetching it again from the lake",
+					"file", p, "want", d.String(), "got", got.String())
+				if err := os.Remove(p); err != nil {
+					return "", fmt.Errorf("stage %s: cache: %w", key, err)
+				}
+			}
+			if err := s.fetch(ctx, key, d, p); err != nil {
+				return "", err
+			}
 		}
 	}
 	s.checked[key] = p
