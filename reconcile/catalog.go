@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -26,6 +28,11 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return nil, err
+	}
+	if strings.Contains(abs, "?") {
+		// DuckDB reads a '?' in a database path as the start of options
+		// (its write-ahead log would go to another folder).
+		return nil, &ingest.UsageError{Msg: fmt.Sprintf("catalog --out %q: DuckDB cannot open a database whose path holds '?'; choose another path", out)}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, err
