@@ -29,6 +29,17 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	if err != nil {
 		return nil, err
 	}
+	// The database, its temporary file and its sidecar folder must not land
+	// among the lake's files or the cache's, which they could overwrite.
+	guarded := []string{CacheDir(o.CacheDir)}
+	if dir, local := l.LocalDir(); local {
+		guarded = append(guarded, dir)
+	}
+	for _, g := range guarded {
+		if within(abs, g) {
+			return nil, &ingest.UsageError{Msg: fmt.Sprintf("catalog --out %q: inside %s, which batchlake never writes through a catalog; choose a path outside the lake and the cache", out, g)}
+		}
+	}
 	if strings.Contains(abs, "?") {
 		// DuckDB reads a '?' in a database path as the start of options
 		// (its write-ahead log would go to another folder).
@@ -62,4 +73,28 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	}
 	return &CatalogResult{Database: abs, Files: len(files), Sidecar: side,
 		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger", "accepted", "manual"}}, nil
+}
+
+// within reports whether path is dir or under it, both made absolute and
+// with symbolic links resolved as far as they exist.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		// Resolve the longest existing prefix: the file itself may not exist yet.
+		rest := ""
+		for q := p; ; q = filepath.Dir(q) {
+			if r, err := filepath.EvalSymlinks(q); err == nil {
+				return filepath.Join(r, rest)
+			}
+			if filepath.Dir(q) == q {
+				return p
+			}
+			rest = filepath.Join(filepath.Base(q), rest)
+		}
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

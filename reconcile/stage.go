@@ -34,18 +34,25 @@ func newStager(l *lake.Lake, dir string, maxBytes int64) (*stager, error) {
 	if _, local := l.LocalDir(); local {
 		return s, nil
 	}
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "batchlake")
-	}
+	dir = CacheDir(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
 	s.dir = dir
 	return s, nil
+}
+
+// CacheDir is the cache folder of a remote lake's table files: dir, or by
+// default batchlake under the user cache dir.
+func CacheDir(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "batchlake")
 }
 
 func (s *stager) local(ctx context.Context, key string) (string, error) {
