@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/spf13/cobra"
@@ -97,7 +100,11 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 	switch format {
 	case "table":
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		hs := make([]string, len(cols))
+		for i, c := range cols {
+			hs[i] = printable(c)
+		}
+		fmt.Fprintln(tw, strings.Join(hs, "\t"))
 	case "csv":
 		cw = csv.NewWriter(w)
 		cw.Write(cols)
@@ -115,6 +122,9 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 			s := make([]string, len(vals))
 			for i, v := range vals {
 				s[i] = cell(v)
+				if tw != nil {
+					s[i] = printable(s[i])
+				}
 			}
 			if tw != nil {
 				fmt.Fprintln(tw, strings.Join(s, "\t"))
@@ -150,6 +160,33 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 		printJSON(w, out)
 		return nil
 	}
+}
+
+// printable escapes what a terminal would act on or an aligned table would
+// break on: control characters (escape sequences, tabs, newlines, C1 codes),
+// bidirectional overrides and invalid UTF-8, written as Go writes them
+// (\x1b, \n, \u202e). The strings come from providers and are not to be
+// trusted with a terminal.
+func printable(s string) string {
+	bad := func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, bad) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case bad(r):
+			q := strconv.QuoteRune(r) // '\x1b', '\n', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func cell(v any) string {

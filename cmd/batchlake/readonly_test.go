@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -310,5 +311,40 @@ func TestSQLCannotWrite(t *testing.T) {
 	}
 	if !t.Failed() {
 		t.Logf("%d escapes tried, 0 bytes changed", tried)
+	}
+}
+
+// TestSQLTableEscapesControls: `sql --format table` writes no byte a
+// terminal acts on. Provider strings holding escape sequences, newlines,
+// tabs, C1 codes, bidirectional overrides or invalid UTF-8 are printed
+// escaped, as Go escapes them; csv and json keep the exact value.
+func TestSQLTableEscapesControls(t *testing.T) {
+	lk := filepath.Join(t.TempDir(), "lake")
+	q := `SELECT chr(27) || '[2J' || chr(27) || ']0;pwned' || chr(7) AS "t` + "\x1b" + `itle",
+		'a' || chr(10) || 'b' || chr(13) || 'c' || chr(9) || 'd' AS lines, chr(155) || '31m' AS c1, chr(8238) || 'txt' AS bidi,
+		'plain é' AS ok`
+	code, out, errs := runCLI("sql", "--lake", lk, "--format", "table", q)
+	if code != exitOK {
+		t.Fatalf("sql: exit %d: %s", code, errs)
+	}
+	for i, r := range out {
+		if r == '\n' {
+			continue
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x202e || r == utf8.RuneError {
+			t.Fatalf("table output holds %U at byte %d: %q", r, i, out)
+		}
+	}
+	if lines := strings.Count(out, "\n"); lines != 2 {
+		t.Errorf("table output has %d lines, want a header and one row: %q", lines, out)
+	}
+	for _, want := range []string{`\x1b[2J\x1b]0;pwned\a`, `a\nb\rc\td`, `\u009b31m`, `\u202etxt`, `plain é`, `t\x1bitle`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table output lacks %s: %q", want, out)
+		}
+	}
+	code, out, _ = runCLI("sql", "--lake", lk, "--format", "json", "SELECT chr(27) || 'x' AS s")
+	if code != exitOK || !strings.Contains(out, `"\u001bx"`) {
+		t.Errorf("json output: exit %d %q, want the value exactly", code, out)
 	}
 }
