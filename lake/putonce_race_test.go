@@ -3,6 +3,7 @@ package lake
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -80,10 +81,34 @@ func TestPutOnceRace(t *testing.T) {
 			if bad > 0 {
 				t.Errorf("%d of %d rounds without exactly one winner holding its bytes", bad, rounds)
 			}
+			recordRace(t, fmt.Sprintf("two writers PutOnce one key of a local lake (same bytes: %v)", same), rounds, rounds-bad)
 			ents, _ := os.ReadDir(filepath.Join(l.LocalPath("markers"), fmt.Sprintf("race-%v", same)))
 			if len(ents) != rounds {
 				t.Errorf("%d files after %d rounds: temp files left behind", len(ents), rounds)
 			}
 		})
+	}
+}
+
+// recordRace appends one fault class's figures to $BATCHLAKE_RELIABILITY_OUT
+// in the JSON line format cmd/blreliability sums into docs/reliability.md.
+func recordRace(t *testing.T, class string, injected, survived int) {
+	t.Helper()
+	p := os.Getenv("BATCHLAKE_RELIABILITY_OUT")
+	if p == "" {
+		return
+	}
+	if t.Failed() {
+		survived = 0
+	}
+	b, _ := json.Marshal(map[string]any{"suite": "write-once races", "class": class, "injected": injected, "survived": survived, "records_lost": 0})
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("tally: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		t.Errorf("tally: %v", err)
 	}
 }

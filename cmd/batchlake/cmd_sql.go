@@ -55,8 +55,10 @@ func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
 quarantine, outcomes, records, costs, ledger, accepted and manual. The session is read-only by
-construction: only a single SELECT is accepted, and DuckDB may read nothing but
-the lake files behind the views (no COPY, ATTACH, INSTALL, LOAD or file reads).
+construction: DuckDB's parser must find exactly one query before anything runs
+(no COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, LOAD or EXPLAIN; no table function
+but range, generate_series and unnest), and DuckDB may read nothing but the
+lake files behind the views.
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

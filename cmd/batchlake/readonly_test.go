@@ -277,26 +277,28 @@ func TestSQLCannotWrite(t *testing.T) {
 				return s
 			}
 			before := state()
-			attempt := func(what string, args ...string) {
+			attempt := func(class, what string, args ...string) {
 				t.Helper()
 				tried++
 				code, out, errs := runCLI(append(args, global...)...)
+				d := changed(before, state())
+				record(t, "read-only SQL", class+" ("+name+" lake)", code != exitOK && len(d) == 0, 0)
 				if code == exitOK {
 					t.Errorf("%s: exit 0, want a refusal\nstdout: %s", what, out)
 				}
-				if d := changed(before, state()); len(d) > 0 {
+				if len(d) > 0 {
 					t.Fatalf("%s (exit %d: %s): changed %d files: %v", what, code, strings.TrimSpace(errs), len(d), d)
 				}
 			}
 			for _, e := range escapes(victim, cwd) {
-				attempt(fmt.Sprintf("sql %q", e), "sql", e)
-				attempt(fmt.Sprintf("sql --format arrow %q", e), "sql", "--format", "arrow", e)
+				attempt("sql escape", fmt.Sprintf("sql %q", e), "sql", e)
+				attempt("sql --format arrow escape", fmt.Sprintf("sql --format arrow %q", e), "sql", "--format", "arrow", e)
 			}
 			for _, g := range gateEscapes(victim) {
-				attempt(fmt.Sprintf("reconcile --quality-gate %q", g), "reconcile", "--job", res.JobKey, "--quality-gate", g)
+				attempt("--quality-gate injection", fmt.Sprintf("reconcile --quality-gate %q", g), "reconcile", "--job", res.JobKey, "--quality-gate", g)
 			}
 			for _, out := range []string{victim, filepath.Join(filepath.Dir(victim), "x.duckdb"), filepath.Join(cache, "x.duckdb")} {
-				attempt("catalog --out "+out, "catalog", "--out", out)
+				attempt("catalog --out into the lake or cache", "catalog --out "+out, "catalog", "--out", out)
 			}
 			if got := count(); got != want {
 				t.Errorf("the views changed: %s, before %s", got, want)
