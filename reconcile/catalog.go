@@ -31,14 +31,8 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	}
 	// The database, its temporary file and its sidecar folder must not land
 	// among the lake's files or the cache's, which they could overwrite.
-	guarded := []string{CacheDir(o.CacheDir)}
-	if dir, local := l.LocalDir(); local {
-		guarded = append(guarded, dir)
-	}
-	for _, g := range guarded {
-		if within(abs, g) {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("catalog --out %q: inside %s, which batchlake never writes through a catalog; choose a path outside the lake and the cache", out, g)}
-		}
+	if err := GuardOutput(l, o.CacheDir, "catalog --out", abs); err != nil {
+		return nil, err
 	}
 	if strings.Contains(abs, "?") {
 		// DuckDB reads a '?' in a database path as the start of options
@@ -73,6 +67,23 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	}
 	return &CatalogResult{Database: abs, Files: len(files), Sidecar: side,
 		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger", "accepted", "manual"}}, nil
+}
+
+// GuardOutput refuses (as bad usage) an output path of a command (flag
+// names it) that is inside a local lake's folder or the cache of remote
+// lakes' table files (cacheDir, "" for the default): a file written there
+// could replace one of the lake's, which nothing may overwrite.
+func GuardOutput(l *lake.Lake, cacheDir, flag, path string) error {
+	guarded := []string{CacheDir(cacheDir)}
+	if dir, local := l.LocalDir(); local {
+		guarded = append(guarded, dir)
+	}
+	for _, g := range guarded {
+		if within(path, g) {
+			return &ingest.UsageError{Msg: fmt.Sprintf("%s %q: inside %s, which only batchlake's own write-once writes may change; choose a path outside the lake and the cache", flag, path, g)}
+		}
+	}
+	return nil
 }
 
 // within reports whether path is dir or under it, both made absolute and

@@ -197,6 +197,11 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	if err != nil {
 		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
 	}
+	if o.OutDir != "" {
+		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir); err != nil {
+			return nil, err
+		}
+	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
 	}

@@ -188,8 +188,9 @@ func runCLI(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestSQLCannotWrite: every escape attempt through `sql`, `catalog` and
-// `--quality-gate` is refused (a non-zero exit) and changes no byte of the
+// TestSQLCannotWrite: every escape attempt through `sql`, `catalog`,
+// `--quality-gate` and the output paths of manual, report and reconcile is
+// refused (a non-zero exit) and changes no byte of the
 // lake, the cache, the temporary folder or the working directory; `verify`
 // passes after them all and the views still answer. Run on a local lake and
 // on an S3 lake read through the cache.
@@ -300,6 +301,10 @@ func TestSQLCannotWrite(t *testing.T) {
 			for _, out := range []string{victim, filepath.Join(filepath.Dir(victim), "x.duckdb"), filepath.Join(cache, "x.duckdb")} {
 				attempt("catalog --out into the lake or cache", "catalog --out "+out, "catalog", "--out", out)
 			}
+			// The other commands that write a file where they are told.
+			attempt("output path into the lake or cache", "manual --out "+victim, "manual", "--out", victim)
+			attempt("output path into the lake or cache", "report --html "+victim, "report", "--job", res.JobKey, "--html", victim)
+			attempt("output path into the lake or cache", "reconcile --out "+filepath.Dir(victim), "reconcile", "--job", res.JobKey, "--out", filepath.Dir(victim), "--max-attempts", "7")
 			if got := count(); got != want {
 				t.Errorf("the views changed: %s, before %s", got, want)
 			}
