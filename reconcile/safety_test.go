@@ -81,6 +81,19 @@ func TestSQLSessionIsReadOnly(t *testing.T) {
 		"SELECT count(*) FROM ledger",
 		"SELECT count(*) FROM attempts WHERE record_id IS NULL",
 		"SELECT count(*) FROM manifests JOIN shards USING (job_key)",
+		// Queries of every shape an analyst writes pass the one-query check.
+		"WITH f AS (SELECT record_id, final_state FROM records) SELECT final_state, count(*) FROM f GROUP BY ALL ORDER BY 2 DESC LIMIT 3;",
+		"FROM records SELECT record_id QUALIFY row_number() OVER (PARTITION BY final_state ORDER BY record_id) = 1",
+		"SELECT COLUMNS('.*_tokens') FROM attempts",
+		"SELECT list_transform([1, 2], x -> x * 2) AS l, [r FOR r IN range(3)] AS c",
+		"PIVOT (SELECT category, cost_usd FROM costs) ON category IN ('first_success', 'duplicate_submission') USING sum(cost_usd)",
+		"SELECT * FROM range(3) UNION ALL SELECT * FROM generate_series(1, 2)",
+		"SELECT unnest([1, 2]) AS u",
+		"DESCRIBE records",
+		"SUMMARIZE SELECT attempt FROM outcomes",
+		"SELECT table_name FROM information_schema.tables",
+		"VALUES (1, 'a'), (2, 'b')",
+		"/* a comment */ SELECT 1 -- and another",
 	} {
 		rows, err := e.Query(ctx, q)
 		if err != nil {
