@@ -314,6 +314,30 @@ func TestSQLCannotWrite(t *testing.T) {
 			if d := changed(before, state()); len(d) > 0 {
 				t.Fatalf("changed %d files: %v", len(d), d)
 			}
+			if !remote {
+				return
+			}
+			// A forged cached costs file (another table file of the cache,
+			// which DuckDB reads without complaint) is never read: sql says
+			// so on stderr and shows the lake's rows.
+			ents, _ := os.ReadDir(cache)
+			for _, en := range ents {
+				if p := filepath.Join(cache, en.Name()); p != victim && filepath.Ext(p) == ".parquet" {
+					forged, _ := os.ReadFile(p)
+					if err := os.WriteFile(victim, forged, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+			}
+			code, out, errs = runCLI(append([]string{"sql", "--format", "csv",
+				"SELECT (SELECT count(*) FROM costs) || '/' || (SELECT sum(cost_usd) FROM costs) || '/' || (SELECT count(*) FROM attempts)"}, global...)...)
+			if code != exitOK || out != want || !strings.Contains(errs, "does not match its digest") {
+				t.Errorf("sql over a forged cache: exit %d, %q (want %q), stderr %s", code, out, want, errs)
+			}
+			if d := changed(before, state()); len(d) > 0 {
+				t.Errorf("the forged cache file was not fetched again: %v", d)
+			}
 		})
 	}
 	if !t.Failed() {
