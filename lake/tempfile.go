@@ -62,14 +62,19 @@ func (l *Lake) PutTempFile(ctx context.Context, path, key string, d Digest, n in
 // linkInto hard-links path to key's file. It reports false, with no error,
 // when the link could not be made for a reason an upload does not share.
 func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
-	if fi, err := os.Stat(path); err != nil || fi.Size() != n {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != n {
 		return false, nil // the upload reports it (the size check is its own)
 	}
 	dst := l.LocalPath(key)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
 		return false, nil
 	}
-	err := os.Link(path, dst)
+	// The object is this very file: read-only, as createOnce makes them.
+	if err := os.Chmod(path, fi.Mode().Perm()&^0o222); err != nil {
+		return false, nil
+	}
+	err = os.Link(path, dst)
 	switch {
 	case err == nil:
 		return true, nil
@@ -126,6 +131,18 @@ func (l *Lake) putLocal(ctx context.Context, key string, open func() (io.Reader,
 	return true, nil
 }
 
+// readOnly drops the write permission bits of f: an object is never written
+// again, and a process of another user, or of the same user but not root,
+// cannot open it for writing (DuckDB reading a table file for a query is one
+// such process).
+func readOnly(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return f.Chmod(fi.Mode().Perm() &^ 0o222)
+}
+
 // errNoTemp: createOnce could not make its temp file beside the target.
 var errNoTemp = errors.New("no temp file beside the target")
 
@@ -150,6 +167,9 @@ func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err 
 	m, err := io.Copy(tmp, r)
 	if err == nil && sync {
 		err = tmp.Sync()
+	}
+	if err == nil {
+		err = readOnly(tmp)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

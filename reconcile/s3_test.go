@@ -150,6 +150,11 @@ func TestTamperedCacheIsRefetched(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm()&0o222 != 0 {
+			t.Errorf("cached %s is writable: %v %v", filepath.Base(victim), fi.Mode(), err)
+		}
+		// The forger replaces the file (cached files are read-only).
+		os.Remove(victim)
 		if err := os.WriteFile(victim, forged, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -170,6 +175,7 @@ func TestTamperedCacheIsRefetched(t *testing.T) {
 	for _, f := range files {
 		forged, _ := os.ReadFile(files[0])
 		if f != files[0] {
+			os.Remove(f)
 			os.WriteFile(f, forged, 0o644)
 		}
 	}

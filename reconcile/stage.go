@@ -116,6 +116,12 @@ func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string)
 		f.Close()
 		return fmt.Errorf("stage %s: %w", key, err)
 	}
+	// Read-only, like a local lake's objects: DuckDB reads the file, and
+	// (unless it runs as root) cannot open it for writing.
+	if err := f.Chmod(0o444); err != nil {
+		f.Close()
+		return fmt.Errorf("stage %s: %w", key, err)
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}

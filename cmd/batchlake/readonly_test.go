@@ -324,6 +324,7 @@ func TestSQLCannotWrite(t *testing.T) {
 			for _, en := range ents {
 				if p := filepath.Join(cache, en.Name()); p != victim && filepath.Ext(p) == ".parquet" {
 					forged, _ := os.ReadFile(p)
+					os.Remove(victim) // cached files are read-only: the forger replaces it
 					if err := os.WriteFile(victim, forged, 0o644); err != nil {
 						t.Fatal(err)
 					}
