@@ -176,3 +176,68 @@ func TestQualityGateRunsAsChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestLockdownBelowTheCheck: the session's settings, with the one-query
+// check bypassed (statements sent to DuckDB directly). Reading the views
+// works; writing anywhere but the listed files fails; the settings cannot be
+// changed back. A listed file is a grant to write too (DuckDB's
+// allowed_paths), so only the file's own permissions stop that: as another
+// user than root the write fails.
+func TestLockdownBelowTheCheck(t *testing.T) {
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var n int64
+	if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM costs").Scan(&n); err != nil || n == 0 {
+		t.Fatalf("the views do not read: %d rows, %v", n, err)
+	}
+	lakeDir, _ := l.LocalDir()
+	keys, err := l.List(ctx, lake.TablePrefix("costs"))
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no costs file: %v", err)
+	}
+	listed := l.LocalPath(keys[0])
+	for _, q := range []string{
+		"COPY (SELECT 1 AS x) TO " + quote(filepath.Join(dir, "new.csv")),
+		"COPY (SELECT 1 AS x) TO " + quote(filepath.Join(lakeDir, "objects", "new.parquet")) + " (FORMAT parquet)",
+		"COPY (SELECT 1 AS x) TO " + quote(listed+".x") + " (FORMAT parquet, USE_TMP_FILE false)",
+		"COPY (SELECT 1 AS x) TO " + quote(listed) + " (FORMAT parquet)", // through a temp file beside it
+		"EXPORT DATABASE " + quote(filepath.Join(dir, "export")),
+		"ATTACH " + quote(filepath.Join(dir, "x.db")) + " AS x",
+		"SET enable_external_access = true",
+		"SET allowed_directories = ['/']",
+		"RESET allowed_paths",
+		"SET lock_configuration = false",
+		"SET profiling_output = " + quote(filepath.Join(dir, "profile.json")),
+		"SET temp_directory = " + quote(dir),
+		"INSTALL httpfs",
+	} {
+		if _, err := e.DB.ExecContext(ctx, q); err == nil {
+			t.Errorf("%s: allowed below the check", q)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "new.csv"), filepath.Join(lakeDir, "objects", "new.parquet"), listed + ".x", filepath.Join(dir, "export"), filepath.Join(dir, "x.db"), filepath.Join(dir, "profile.json")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	before, _, err := lake.HashFile(listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.DB.ExecContext(ctx, "COPY (SELECT 1 AS x) TO "+quote(listed)+" (FORMAT parquet, USE_TMP_FILE false)")
+	after, _, _ := lake.HashFile(listed)
+	if os.Geteuid() != 0 && (err == nil || after != before) {
+		t.Errorf("a listed, read-only lake file was written by a process that is not root: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		t.Logf("as root DuckDB may write a listed file (err %v, changed %v): the one-query check is what stops it", err, after != before)
+	}
+}
