@@ -118,6 +118,9 @@ func (l *Lake) PutOnce(ctx context.Context, key string, data []byte) (created bo
 // never appears, and an attempt whose response was lost left the same bytes,
 // which the next attempt finds and accepts (created=false).
 func (l *Lake) putOnce(ctx context.Context, key string, open func() (io.Reader, error), sum Digest, size int64) (bool, error) {
+	if l.dir != "" {
+		return l.putLocal(ctx, key, open, sum, size)
+	}
 	created, err := retry(ctx, l, "put", key, func(ctx context.Context) (bool, error) {
 		return l.putAttempt(ctx, key, open, sum, size)
 	})

@@ -242,37 +242,18 @@ func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) 
 	return err
 }
 
-// linkCreate writes data to a temp file next to path and hard-links it into
-// place: link(2) fails if path exists, so exactly one concurrent writer wins
-// and the event is complete before it is visible.
+// linkCreate creates the event file at path with createOnce: exactly one
+// concurrent writer wins, and the event is complete before it is visible.
 func linkCreate(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-event-*")
+	created, err := createOnce(path, bytes.NewReader(data), int64(len(data)), true)
 	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			if old, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(old, data) {
-				return nil
-			}
-			return fmt.Errorf("ledger append %s: %w", path, ErrConflict)
-		}
 		return fmt.Errorf("ledger append %s: %w", path, err)
+	}
+	if !created {
+		if old, rerr := os.ReadFile(path); rerr == nil && bytes.Equal(old, data) {
+			return nil
+		}
+		return fmt.Errorf("ledger append %s: %w", path, ErrConflict)
 	}
 	return nil
 }

@@ -62,14 +62,19 @@ func (l *Lake) PutTempFile(ctx context.Context, path, key string, d Digest, n in
 // linkInto hard-links path to key's file. It reports false, with no error,
 // when the link could not be made for a reason an upload does not share.
 func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
-	if fi, err := os.Stat(path); err != nil || fi.Size() != n {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != n {
 		return false, nil // the upload reports it (the size check is its own)
 	}
 	dst := l.LocalPath(key)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
 		return false, nil
 	}
-	err := os.Link(path, dst)
+	// The object is this very file: read-only, as createOnce makes them.
+	if err := os.Chmod(path, fi.Mode().Perm()&^0o222); err != nil {
+		return false, nil
+	}
+	err = os.Link(path, dst)
 	switch {
 	case err == nil:
 		return true, nil
@@ -82,44 +87,106 @@ func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64
 // copyInto stores the local file at path under key of a local lake: copied
 // file to file (copy_file_range: the kernel moves the bytes, instead of a
 // read and a write through user space per 32 KiB, as through fileblob's
-// writer) into a temp file beside the object, named as fileblob names its
-// own, then linked into place, so the object appears complete and at most
-// once (fileblob's IfNotExist checks, then renames). It reports false, with
-// no error, when the lake's folder cannot take the temp file, for the upload
+// writer) by createOnce, so the object appears complete and at most once
+// (fileblob's IfNotExist checks, then renames). It reports false, with no
+// error, when the lake's folder cannot take the temp file, for the upload
 // path to try.
 func (l *Lake) copyInto(ctx context.Context, path, key string, d Digest, n int64) (bool, error) {
-	dst := l.LocalPath(key)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
+	src, err := os.Open(path)
+	if err != nil {
+		return true, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	defer src.Close()
+	created, err := createOnce(l.LocalPath(key), src, n, false)
+	switch {
+	case errors.Is(err, errNoTemp):
 		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("lake put %s: %w", key, err)
+	case !created:
+		return true, l.sameObject(ctx, key, d, n)
+	}
+	return true, nil
+}
+
+// putLocal is putOnce on a local lake: the bytes go through createOnce, so
+// of two writers of one key exactly one is told it created it (fileblob's
+// IfNotExist stats, then renames: both could be told so, the last one
+// winning).
+func (l *Lake) putLocal(ctx context.Context, key string, open func() (io.Reader, error), sum Digest, size int64) (bool, error) {
+	r, err := open()
+	if err != nil {
+		return false, err
+	}
+	if c, ok := r.(io.Closer); ok {
+		defer c.Close()
+	}
+	created, err := createOnce(l.LocalPath(key), r, size, true)
+	if err != nil {
+		return false, fmt.Errorf("lake put %s: %w", key, err)
+	}
+	if !created {
+		return false, l.sameObject(ctx, key, sum, size)
+	}
+	return true, nil
+}
+
+// readOnly drops the write permission bits of f: an object is never written
+// again, and a process of another user, or of the same user but not root,
+// cannot open it for writing (DuckDB reading a table file for a query is one
+// such process).
+func readOnly(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return f.Chmod(fi.Mode().Perm() &^ 0o222)
+}
+
+// errNoTemp: createOnce could not make its temp file beside the target.
+var errNoTemp = errors.New("no temp file beside the target")
+
+// createOnce makes a new file at dst holding r's n bytes: they are written
+// to a temp file beside dst (named as fileblob names its own, so that verify
+// knows a leftover), then link(2)ed into place. link never replaces a name,
+// so of concurrent creators exactly one is told created=true, and the file
+// is complete before it is visible; the others get created=false and no
+// error, and compare the bytes themselves. sync flushes the bytes to disk
+// before the link, for small commit markers whose loss would be worse than
+// the fsync. It is the one write-once create of a local lake: objects,
+// markers and ledger events all go through it.
+func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
+		return false, fmt.Errorf("%w: %v", errNoTemp, err)
 	}
 	tmp, err := CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".*.tmp")
 	if err != nil {
-		return false, nil
+		return false, fmt.Errorf("%w: %v", errNoTemp, err)
 	}
 	defer os.Remove(tmp.Name())
-	src, err := os.Open(path)
-	if err != nil {
-		tmp.Close()
-		return true, fmt.Errorf("lake put %s: %w", key, err)
+	m, err := io.Copy(tmp, r)
+	if err == nil && sync {
+		err = tmp.Sync()
 	}
-	m, err := io.Copy(tmp, src)
-	src.Close()
+	if err == nil {
+		err = readOnly(tmp)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	switch {
 	case err != nil:
-		return true, fmt.Errorf("lake put %s: %w", key, err)
+		return false, err
 	case m != n:
-		// The local source changed under us: storing it would store bytes
-		// that do not match the key.
-		return true, fmt.Errorf("lake put %s: source has %d bytes, want %d: %w", key, m, n, ErrCorrupt)
+		// The source changed under us: storing it would store bytes that
+		// do not match the key.
+		return false, fmt.Errorf("source has %d bytes, want %d: %w", m, n, ErrCorrupt)
 	}
 	if err := os.Link(tmp.Name(), dst); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return true, l.sameObject(ctx, key, d, n)
+			return false, nil
 		}
-		return true, fmt.Errorf("lake put %s: %w", key, err)
+		return false, err
 	}
 	return true, nil
 }

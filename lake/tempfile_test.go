@@ -103,16 +103,16 @@ func TestConformancePutFile(t *testing.T) {
 
 // TestPutTempFileLinks: in a local lake on the temp file's file system the
 // object is the temp file itself (no second copy of its bytes), with the mode
-// fileblob gives the lake's other objects; on another file system it is a
+// the lake's other objects get (read-only); on another file system it is a
 // copy.
 func TestPutTempFileLinks(t *testing.T) {
 	ctx := context.Background()
 	l := openFile(t)
 	dir, _ := l.LocalDir()
-	if _, err := l.PutOnce(ctx, "objects/other", []byte("through fileblob")); err != nil {
+	if _, err := l.PutOnce(ctx, "objects/other", []byte("through PutOnce")); err != nil {
 		t.Fatal(err)
 	}
-	fileblobMode := mode(t, l.LocalPath("objects/other"))
+	objectMode := mode(t, l.LocalPath("objects/other"))
 
 	for _, tc := range []struct {
 		name     string
@@ -144,8 +144,8 @@ func TestPutTempFileLinks(t *testing.T) {
 			if got := os.SameFile(src, obj); got != tc.wantLink {
 				t.Errorf("object is the temp file itself: %v, want %v", got, tc.wantLink)
 			}
-			if got := obj.Mode().Perm(); got != fileblobMode {
-				t.Errorf("object mode %v, want %v as fileblob writes", got, fileblobMode)
+			if got := obj.Mode().Perm(); got != objectMode {
+				t.Errorf("object mode %v, want %v as PutOnce writes", got, objectMode)
 			}
 			if got, err := l.GetVerified(ctx, key, Sum([]byte(data))); err != nil || string(got) != data {
 				t.Errorf("read back %q, %v", got, err)
@@ -236,4 +236,54 @@ func testObjectWriter(t *testing.T, closeFirst bool) {
 			t.Errorf("temp files left: %v", left)
 		}
 	})
+}
+
+// TestLocalObjectsReadOnly: every file a local lake stores (PutOnce, a copied
+// file, a linked temp file, a ledger event) has no write permission, so no
+// process but root's can open it for writing (DuckDB reading the lake for a
+// query is one); as another user than root the open is tried and must fail.
+func TestLocalObjectsReadOnly(t *testing.T) {
+	ctx := context.Background()
+	l := openFile(t)
+	dir, _ := l.LocalDir()
+	var keys []string
+	put := []byte("put once")
+	if _, err := l.PutOnce(ctx, "objects/put", put); err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, "objects/put")
+	src := tempWith(t, t.TempDir(), "a user's file")
+	d, _, err := l.PutFile(ctx, src, ObjectKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, ObjectKey(d))
+	data := "a temp file of batchlake's"
+	tmp := tempWith(t, filepath.Dir(dir), data)
+	defer os.Remove(tmp)
+	tk := ObjectKey(Sum([]byte(data)))
+	if err := l.PutTempFile(ctx, tmp, tk, Sum([]byte(data)), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, tk)
+	job := Sum([]byte("job"))
+	if _, err := NewLedger(l, "t").Transition(ctx, job, "s0", Created, 0, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	keys = append(keys, LedgerKey(job, "s0", 1))
+	for _, k := range keys {
+		p := l.LocalPath(k)
+		if m := mode(t, p); m&0o222 != 0 {
+			t.Errorf("%s: mode %v is writable", k, m)
+		}
+		if os.Geteuid() != 0 {
+			if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+				f.Close()
+				t.Errorf("%s: opened for writing", k)
+			}
+		}
+	}
+	if fi, err := os.Stat(src); err != nil || fi.Mode().Perm()&0o200 == 0 {
+		t.Errorf("the user's own file lost its write permission: %v %v", fi.Mode(), err)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,11 +50,20 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	dsn := o.Database + fmt.Sprintf("?threads=%d&temp_directory=%s&autoinstall_known_extensions=false&autoload_known_extensions=false", threads, filepath.Join(tmp, "spill"))
-	if o.MemoryLimit != "" {
-		dsn += "&memory_limit=" + o.MemoryLimit
+	// Settings go in as URL-encoded values, which the driver decodes one by
+	// one: a path with '&', '+', '%', spaces or any other byte arrives
+	// whole. The database path would be cut at its first '?', so a database
+	// file is attached by a quoted literal instead of named in the DSN.
+	cfg := url.Values{
+		"threads":                      {strconv.Itoa(threads)},
+		"temp_directory":               {filepath.Join(tmp, "spill")},
+		"autoinstall_known_extensions": {"false"},
+		"autoload_known_extensions":    {"false"},
 	}
-	c, err := duckdb.NewConnector(dsn, nil)
+	if o.MemoryLimit != "" {
+		cfg.Set("memory_limit", o.MemoryLimit)
+	}
+	c, err := duckdb.NewConnector("?"+cfg.Encode(), nil)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("engine: open duckdb: %w", err)
@@ -60,6 +71,13 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	db := sql.OpenDB(c)
 	// Temp views and tables live in one connection.
 	db.SetMaxOpenConns(1)
+	if o.Database != "" {
+		if err := execFile(context.Background(), db, "attach_database.sql", map[string]string{"Path": quote(o.Database)}); err != nil {
+			db.Close()
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
 	st, err := newStager(l, o.CacheDir, o.CacheBytes)
 	if err != nil {
 		db.Close()
@@ -119,6 +137,20 @@ func (e *Engine) ExecFile(ctx context.Context, name string, data any) error {
 		return err
 	}
 	return e.Exec(ctx, name, stmts)
+}
+
+// execFile renders and runs one embedded .sql file on db.
+func execFile(ctx context.Context, db *sql.DB, name string, data any) error {
+	stmts, err := lakesql.Render(name, data)
+	if err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("sql %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // QueryFile renders one embedded .sql file holding a single query and runs it.

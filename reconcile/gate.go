@@ -4,87 +4,176 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/batchlake/batchlake/ingest"
 )
 
 // CheckPredicate refuses a --quality-gate that is anything but a predicate
-// over the normalised result row: DuckDB's own parser turns it into a syntax
-// tree, which must be one plain SELECT whose only addition is the WHERE
-// clause, with no subqueries and no function that reaches files, settings or
-// the environment.
-func CheckPredicate(ctx context.Context, e *Engine, pred string) error {
+// over the normalised result row, and returns the text the reconcile runs:
+// the predicate as DuckDB prints it back from the syntax tree that was
+// checked, never the text as given. DuckDB's own parser turns the predicate
+// into a tree, which must be one plain SELECT whose only addition is the
+// WHERE clause, with no subqueries and no function that reaches files,
+// settings or the environment. The printed text must then parse, alone and
+// in parentheses, to one same tree that prints back to itself, so that
+// wherever the reconcile puts it in parentheses it is that one expression
+// ("true) OR (true" is checked as, and runs as, (true OR true)).
+func CheckPredicate(ctx context.Context, e *Engine, pred string) (string, error) {
 	bad := func(why string) error {
 		return &ingest.UsageError{Msg: fmt.Sprintf("--quality-gate %q: %s; want a predicate over the result row, e.g. \"finish_reason <> 'length'\"", pred, why)}
 	}
-	if strings.ContainsAny(pred, ";") {
-		return bad("contains ';'")
+	if strings.ContainsAny(pred, ";\x00") {
+		return "", bad("contains ';' or a NUL byte")
 	}
 	if strings.Contains(pred, "--") || strings.Contains(pred, "/*") {
-		return bad("contains a comment")
+		return "", bad("contains a comment")
 	}
-	rows, err := e.QueryFile(ctx, "gate_parse.sql", map[string]string{"Query": quote("SELECT * FROM attempts_raw WHERE (" + pred + "\n)")})
+	where, why, err := gateTree(ctx, e, "SELECT * FROM attempts_raw WHERE ("+pred+"\n)")
 	if err != nil {
-		return err
+		return "", err
 	}
-	var js string
-	if rows.Next() {
-		err = rows.Scan(&js)
+	if why != "" {
+		return "", bad(why)
 	}
-	// Close before the next statement: the session has one connection.
-	rows.Close()
+	canon, err := printExpr(ctx, e, where)
 	if err != nil {
-		return err
+		return "", err
 	}
-	var tree struct {
-		Error        bool   `json:"error"`
-		ErrorMessage string `json:"error_message"`
-		Statements   []struct {
-			Node map[string]any `json:"node"`
-		} `json:"statements"`
+	var first any
+	for i, text := range []string{canon, "(" + canon + ")"} {
+		w, why, err := gateTree(ctx, e, "SELECT * FROM attempts_raw WHERE "+text)
+		if err != nil {
+			return "", err
+		}
+		if why != "" {
+			return "", bad("printed back as " + canon + ", " + why)
+		}
+		stripLocations(w)
+		if i == 0 {
+			first = w
+			again, err := printExpr(ctx, e, w)
+			if err != nil {
+				return "", err
+			}
+			if again != canon {
+				return "", bad("does not print back to itself: " + canon + " then " + again)
+			}
+		} else if !reflect.DeepEqual(first, w) {
+			return "", bad("printed back as " + canon + ", which reads differently in parentheses")
+		}
 	}
-	if err := json.Unmarshal([]byte(js), &tree); err != nil {
-		return bad("cannot be parsed")
+	// Finally it must bind: known columns, boolean result.
+	if err := e.ExecFile(ctx, "gate_bind.sql", map[string]string{"Gate": canon}); err != nil {
+		return "", bad("does not bind: " + err.Error())
+	}
+	return canon, nil
+}
+
+// gateTree parses a candidate quality-gate query and returns its WHERE
+// clause's tree, or why it is not a plain predicate over attempts_raw.
+func gateTree(ctx context.Context, e *Engine, q string) (any, string, error) {
+	tree, err := e.parseSQL(ctx, q)
+	if err != nil {
+		return nil, "", err
 	}
 	if tree.Error {
-		return bad("does not parse: " + tree.ErrorMessage)
+		return nil, "does not parse: " + tree.ErrorMessage, nil
 	}
 	if len(tree.Statements) != 1 {
-		return bad("more than one statement")
+		return nil, "more than one statement", nil
 	}
 	n := tree.Statements[0].Node
 	if n["type"] != "SELECT_NODE" {
-		return bad("not a plain predicate")
+		return nil, "not a plain predicate", nil
 	}
 	if mods, _ := n["modifiers"].([]any); len(mods) > 0 {
-		return bad("adds ORDER BY, LIMIT or DISTINCT")
+		return nil, "adds ORDER BY, LIMIT or DISTINCT", nil
 	}
 	if g, _ := n["group_expressions"].([]any); len(g) > 0 {
-		return bad("adds GROUP BY")
+		return nil, "adds GROUP BY", nil
 	}
 	for _, k := range []string{"having", "qualify", "sample"} {
 		if v, ok := n[k]; ok && v != nil {
-			return bad("adds " + strings.ToUpper(k))
+			return nil, "adds " + strings.ToUpper(k), nil
 		}
 	}
 	if cte, _ := n["cte_map"].(map[string]any); cte != nil {
 		if m, _ := cte["map"].([]any); len(m) > 0 {
-			return bad("adds a WITH clause")
+			return nil, "adds a WITH clause", nil
 		}
 	}
+	if sel, _ := n["select_list"].([]any); len(sel) != 1 {
+		return nil, "changes the select list", nil
+	} else if s, _ := sel[0].(map[string]any); s["class"] != "STAR" || s["expr"] != nil {
+		return nil, "changes the select list", nil
+	}
 	from, _ := n["from_table"].(map[string]any)
-	if from == nil || from["type"] != "BASE_TABLE" || from["table_name"] != "attempts_raw" {
-		return bad("changes the FROM clause")
+	if from == nil || from["type"] != "BASE_TABLE" || from["table_name"] != "attempts_raw" || from["schema_name"] != "" || from["catalog_name"] != "" || from["alias"] != "" {
+		return nil, "changes the FROM clause", nil
 	}
-	if why := walkExpr(n["where_clause"]); why != "" {
-		return bad(why)
+	w := n["where_clause"]
+	if w == nil {
+		return nil, "is empty", nil
 	}
-	// Finally it must bind: known columns, boolean result.
-	if err := e.ExecFile(ctx, "gate_bind.sql", map[string]string{"Gate": pred}); err != nil {
-		return bad("does not bind: " + err.Error())
+	if why := walkExpr(w); why != "" {
+		return nil, why, nil
 	}
-	return nil
+	return w, "", nil
+}
+
+// printExpr prints an expression tree back as SQL text, with DuckDB's own
+// printer: the tree goes in as the select list of a query over attempts_raw.
+func printExpr(ctx context.Context, e *Engine, expr any) (string, error) {
+	const prefix, suffix = "SELECT ", " FROM attempts_raw"
+	tree := map[string]any{"error": false, "statements": []any{map[string]any{
+		"node": map[string]any{
+			"type": "SELECT_NODE", "modifiers": []any{}, "cte_map": map[string]any{"map": []any{}},
+			"select_list": []any{expr},
+			"from_table": map[string]any{"type": "BASE_TABLE", "alias": "", "sample": nil, "query_location": json.Number("18446744073709551615"),
+				"schema_name": "", "table_name": "attempts_raw", "column_name_alias": []any{}, "catalog_name": "", "at_clause": nil},
+			"where_clause": nil, "group_expressions": []any{}, "group_sets": []any{}, "aggregate_handling": "STANDARD_HANDLING",
+			"having": nil, "sample": nil, "qualify": nil},
+		"named_param_map": []any{}}}}
+	js, err := json.Marshal(tree)
+	if err != nil {
+		return "", err
+	}
+	rows, err := e.QueryFile(ctx, "statement_print.sql", map[string]string{"Tree": quote(string(js))})
+	if err != nil {
+		return "", err
+	}
+	var text string
+	if rows.Next() {
+		err = rows.Scan(&text)
+	}
+	rows.Close()
+	if err != nil {
+		return "", fmt.Errorf("--quality-gate: print: %w", err)
+	}
+	if !strings.HasPrefix(text, prefix) || !strings.HasSuffix(text, suffix) || len(text) <= len(prefix)+len(suffix) {
+		return "", fmt.Errorf("--quality-gate: DuckDB printed %q, not a query over attempts_raw", text)
+	}
+	return text[len(prefix) : len(text)-len(suffix)], nil
+}
+
+// stripLocations sets the parser's character offsets in a tree to "none",
+// so that trees of differently spaced texts compare equal.
+func stripLocations(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["query_location"]; ok {
+			x["query_location"] = json.Number("18446744073709551615")
+		}
+		for _, c := range x {
+			stripLocations(c)
+		}
+	case []any:
+		for _, c := range x {
+			stripLocations(c)
+		}
+	}
 }
 
 // Functions a predicate may not call: they read files, settings or the environment.

@@ -125,11 +125,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := in.stage(ctx, e, o, rep, &p); err != nil {
 		return nil, err
 	}
-	gate := in.gate
-	if gate == "" {
-		gate = "true"
-	}
-	if err := classify(ctx, e, gate, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
+	if err := classify(ctx, e, in.gateSQL, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
 		return nil, err
 	}
 	// The retry policy acts per record, so each partition applies it to its

@@ -192,7 +192,10 @@ type runInputs struct {
 	job   lake.Digest
 	rules Rules
 	gate  string
-	recs  []lake.IngestRecord
+	// gateSQL is the gate as the reconcile runs it: printed back by DuckDB
+	// from the checked tree (CheckPredicate), set by stage.
+	gateSQL string
+	recs    []lake.IngestRecord
 	// retracted are the raw files left out (ingest --retract), sorted.
 	retracted []string
 	// run is the digest of everything the run reads; runKey its report's key.
@@ -213,6 +216,11 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	job, err := lake.ParseDigest(o.JobKey)
 	if err != nil {
 		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
+	}
+	if o.OutDir != "" {
+		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir); err != nil {
+			return nil, err
+		}
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
@@ -397,8 +405,10 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 	if err := e.ExecFile(ctx, sources, src); err != nil {
 		return err
 	}
+	in.gateSQL = "true"
 	if in.gate != "" {
-		if err := CheckPredicate(ctx, e, in.gate); err != nil {
+		var err error
+		if in.gateSQL, err = CheckPredicate(ctx, e, in.gate); err != nil {
 			return err
 		}
 	}
@@ -422,14 +432,10 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 // report, while the job's shards are leased RECONCILING.
 func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, o Options, rep *Report, in *runInputs) (*Report, error) {
 	var err error
-	gate := in.gate
-	if gate == "" {
-		gate = "true"
-	}
 	// A merge (Merge) has its tables from the partitions already, the retry
 	// policy applied by each partition.
 	if !o.merged {
-		if err := classify(ctx, e, gate, o.MaxAttempts, m.ExpectedRecords); err != nil {
+		if err := classify(ctx, e, in.gateSQL, o.MaxAttempts, m.ExpectedRecords); err != nil {
 			return nil, err
 		}
 		if len(in.held) > 0 {

@@ -1,13 +1,16 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -19,24 +22,8 @@ import (
 // TestFlowOnS3: plan, ingest, reconcile and sql on an s3:// lake served by a
 // real S3-protocol server on loopback; DuckDB reads through the local cache.
 func TestFlowOnS3(t *testing.T) {
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true"} {
-		t.Setenv(k, v)
-	}
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	srv := httptest.NewServer(faker.Server())
-	defer srv.Close()
-	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
-		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
 	ctx := context.Background()
-	l, err := lake.Open(ctx, fmt.Sprintf("s3://lake/prefix?%s", q.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if _, local := l.LocalDir(); local {
-		t.Fatal("s3 lake opened as a local folder")
-	}
+	l := s3Lake(t)
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(3, 3)), 150, 2, 1)
 	m := planAndIngest(t, l, dir, g, 60)
@@ -81,5 +68,129 @@ func TestFlowOnS3(t *testing.T) {
 	}
 	if !vr.OK() {
 		t.Fatalf("verify on s3: %v", vr.Problems)
+	}
+}
+
+// s3Lake opens an empty s3:// lake served by gofakes3 on loopback, closed
+// when the test ends.
+func s3Lake(t *testing.T) *lake.Lake {
+	t.Helper()
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
+		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	srv := httptest.NewServer(faker.Server())
+	t.Cleanup(srv.Close)
+	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
+		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
+	l, err := lake.Open(context.Background(), fmt.Sprintf("s3://lake/prefix?%s", q.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if _, local := l.LocalDir(); local {
+		t.Fatal("s3 lake opened as a local folder")
+	}
+	return l
+}
+
+// TestTamperedCacheIsRefetched: a remote lake's cached table file that no
+// longer matches its digest is never read. Each cached table file in turn is
+// overwritten with another valid Parquet file of the cache (the forgery
+// DuckDB would read without complaint); the next session and the next
+// reconcile see the lake's own rows, say so on stderr, and leave the cache
+// holding the right bytes again.
+func TestTamperedCacheIsRefetched(t *testing.T) {
+	ctx := context.Background()
+	l := s3Lake(t)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(5, 5)), 60, 1, 1)
+	m := planAndIngest(t, l, dir, g, 0)
+	cache := filepath.Join(dir, "cache")
+	eo := EngineOptions{Threads: 1, TempDir: dir, CacheDir: cache}
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: eo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = `SELECT (SELECT count(*) FROM costs) || '/' || (SELECT count(*) FROM attempts) || '/' ||
+		(SELECT count(*) FROM expected) || '/' || (SELECT count(*) FROM outcomes) || '/' || (SELECT count(*) FROM quarantine)`
+	counts := func() string {
+		e, err := OpenSession(ctx, l, eo, Scope{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		var s string
+		if err := e.DB.QueryRowContext(ctx, q).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	want := counts()
+	ents, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, en := range ents {
+		if filepath.Ext(en.Name()) == ".parquet" {
+			files = append(files, filepath.Join(cache, en.Name()))
+		}
+	}
+	if len(files) < 3 {
+		t.Fatalf("%d table files cached, want the costs, attempts, expected, outcomes and quarantine files", len(files))
+	}
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	for i, victim := range files {
+		forged, err := os.ReadFile(files[(i+1)%len(files)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm()&0o222 != 0 {
+			t.Errorf("cached %s is writable: %v %v", filepath.Base(victim), fi.Mode(), err)
+		}
+		// The forger replaces the file (cached files are read-only).
+		os.Remove(victim)
+		if err := os.WriteFile(victim, forged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		if got := counts(); got != want {
+			t.Errorf("forged %s: the views count %s, the lake's files %s", filepath.Base(victim), got, want)
+		}
+		if !strings.Contains(logs.String(), "does not match its digest") || !strings.Contains(logs.String(), filepath.Base(victim)) {
+			t.Errorf("forged %s: no warning on stderr: %q", filepath.Base(victim), logs.String())
+		}
+		d, _ := lake.ParseObjectKey(filepath.Base(victim))
+		if got, _, err := lake.HashFile(victim); err != nil || got != d {
+			t.Errorf("forged %s: the cache still holds %s (%v)", filepath.Base(victim), got, err)
+		}
+	}
+	// A reconcile reads through the same cache: with an attempts file forged
+	// it still reports the lake's lines (a new run: another --max-attempts).
+	for _, f := range files {
+		forged, _ := os.ReadFile(files[0])
+		if f != files[0] {
+			os.Remove(f)
+			os.WriteFile(f, forged, 0o644)
+		}
+	}
+	again, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: eo, MaxAttempts: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Expected != rep.Expected || again.Succeeded != rep.Succeeded || again.Unknown != rep.Unknown || again.Duplicate != rep.Duplicate {
+		t.Errorf("reconcile over a forged cache: %+v, first %+v", again, rep)
+	}
+	vr, err := lake.Verify(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() {
+		t.Fatalf("verify: %v", vr.Problems)
 	}
 }

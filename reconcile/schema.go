@@ -25,13 +25,18 @@ type OutputSchema struct {
 }
 
 // LoadOutputSchema compiles a JSON Schema document (any draft the library
-// knows; $schema picks it, 2020-12 otherwise).
+// knows; $schema picks it, 2020-12 otherwise). A $ref may point only inside
+// the document (#/$defs/…) or at a draft's meta-schema: nothing outside it is
+// ever loaded, neither files (file:///proc/self/environ would be read and
+// its text quoted in the error) nor URLs. The document is then all that the
+// schema's digest, in the run's identity, stands for.
 func LoadOutputSchema(name string, data []byte) (*OutputSchema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		return nil, &ingest.InputError{File: name, Msg: "not valid JSON: " + err.Error()}
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noExternalRefs{})
 	url := "batchlake:///" + lake.Sum(data).Hex() + ".json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, &ingest.InputError{File: name, Msg: err.Error()}
@@ -41,6 +46,13 @@ func LoadOutputSchema(name string, data []byte) (*OutputSchema, error) {
 		return nil, &ingest.InputError{File: name, Msg: "not a usable JSON Schema: " + err.Error()}
 	}
 	return &OutputSchema{Name: name, Digest: lake.Sum(data), schema: sch}, nil
+}
+
+// noExternalRefs refuses to load any document a $ref names.
+type noExternalRefs struct{}
+
+func (noExternalRefs) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref to %s: a schema's $ref may only point inside the document (put it under $defs)", url)
 }
 
 type schemaFailure struct {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/ingest"
@@ -54,5 +57,36 @@ func TestOutputSchema(t *testing.T) {
 		if _, err := LoadOutputSchema("bad.json", []byte(bad)); !errors.Is(err, ingest.ErrBadInput) {
 			t.Errorf("schema %s: error %v, want bad input", bad, err)
 		}
+	}
+}
+
+// TestOutputSchemaRefsStayInside: a schema's $ref is resolved inside the
+// document only. A $ref to a file was loaded and its text quoted in the
+// error (file:///proc/self/environ leaked the environment); now any $ref
+// that leaves the document is refused, whatever its scheme, and none is read.
+func TestOutputSchemaRefsStayInside(t *testing.T) {
+	dir := t.TempDir()
+	secret := "BATCHLAKE-SECRET-" + fmt.Sprint(len(dir))
+	side := filepath.Join(dir, "side.json")
+	if err := os.WriteFile(side, []byte(`{"type":"string","title":"`+secret+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BATCHLAKE_TEST_SECRET", secret)
+	for _, ref := range []string{"file:///proc/self/environ", "file://" + side, "side.json", "./side.json", "http://127.0.0.1:1/x.json", "/etc/passwd"} {
+		t.Run(ref, func(t *testing.T) {
+			doc := fmt.Sprintf(`{"type":"object","properties":{"label":{"$ref":%q}}}`, ref)
+			_, err := LoadOutputSchema(filepath.Join(dir, "s.json"), []byte(doc))
+			if err == nil {
+				t.Fatal("a $ref out of the document was accepted")
+			}
+			if !errors.Is(err, ingest.ErrBadInput) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "PATH=") {
+				t.Fatalf("error %v: want bad input that quotes nothing it read", err)
+			}
+		})
+	}
+	// Inside the document it works.
+	s, err := LoadOutputSchema("defs.json", []byte(`{"$defs":{"l":{"type":"string"}},"type":"object","properties":{"label":{"$ref":"#/$defs/l"}}}`))
+	if err != nil || s == nil {
+		t.Fatalf("a $ref into $defs: %v", err)
 	}
 }

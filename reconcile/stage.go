@@ -2,8 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,9 +14,11 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// stager gives DuckDB local paths for lake files. A local lake's files are
-// used in place after their digest is checked; a remote lake's files are
-// downloaded once into a cache named by digest, bounded in size.
+// stager gives DuckDB local paths for lake files, each checked against the
+// digest in its name once per session, before DuckDB reads it. A local
+// lake's files are used in place; a remote lake's files are downloaded into
+// a cache named by digest, bounded in size, and a cached file that no longer
+// matches its digest is fetched again (with a warning).
 type stager struct {
 	lake     *lake.Lake
 	dir      string
@@ -29,18 +34,25 @@ func newStager(l *lake.Lake, dir string, maxBytes int64) (*stager, error) {
 	if _, local := l.LocalDir(); local {
 		return s, nil
 	}
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "batchlake")
-	}
+	dir = CacheDir(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache dir: %w", err)
 	}
 	s.dir = dir
 	return s, nil
+}
+
+// CacheDir is the cache folder of a remote lake's table files: dir, or by
+// default batchlake under the user cache dir.
+func CacheDir(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "batchlake")
 }
 
 func (s *stager) local(ctx context.Context, key string) (string, error) {
@@ -63,11 +75,26 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 		}
 	} else {
 		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))
-		if _, err := os.Stat(p); err == nil {
+		// A cache hit is re-hashed like any read of the lake: the cache is
+		// a plain folder that anything on the machine may have written.
+		got, _, err := lake.HashFile(p)
+		switch {
+		case err == nil && got == d:
 			now := timeNow()
 			os.Chtimes(p, now, now) // LRU by modification time
-		} else if err := s.fetch(ctx, key, d, p); err != nil {
-			return "", err
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("stage %s: cache: %w", key, err)
+		default:
+			if err == nil {
+				slog.Warn("cache: a cached table file does not match its digest; fetching it again from the lake",
+					"file", p, "want", d.String(), "got", got.String())
+				if err := os.Remove(p); err != nil {
+					return "", fmt.Errorf("stage %s: cache: %w", key, err)
+				}
+			}
+			if err := s.fetch(ctx, key, d, p); err != nil {
+				return "", err
+			}
 		}
 	}
 	s.checked[key] = p
@@ -86,6 +113,12 @@ func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string)
 	}
 	defer os.Remove(f.Name())
 	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("stage %s: %w", key, err)
+	}
+	// Read-only, like a local lake's objects: DuckDB reads the file, and
+	// (unless it runs as root) cannot open it for writing.
+	if err := f.Chmod(0o444); err != nil {
 		f.Close()
 		return fmt.Errorf("stage %s: %w", key, err)
 	}

@@ -49,6 +49,9 @@ per record (written whole or not at all); stdout has the count and the file
 				printJSON(g.stdout, res)
 				return nil
 			}
+			if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "manual --out", out); err != nil {
+				return err
+			}
 			n, err := writeManual(ctx, e, job, tenant, out)
 			if err != nil {
 				return err

@@ -46,6 +46,9 @@ the JSON of exactly the numbers on the page.`,
 				return err
 			}
 			if htmlOut != "" {
+				if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "report --html", htmlOut); err != nil {
+					return err
+				}
 				if err := writeHTML(s, htmlOut); err != nil {
 					return err
 				}

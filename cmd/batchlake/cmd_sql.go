@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/spf13/cobra"
@@ -52,8 +55,10 @@ func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
 quarantine, outcomes, records, costs, ledger, accepted and manual. The session is read-only by
-construction: only a single SELECT is accepted, and DuckDB may read nothing but
-the lake files behind the views (no COPY, ATTACH, INSTALL, LOAD or file reads).
+construction: DuckDB's parser must find exactly one query before anything runs
+(no COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, LOAD or EXPLAIN; no table function
+but range, generate_series and unnest), and DuckDB may read nothing but the
+lake files behind the views.
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,7 +102,11 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 	switch format {
 	case "table":
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		hs := make([]string, len(cols))
+		for i, c := range cols {
+			hs[i] = printable(c)
+		}
+		fmt.Fprintln(tw, strings.Join(hs, "\t"))
 	case "csv":
 		cw = csv.NewWriter(w)
 		cw.Write(cols)
@@ -115,6 +124,9 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 			s := make([]string, len(vals))
 			for i, v := range vals {
 				s[i] = cell(v)
+				if tw != nil {
+					s[i] = printable(s[i])
+				}
 			}
 			if tw != nil {
 				fmt.Fprintln(tw, strings.Join(s, "\t"))
@@ -150,6 +162,33 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 		printJSON(w, out)
 		return nil
 	}
+}
+
+// printable escapes what a terminal would act on or an aligned table would
+// break on: control characters (escape sequences, tabs, newlines, C1 codes),
+// bidirectional overrides and invalid UTF-8, written as Go writes them
+// (\x1b, \n, \u202e). The strings come from providers and are not to be
+// trusted with a terminal.
+func printable(s string) string {
+	bad := func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, bad) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case bad(r):
+			q := strconv.QuoteRune(r) // '\x1b', '\n', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func cell(v any) string {

@@ -155,6 +155,30 @@ expected records missing from the report's outcomes).
   B's rows in any view and cannot read B's partition files by path; a scope
   with ` + "`../`" + ` or ` + "`/`" + ` exits 2.
 
+- **read-only SQL** (` + "`readonly_test.go`" + `): 49 SQL strings that try to write
+  through ` + "`sql`" + `, each in ` + "`table`" + ` and ` + "`arrow`" + ` form (statements that write,
+  attach, set output paths, load, checkpoint or explain — ` + "`EXPLAIN ANALYZE`" + `
+  among them; several statements with the writing one first, in the middle
+  and last; comments, quotes, ` + "`$$`" + `, a NUL and blank statements around the
+  separator; ` + "`enable_logging`" + `, ` + "`checkpoint`" + ` and ` + "`query`" + ` called as table
+  functions; ` + "`PIVOT`" + `), 7 ` + "`--quality-gate`" + ` injections, 3 ` + "`catalog --out`" + `
+  paths and 3 output paths of ` + "`manual`" + `, ` + "`report`" + ` and ` + "`reconcile`" + ` into the
+  lake or the cache, on a local lake and on an S3 lake read through the
+  cache. The lake (or bucket), the cache, ` + "`--tmp-dir`" + ` and the
+  working directory are hashed before and after each attempt:
+  **222 escapes tried, 222 refused (non-zero exit), 0 bytes changed**, and
+  ` + "`verify`" + ` passes after them all. ` + "`reconcile/safety_test.go`" + ` proves a gate
+  runs as it was checked (` + "`true) OR (true`" + ` and four more tautologies classify
+  exactly as no gate), ` + "`reconcile/s3_test.go`" + ` that a forged cached table file
+  of each table is refetched, with a warning, before any session or
+  reconcile reads it.
+- **write-once races** (` + "`lake/putonce_race_test.go`" + `): two goroutines ` + "`PutOnce`" + `
+  one key of a local lake at the same moment, with different bytes and with
+  the same, 300 rounds each (30,000 under ` + "`BATCHLAKE_LONG`" + `): **600 races,
+  exactly one writer told "created" every time**, the key holding its bytes,
+  the other told ` + "`ErrCorrupt`" + ` (other bytes) or "already there" (same bytes).
+  Before every local write went through ` + "`link(2)`" + `, 6 to 24 of 300 rounds
+  told both writers "created".
 - **storage faults (S3)** (` + "`lake/storagefault_test.go`" + `): a proxy in front of the
   in-process S3 server answers 500, 503 SlowDown, a delay past the client timeout,
   or resets the connection mid-upload and mid-download, three times in a row, for
