@@ -67,6 +67,19 @@ classified AS (
             ELSE 4
         END AS BIGINT) AS rank
     FROM gated a
+),
+-- Ingest quarantines a line whose token counts are negative, above its
+-- ceiling of 10^9 per line or inconsistent; a line ingested before those
+-- checks existed is priced at nothing and counted unpriced instead of
+-- failing the cast below (or pricing negative) on every reconcile.
+checked AS (
+    SELECT a.* REPLACE (coalesce(a.cache_write_tokens, 0) AS cache_write_tokens),
+        coalesce(a.input_tokens BETWEEN 0 AND 1000000000
+             AND a.cached_input_tokens BETWEEN 0 AND 1000000000
+             AND coalesce(a.cache_write_tokens, 0) BETWEEN 0 AND 1000000000
+             AND a.output_tokens BETWEEN 0 AND 1000000000
+             AND CAST(a.cached_input_tokens AS HUGEINT) + coalesce(a.cache_write_tokens, 0) <= a.input_tokens, false) AS usage_ok
+    FROM classified a
 )
 SELECT
     a.provider, a.custom_id, a.model_version, a.line_no, a.status_code, a.error_code,
@@ -76,16 +89,16 @@ SELECT
     CAST(a.rank AS UTINYINT) AS rank,
     CASE WHEN a.line_no >= 1099511627776 OR f.file_no >= 524288 THEN error('reconcile: over 2^19 result files or 2^40 lines in one file')
          ELSE (a.rank << 59) | (CAST(f.file_no AS BIGINT) << 40) | a.line_no END AS line_key,
-    a.input_tokens + a.output_tokens AS tokens,
+    CASE WHEN a.usage_ok THEN a.input_tokens + a.output_tokens ELSE 0 END AS tokens,
     p.model AS price_model,
-    (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL AS unpriced,
-    coalesce(
+    CASE WHEN a.usage_ok THEN (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL ELSE true END AS unpriced,
+    coalesce(CASE WHEN a.usage_ok THEN
         CAST(a.input_tokens - a.cached_input_tokens - a.cache_write_tokens AS DECIMAL(18, 0)) * p.input_per_token
       + CAST(a.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
       + CAST(a.cache_write_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
-      + CAST(a.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
+      + CAST(a.output_tokens AS DECIMAL(18, 0)) * p.output_per_token END,
         CAST(0 AS DECIMAL(38, 18))) AS cost_usd
-FROM classified a
+FROM checked a
 JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
 LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version = a.model_version
 LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
