@@ -112,4 +112,7 @@ type CostRow struct {
 	LineNo       int64  `parquet:"line_no"`
 	PriceModel   string `parquet:"price_model,dict"`
 	CostUSD      string `parquet:"cost_usd"` // exact decimal, as text
+	// Unpriced: the line had tokens but the price table no row for its
+	// model (or its token counts were out of range), so it cost 0.
+	Unpriced bool `parquet:"unpriced"`
 }
