@@ -182,3 +182,27 @@ func TestPriceChangeBetweenAttempts(t *testing.T) {
 		t.Errorf("costs %q, want %q", lines, want)
 	}
 }
+
+// TestPriceForBedrockProfiles: plan's estimate finds a Bedrock job's price
+// as reconcile does: by the longest row, with or without the model id's
+// inference-profile prefix.
+func TestPriceForBedrockProfiles(t *testing.T) {
+	shipped, err := LoadPrices("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]string{
+		"us.anthropic.claude-sonnet-4-5-20250929-v1:0":     "us.anthropic.claude-sonnet-4-5",
+		"global.anthropic.claude-sonnet-4-5-20250929-v1:0": "anthropic.claude-sonnet-4-5",
+		"anthropic.claude-haiku-4-5-20251001-v1:0":         "anthropic.claude-haiku-4-5",
+		"eu.anthropic.claude-opus-4-1-20250805-v1:0":       "anthropic.claude-opus-4-1",
+	} {
+		p := shipped.PriceFor("bedrock", model, time.Now())
+		if p == nil || p.Model != want {
+			t.Errorf("PriceFor(bedrock, %s) = %+v, want the row %s", model, p, want)
+		}
+	}
+	if p := shipped.PriceFor("openai", "us.gpt-5", time.Now()); p != nil {
+		t.Errorf("a profile prefix outside Bedrock matched %s", p.Model)
+	}
+}
