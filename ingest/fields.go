@@ -109,15 +109,15 @@ func checkUsage(row *lake.AttemptRow) error {
 		name string
 		n    int64
 	}{
-		{"input", row.InputTokens}, {"cached input", row.CachedInputTokens}, {"cache write", row.CacheWriteTokens},
-		{"1h cache write", row.CacheWrite1hTokens}, {"output", row.OutputTokens}, {"reasoning", row.ReasoningTokens},
-		{"web search request", row.WebSearchRequests},
+		{"input tokens", row.InputTokens}, {"cached input tokens", row.CachedInputTokens}, {"cache write tokens", row.CacheWriteTokens},
+		{"1h cache write tokens", row.CacheWrite1hTokens}, {"output tokens", row.OutputTokens}, {"reasoning tokens", row.ReasoningTokens},
+		{"web search requests", row.WebSearchRequests},
 	} {
 		if c.n < 0 {
-			return fmt.Errorf("usage: negative or overflowing %s token count %d", c.name, c.n)
+			return fmt.Errorf("usage: %s %d: negative (or the sum overflowed)", c.name, c.n)
 		}
 		if c.n > MaxLineTokens {
-			return fmt.Errorf("usage: %s token count %d above the ceiling of %d per line", c.name, c.n, MaxLineTokens)
+			return fmt.Errorf("usage: %s %d: above the ceiling of %d per line", c.name, c.n, MaxLineTokens)
 		}
 	}
 	if row.CacheWrite1hTokens > row.CacheWriteTokens {
