@@ -161,6 +161,16 @@ type anthropicMessage struct {
 		OutputTokens             int64 `json:"output_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+		// CacheCreation splits cache_creation_input_tokens by lifetime;
+		// a 1h write is billed at twice the input price, a 5m write at
+		// 1.25 times.
+		CacheCreation *struct {
+			Ephemeral5m int64 `json:"ephemeral_5m_input_tokens"`
+			Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
+		} `json:"cache_creation"`
+		ServerToolUse *struct {
+			WebSearchRequests int64 `json:"web_search_requests"`
+		} `json:"server_tool_use"`
 	} `json:"usage"`
 }
 
@@ -169,7 +179,9 @@ type anthropicMessage struct {
 // total prompt, input + cache creation + cache read, with the cache read in
 // cached_input_tokens and the cache creation in cache_write_tokens, so every
 // provider's input_tokens means the same thing and cache writes can be
-// priced.
+// priced. The writes' one-hour part (usage.cache_creation) is in
+// cache_write_1h_tokens, and server-side web searches in
+// web_search_requests.
 func (m *anthropicMessage) fill(row *lake.AttemptRow) error {
 	row.Outcome = "success"
 	row.ModelVersion = m.Model
@@ -192,6 +204,22 @@ func (m *anthropicMessage) fill(row *lake.AttemptRow) error {
 		}
 		row.InputTokens, row.CachedInputTokens, row.CacheWriteTokens = in, u.CacheReadInputTokens, u.CacheCreationInputTokens
 		row.OutputTokens = u.OutputTokens
+		if c := u.CacheCreation; c != nil {
+			// The split must account for no more than the writes; what it
+			// leaves out is priced as 5m writes, the default lifetime.
+			split, err := addTokens(c.Ephemeral5m, c.Ephemeral1h)
+			if err != nil {
+				return err
+			}
+			if split > u.CacheCreationInputTokens {
+				return fmt.Errorf("usage: cache_creation ephemeral_5m %d + ephemeral_1h %d tokens exceed cache_creation_input_tokens %d",
+					c.Ephemeral5m, c.Ephemeral1h, u.CacheCreationInputTokens)
+			}
+			row.CacheWrite1hTokens = c.Ephemeral1h
+		}
+		if st := u.ServerToolUse; st != nil {
+			row.WebSearchRequests = st.WebSearchRequests
+		}
 	}
 	return checkUsage(row)
 }
@@ -200,7 +228,7 @@ func (anthropicFormat) ParseResult(line []byte, channel string) (lake.AttemptRow
 	var row lake.AttemptRow
 	var in anthropicResultLine
 	if err := json.Unmarshal(line, &in); err != nil {
-		return row, fmt.Errorf("not valid JSON: %v", err)
+		return row, decodeError(err)
 	}
 	id, ierr := stringField(in.CustomID, "custom_id")
 	if ierr != nil {

@@ -157,7 +157,7 @@ func (bedrockFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, 
 	var row lake.AttemptRow
 	var in bedrockResultLine
 	if err := json.Unmarshal(line, &in); err != nil {
-		return row, fmt.Errorf("not valid JSON: %v", err)
+		return row, decodeError(err)
 	}
 	id, ierr := stringField(in.RecordID, "recordId")
 	if ierr != nil {
@@ -251,14 +251,14 @@ func parseBedrockOutput(raw json.RawMessage, row *lake.AttemptRow) error {
 	if string(probe["type"]) == `"message"` {
 		var m anthropicMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return err
+			return decodeError(err)
 		}
 		row.ProviderRequestID = m.ID
 		return m.fill(row)
 	}
 	var o bedrockOutput
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return err
+		return decodeError(err)
 	}
 	row.Outcome = "success"
 	var text strings.Builder

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/batchlake/batchlake/lake"
@@ -90,15 +91,39 @@ func withTopField(line []byte, field, value string) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
+// MaxLineTokens is the most tokens of any one kind (input, cached input,
+// cache writes, output, reasoning) one result line may report. No model reads
+// or writes a billion tokens in one request; a larger count is a corrupt or
+// hostile line. The ceiling also bounds reconcile's arithmetic: a line's
+// counts fit DECIMAL(18, 0) and its cost fits DECIMAL(38, 18) many times over
+// (docs/costs.md).
+const MaxLineTokens = 1_000_000_000
+
 // checkUsage refuses token counts that cannot be true: negative counts,
-// cached or cache-write tokens beyond the input, reasoning beyond the output.
+// counts above MaxLineTokens, cached or cache-write tokens beyond the input,
+// reasoning beyond the output. Every provider's parser calls it last, so a
+// line it refuses is quarantined with the reason and its raw bytes, never
+// priced.
 func checkUsage(row *lake.AttemptRow) error {
-	for _, n := range []int64{row.InputTokens, row.CachedInputTokens, row.CacheWriteTokens, row.OutputTokens, row.ReasoningTokens} {
-		if n < 0 {
-			return fmt.Errorf("usage: negative or overflowing token count %d", n)
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{
+		{"input tokens", row.InputTokens}, {"cached input tokens", row.CachedInputTokens}, {"cache write tokens", row.CacheWriteTokens},
+		{"1h cache write tokens", row.CacheWrite1hTokens}, {"output tokens", row.OutputTokens}, {"reasoning tokens", row.ReasoningTokens},
+		{"web search requests", row.WebSearchRequests},
+	} {
+		if c.n < 0 {
+			return fmt.Errorf("usage: %s %d: negative (or the sum overflowed)", c.name, c.n)
+		}
+		if c.n > MaxLineTokens {
+			return fmt.Errorf("usage: %s %d: above the ceiling of %d per line", c.name, c.n, MaxLineTokens)
 		}
 	}
-	if row.CachedInputTokens+row.CacheWriteTokens > row.InputTokens || row.CachedInputTokens+row.CacheWriteTokens < 0 {
+	if row.CacheWrite1hTokens > row.CacheWriteTokens {
+		return fmt.Errorf("usage: 1h cache write tokens %d exceed cache write tokens %d", row.CacheWrite1hTokens, row.CacheWriteTokens)
+	}
+	if row.CachedInputTokens+row.CacheWriteTokens > row.InputTokens {
 		return fmt.Errorf("usage: cache read %d and write %d tokens exceed input tokens %d", row.CachedInputTokens, row.CacheWriteTokens, row.InputTokens)
 	}
 	if row.ReasoningTokens > row.OutputTokens {
@@ -120,4 +145,16 @@ func addTokens(ns ...int64) (int64, error) {
 		sum += n
 	}
 	return sum, nil
+}
+
+// decodeError explains why a line did not decode: a value of the wrong type
+// (a fraction or 1e3 where a token count must be an integer, a string for a
+// number) names its field, as json.Unmarshal's own message does not say
+// plainly; anything else is not valid JSON.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("field %s: want %s, got %s", te.Field, te.Type, te.Value)
+	}
+	return fmt.Errorf("not valid JSON: %v", err)
 }

@@ -136,7 +136,7 @@ func (geminiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 	var row lake.AttemptRow
 	var in geminiResultLine
 	if err := json.Unmarshal(line, &in); err != nil {
-		return row, fmt.Errorf("not valid JSON: %v", err)
+		return row, decodeError(err)
 	}
 	id, ierr := stringField(in.Key, "key")
 	if ierr != nil {
@@ -197,7 +197,7 @@ func geminiError(s *geminiStatus, row *lake.AttemptRow) {
 func parseGeminiResponse(raw json.RawMessage, row *lake.AttemptRow) error {
 	var r geminiResponse
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return err
+		return decodeError(err)
 	}
 	row.Outcome = "success"
 	row.ModelVersion = r.ModelVersion

@@ -423,7 +423,7 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 		in.memo.release()
 		in = openaiResultLine{}
 		if err := json.Unmarshal(line, &in); err != nil {
-			return row, fmt.Errorf("not valid JSON: %v", err)
+			return row, decodeError(err)
 		}
 	}
 	id, ierr := stringField(in.CustomID, "custom_id")
@@ -472,32 +472,41 @@ func parseOpenAIBody(jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error
 	if noFastJSON || !fastBody(jm, raw, &b) {
 		b = openaiBody{}
 		if err := json.Unmarshal(raw, &b); err != nil {
-			return err
+			return decodeError(err)
 		}
 	}
 	row.ModelVersion = b.Model
 	if u := b.Usage; u != nil {
-		row.InputTokens = u.PromptTokens + u.InputTokens
-		row.OutputTokens = u.CompletionTokens + u.OutputTokens
+		// Chat counts prompt/completion tokens, Responses input/output
+		// tokens; a body has one pair, and the sums refuse overflow.
+		var err error
+		if row.InputTokens, err = addTokens(u.PromptTokens, u.InputTokens); err != nil {
+			return err
+		}
+		if row.OutputTokens, err = addTokens(u.CompletionTokens, u.OutputTokens); err != nil {
+			return err
+		}
 		for _, d := range []*openaiCacheDetails{u.PromptTokensDetails, u.InputTokensDetails} {
-			if d != nil {
-				row.CachedInputTokens += d.CachedTokens
-				row.CacheWriteTokens += d.CacheWriteTokens
+			if d == nil {
+				continue
+			}
+			if row.CachedInputTokens, err = addTokens(row.CachedInputTokens, d.CachedTokens); err != nil {
+				return err
+			}
+			if row.CacheWriteTokens, err = addTokens(row.CacheWriteTokens, d.CacheWriteTokens); err != nil {
+				return err
 			}
 		}
-		if d := u.CompletionTokensDetails; d != nil {
-			row.ReasoningTokens += d.ReasoningTokens
-		}
-		if d := u.OutputTokensDetails; d != nil {
-			row.ReasoningTokens += d.ReasoningTokens
-		}
-		for _, n := range []int64{row.InputTokens, row.OutputTokens, row.CachedInputTokens, row.CacheWriteTokens, row.ReasoningTokens} {
-			if n < 0 {
-				return fmt.Errorf("usage: negative token count %d", n)
+		for _, d := range []*openaiReasoningDetails{u.CompletionTokensDetails, u.OutputTokensDetails} {
+			if d == nil {
+				continue
+			}
+			if row.ReasoningTokens, err = addTokens(row.ReasoningTokens, d.ReasoningTokens); err != nil {
+				return err
 			}
 		}
-		if row.CachedInputTokens > row.InputTokens {
-			return fmt.Errorf("usage: cached tokens %d exceed prompt tokens %d", row.CachedInputTokens, row.InputTokens)
+		if err := checkUsage(row); err != nil {
+			return err
 		}
 	}
 	if e := b.Error; e != nil {

@@ -49,6 +49,12 @@ type AttemptRow struct {
 	CacheWriteTokens  int64  `parquet:"cache_write_tokens"`
 	OutputTokens      int64  `parquet:"output_tokens"`
 	ReasoningTokens   int64  `parquet:"reasoning_tokens"`
+	// CacheWrite1hTokens is the part of cache_write_tokens written with a one
+	// hour lifetime (Anthropic's ephemeral_1h_input_tokens), priced apart.
+	CacheWrite1hTokens int64 `parquet:"cache_write_1h_tokens"`
+	// WebSearchRequests counts server-side web searches (Anthropic's
+	// server_tool_use.web_search_requests), billed per request.
+	WebSearchRequests int64 `parquet:"web_search_requests"`
 	// FinishReason is the provider's finish/stop reason (stop, length,
 	// max_output_tokens, tool_calls, content_filter, ...).
 	FinishReason string `parquet:"finish_reason,dict"`
@@ -86,6 +92,10 @@ type OutcomeRow struct {
 	Reason       string `parquet:"reason,dict"`
 	Lines        int32  `parquet:"lines"`
 	CostUSD      string `parquet:"cost_usd"` // exact decimal
+	// Truncated says the record's best line was an answer cut at its token
+	// limit (a quality failure with reason truncated, or a success under
+	// --accept-truncated).
+	Truncated bool `parquet:"truncated"`
 }
 
 // CostRow is one priced attempt line.
@@ -102,4 +112,7 @@ type CostRow struct {
 	LineNo       int64  `parquet:"line_no"`
 	PriceModel   string `parquet:"price_model,dict"`
 	CostUSD      string `parquet:"cost_usd"` // exact decimal, as text
+	// Unpriced: the line had tokens but the price table no row for its
+	// model (or its token counts were out of range), so it cost 0.
+	Unpriced bool `parquet:"unpriced"`
 }

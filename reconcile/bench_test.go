@@ -97,9 +97,9 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		}
 		must(e.ExecFile(ctx, "sources.sql", src))
 		must(rules.load(ctx, e))
-		must(prices.load(ctx, e, nil))
+		must(prices.load(ctx, e, nil, m))
 		must(e.ExecFile(ctx, "schema.sql", nil))
-		must(classify(ctx, e, "true", 3, m.ExpectedRecords))
+		must(classify(ctx, e, "true", false, 3, m.ExpectedRecords))
 		must(settle(ctx, e, Caps{}))
 		var rep Report
 		must(counts(ctx, e, &rep))
@@ -110,7 +110,7 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		must(err)
 		n := 0
 		must(e.eachRow(ctx, "outcome_rows.sql", recordRange{}, "ssssnssssns", func(*scanRow) error { n++; return nil }))
-		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "ssnsssnssn", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "ssnsssnssnn", func(*scanRow) error { n++; return nil }))
 		e.Close()
 	}
 }

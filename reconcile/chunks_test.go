@@ -86,7 +86,7 @@ func TestTableRowsOrderChecked(t *testing.T) {
 		`CREATE TEMP TABLE outcomes AS
 		 SELECT 'j' AS job_key, 't' AS tenant, id AS record_id, 'k' || id AS business_key, 's' AS shard_id, 'c' || id AS custom_id,
 		        1 AS attempt, '' AS parent_job_key, 'succeeded' AS outcome, 'accepted' AS disposition, '' AS reason,
-		        1 AS lines, CAST(0 AS DECIMAL(38, 18)) AS cost_usd
+		        1 AS lines, CAST(0 AS DECIMAL(38, 18)) AS cost_usd, false AS truncated
 		 FROM (VALUES ('cc'), ('bb'), ('aa')) v(id)`,
 	})
 	if err != nil {

@@ -41,3 +41,27 @@ func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant strin
 	}
 	return e.DB.QueryContext(ctx, stmts[0], job, job, tenant, tenant)
 }
+
+// UnpricedCosts lists, by provider and model, the lines of the costs view
+// (for one job and tenant, "" for all) that were priced 0 for want of a row
+// of the price table: what the cost command warns about.
+func (e *Engine) UnpricedCosts(ctx context.Context, job, tenant string) ([]UnpricedModel, error) {
+	stmts, err := lakesql.Render("cost_unpriced.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.DB.QueryContext(ctx, stmts[0], job, job, tenant, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sql cost_unpriced.sql: %w", err)
+	}
+	defer rows.Close()
+	var out []UnpricedModel
+	for rows.Next() {
+		var u UnpricedModel
+		if err := rows.Scan(&u.Provider, &u.Model, &u.Lines); err != nil {
+			return nil, fmt.Errorf("sql cost_unpriced.sql: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}

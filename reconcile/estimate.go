@@ -33,13 +33,20 @@ type Estimate struct {
 
 // PriceFor returns the price row for a provider's model at a time: the
 // longest matching model prefix, and of it the row with the latest
-// effective_from at or before t (as prices.sql does for lines).
+// effective_from at or before t (as reconcile.sql does for lines; a Bedrock
+// model id also matches without its inference-profile prefix).
 func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
 	var best *Price
+	base := model
+	if provider == "bedrock" {
+		for _, pre := range bedrockProfilePrefixes {
+			base = strings.TrimPrefix(base, pre)
+		}
+	}
 	rows := t.priced()
 	for i := range rows {
 		p := &rows[i]
-		if p.Provider != provider || !strings.HasPrefix(model, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
+		if p.Provider != provider || !strings.HasPrefix(model, p.Model) && !strings.HasPrefix(base, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
 			continue
 		}
 		if best == nil || len(p.Model) > len(best.Model) || (len(p.Model) == len(best.Model) && p.EffectiveFrom.After(best.EffectiveFrom)) {
@@ -48,6 +55,10 @@ func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
 	}
 	return best
 }
+
+// bedrockProfilePrefixes are the inference-profile prefixes of a Bedrock
+// model id (reconcile.sql strips the same).
+var bedrockProfilePrefixes = []string{"us.", "eu.", "apac.", "global."}
 
 // EstimateCost prices input and output tokens exactly:
 // (in × input + out × output) / 1e6 × batch_multiplier. Estimates have no

@@ -40,12 +40,14 @@ type PartitionResult struct {
 	Report string `json:"report"`
 	Key    string `json:"key"`
 	// The run's settings, to explain a refused merge.
-	MaxAttempts  int    `json:"max_attempts"`
-	RetryRules   string `json:"retry_rules"`
-	QualityGate  string `json:"quality_gate,omitempty"`
-	Prices       string `json:"prices_sha256"`
-	OutputSchema string `json:"output_schema_sha256,omitempty"`
-	Files        Files  `json:"files"`
+	MaxAttempts int    `json:"max_attempts"`
+	RetryRules  string `json:"retry_rules"`
+	QualityGate string `json:"quality_gate,omitempty"`
+	// AcceptTruncated: reconcile --accept-truncated.
+	AcceptTruncated bool   `json:"accept_truncated,omitempty"`
+	Prices          string `json:"prices_sha256"`
+	OutputSchema    string `json:"output_schema_sha256,omitempty"`
+	Files           Files  `json:"files"`
 	// Counts of this partition's records and lines (they add up to the
 	// merged report's).
 	Expected        int64                  `json:"expected"`
@@ -60,6 +62,7 @@ type PartitionResult struct {
 	RetryRecords    int64                  `json:"retry_records"`
 	ManualRecords   int64                  `json:"manual_records"`
 	UnpricedLines   int64                  `json:"unpriced_lines"`
+	Truncated       int64                  `json:"truncated"`
 	SchemaFailed    int64                  `json:"schema_failed_lines"`
 	CostUSD         map[string]json.Number `json:"cost_usd"`
 	// The partition's outcomes and line_costs tables (content-addressed
@@ -75,7 +78,8 @@ type PartitionResult struct {
 func (r *PartitionResult) settings() map[string]string {
 	return map[string]string{
 		"max_attempts": fmt.Sprint(r.MaxAttempts), "retry_rules": r.RetryRules, "quality_gate": r.QualityGate,
-		"prices_sha256": r.Prices, "output_schema_sha256": r.OutputSchema,
+		"accept_truncated": fmt.Sprint(r.AcceptTruncated),
+		"prices_sha256":    r.Prices, "output_schema_sha256": r.OutputSchema,
 		"input_shards": strings.Join(r.Files.InputShards, ","), "output files": strings.Join(r.Files.Output, ","),
 		"error files": strings.Join(r.Files.Error, ","),
 	}
@@ -125,7 +129,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := in.stage(ctx, e, o, rep, &p); err != nil {
 		return nil, err
 	}
-	if err := classify(ctx, e, in.gateSQL, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
+	if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
 		return nil, err
 	}
 	// The retry policy acts per record, so each partition applies it to its
@@ -144,10 +148,10 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		return nil, err
 	}
 	res := &PartitionResult{Version: PartitionVersion, JobKey: in.m.JobKey, Partition: p.String(), K: p.K, N: p.N, Report: in.runKey, Key: key,
-		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
+		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, AcceptTruncated: rep.AcceptTruncated, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
 		Files: rep.Files, Expected: rep.Expected, Succeeded: rep.Succeeded, FailedRetryable: rep.FailedRetryable, FailedPermanent: rep.FailedPermanent,
 		QualityFailed: rep.QualityFailed, Missing: rep.Missing, Unknown: rep.Unknown, Duplicate: rep.Duplicate, Quarantined: rep.Quarantined,
-		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
+		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, Truncated: rep.Truncated, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err
 	}
@@ -318,7 +322,7 @@ func checkCoverage(ctx context.Context, e *Engine, in *runInputs, n int) error {
 
 // settingsOf renders a report's settings like PartitionResult.settings.
 func (r *Report) settingsOf() map[string]string {
-	p := PartitionResult{MaxAttempts: r.MaxAttempts, RetryRules: r.RetryRules, QualityGate: r.QualityGate, Prices: r.Prices,
+	p := PartitionResult{MaxAttempts: r.MaxAttempts, RetryRules: r.RetryRules, QualityGate: r.QualityGate, AcceptTruncated: r.AcceptTruncated, Prices: r.Prices,
 		OutputSchema: r.OutputSchema, Files: r.Files}
 	return p.settings()
 }

@@ -27,15 +27,32 @@ import (
 // attempt at its own price. The line's time is the ingest time of its raw
 // file (the ingested_at of the ingest record): provider result lines carry no
 // reliable per-line time, and the ingest time is fixed in the lake, so a
-// reconcile run again prices the same. CacheWrite (optional column
-// cache_write_usd_per_mtok) prices cache write tokens, which the attempts
-// table counts inside input_tokens; empty means the input price, which is how
-// they were priced before the column existed.
+// reconcile run again prices the same.
+//
+// The optional columns price what providers bill apart (docs/costs.md).
+// CacheWrite (cache_write_usd_per_mtok) prices cache write tokens, which the
+// attempts table counts inside input_tokens; empty means the input price,
+// which is how they were priced before the column existed. CacheWrite1h
+// (cache_write_1h_usd_per_mtok) prices the writes with a one-hour lifetime
+// (cache_write_1h_tokens, part of cache_write_tokens); empty means
+// CacheWrite. CachedMultiply (cached_batch_multiplier) replaces Multiply for
+// cached input tokens, which Gemini bills at the cached price without the
+// batch discount; empty means Multiply.
 type Price struct {
 	Provider, Model                                  string
 	EffectiveFrom                                    time.Time
 	Input, CachedInput, CacheWrite, Output, Multiply *big.Rat
+	CacheWrite1h, CachedMultiply                     *big.Rat
 }
+
+// Ceilings of a price table's cells: no model costs more than this per
+// million tokens, and no multiplier is above this. With the ingest ceiling
+// of ingest.MaxLineTokens per count they bound one line's cost far inside
+// reconcile's DECIMAL(38, 18) sums (docs/costs.md).
+var (
+	maxPricePerMTok = big.NewRat(10_000, 1)
+	maxMultiplier   = big.NewRat(10, 1)
+)
 
 // PriceTable is a parsed price table and the digest of its bytes.
 type PriceTable struct {
@@ -74,6 +91,9 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 	t := &PriceTable{Digest: lake.Sum(data), Name: name}
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
+	// Lines starting with # are comments: where the prices come from and
+	// when they were taken.
+	r.Comment = '#'
 	header, err := r.Read()
 	if err != nil {
 		return nil, &ingest.InputError{File: name, Line: 1, Msg: "no header: " + errString(err)}
@@ -88,14 +108,15 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 		}
 	}
 	seen := map[string]int{}
-	for line := 2; ; line++ {
+	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, &ingest.InputError{File: name, Line: int64(line), Msg: err.Error()}
+			return nil, &ingest.InputError{File: name, Msg: err.Error()}
 		}
+		line, _ := r.FieldPos(0) // the file's line, comments counted
 		get := func(c string) string {
 			if i, ok := col[c]; ok && i < len(rec) {
 				return strings.TrimSpace(rec[i])
@@ -116,23 +137,33 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "model", Msg: fmt.Sprintf("%s/%s effective from %q again, first on line %d", p.Provider, p.Model, get("effective_from"), first)}
 		}
 		seen[k] = line
+		// Each cell in column order; an optional cell left empty takes its
+		// default, a cell before it in this list.
 		for _, f := range []struct {
-			col string
-			dst **big.Rat
-		}{{"input_usd_per_mtok", &p.Input}, {"cached_input_usd_per_mtok", &p.CachedInput}, {"output_usd_per_mtok", &p.Output}, {"batch_multiplier", &p.Multiply}} {
-			v, ok := new(big.Rat).SetString(get(f.col))
-			if !ok || v.Sign() < 0 {
-				return nil, &ingest.InputError{File: name, Line: int64(line), Field: f.col, Msg: fmt.Sprintf("want a non-negative decimal, got %q", get(f.col))}
+			col      string
+			dst      **big.Rat
+			max      *big.Rat
+			fallback **big.Rat // nil: required
+		}{
+			{"input_usd_per_mtok", &p.Input, maxPricePerMTok, nil},
+			{"cached_input_usd_per_mtok", &p.CachedInput, maxPricePerMTok, nil},
+			{"output_usd_per_mtok", &p.Output, maxPricePerMTok, nil},
+			{"batch_multiplier", &p.Multiply, maxMultiplier, nil},
+			{"cache_write_usd_per_mtok", &p.CacheWrite, maxPricePerMTok, &p.Input},
+			{"cache_write_1h_usd_per_mtok", &p.CacheWrite1h, maxPricePerMTok, &p.CacheWrite},
+			{"cached_batch_multiplier", &p.CachedMultiply, maxMultiplier, &p.Multiply},
+		} {
+			cell := get(f.col)
+			if cell == "" && f.fallback != nil {
+				*f.dst = *f.fallback
+				continue
+			}
+			v, ok := new(big.Rat).SetString(cell)
+			if !ok || v.Sign() < 0 || v.Cmp(f.max) > 0 {
+				return nil, &ingest.InputError{File: name, Line: int64(line), Field: f.col,
+					Msg: fmt.Sprintf("want a decimal from 0 to %s, got %q", f.max.RatString(), cell)}
 			}
 			*f.dst = v
-		}
-		p.CacheWrite = p.Input
-		if v := get("cache_write_usd_per_mtok"); v != "" {
-			w, ok := new(big.Rat).SetString(v)
-			if !ok || w.Sign() < 0 {
-				return nil, &ingest.InputError{File: name, Line: int64(line), Field: "cache_write_usd_per_mtok", Msg: fmt.Sprintf("want a non-negative decimal, got %q", v)}
-			}
-			p.CacheWrite = w
 		}
 		t.Rows = append(t.Rows, p)
 	}
@@ -166,9 +197,11 @@ func perToken(perM, mult *big.Rat) string {
 	return v.FloatString(18)
 }
 
-// load inserts the table into the session's prices temp table, and the
-// time each raw file is priced at (its ingest time) into raw_times.
-func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestRecord) error {
+// load inserts the table into the session's prices temp table, the time
+// each raw file is priced at (its ingest time) into raw_times, and the job's
+// provider and model into job_model (a Bedrock line is priced by the job's
+// model id too: model_prices in reconcile.sql).
+func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestRecord, m *lake.Manifest) error {
 	if err := e.ExecFile(ctx, "prices.sql", nil); err != nil {
 		return err
 	}
@@ -179,8 +212,8 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 		}
 		if err := e.ExecFile(ctx, "price_add.sql", map[string]string{
 			"Provider": quote(p.Provider), "Model": quote(p.Model), "From": from, "Input": quote(perToken(p.Input, p.Multiply)),
-			"Cached": quote(perToken(p.CachedInput, p.Multiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
-			"Output": quote(perToken(p.Output, p.Multiply)),
+			"Cached": quote(perToken(p.CachedInput, p.CachedMultiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
+			"CacheWrite1h": quote(perToken(p.CacheWrite1h, p.Multiply)), "Output": quote(perToken(p.Output, p.Multiply)),
 		}); err != nil {
 			return fmt.Errorf("load prices %s: %w", t.Name, err)
 		}
@@ -191,6 +224,9 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 		}); err != nil {
 			return fmt.Errorf("load ingest times: %w", err)
 		}
+	}
+	if err := e.ExecFile(ctx, "job_model_add.sql", map[string]string{"Provider": quote(m.Provider), "Model": quote(m.Model)}); err != nil {
+		return fmt.Errorf("load the job's model: %w", err)
 	}
 	return nil
 }

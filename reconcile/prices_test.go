@@ -13,19 +13,50 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// TestLoadPricesOptionalColumns: the shipped table (without the optional
-// columns) still loads with cache writes at the input price; effective_from
-// takes dates and RFC 3339 times, and one model may have several rows only
-// with different effective_from.
+// TestLoadPricesOptionalColumns: a 6-column table still loads, with cache
+// writes (both lifetimes) at the input price and cached input under the batch
+// multiplier; an empty optional cell means the same; the shipped table loads
+// with every provider's rows; effective_from takes dates and RFC 3339 times,
+// and one model may have several rows only with different effective_from.
 func TestLoadPricesOptionalColumns(t *testing.T) {
 	shipped, err := LoadPrices("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	providers := map[string]int{}
 	for _, p := range shipped.Rows {
-		if p.CacheWrite.Cmp(p.Input) != 0 || !p.EffectiveFrom.IsZero() {
-			t.Errorf("%s/%s: cache write %s effective %v, want the input price and always", p.Provider, p.Model, p.CacheWrite.RatString(), p.EffectiveFrom)
+		providers[p.Provider]++
+		if !p.EffectiveFrom.IsZero() {
+			t.Errorf("%s/%s: effective %v, want always", p.Provider, p.Model, p.EffectiveFrom)
 		}
+		// Gemini bills cached tokens without the batch discount; everyone
+		// else discounts them too.
+		if want := p.Multiply; p.Provider == "gemini" && p.CachedMultiply.Cmp(big.NewRat(1, 1)) != 0 || p.Provider != "gemini" && p.CachedMultiply.Cmp(want) != 0 {
+			t.Errorf("%s/%s: cached_batch_multiplier %s", p.Provider, p.Model, p.CachedMultiply.RatString())
+		}
+	}
+	if len(providers) != 4 {
+		t.Errorf("shipped table has providers %v, want all four", providers)
+	}
+	for _, table := range []string{
+		"provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier\nanthropic,m,3,0.3,15,0.5\n",
+		"provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier,cache_write_usd_per_mtok,cache_write_1h_usd_per_mtok,cached_batch_multiplier\nanthropic,m,3,0.3,15,0.5,,,\n",
+	} {
+		pt, err := LoadPrices("six.csv", []byte(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pt.Rows[0]
+		if p.CacheWrite.RatString() != "3" || p.CacheWrite1h.RatString() != "3" || p.CachedMultiply.RatString() != "1/2" {
+			t.Errorf("%q: cache write %s, 1h %s, cached multiplier %s; want 3, 3, 1/2", table, p.CacheWrite.RatString(), p.CacheWrite1h.RatString(), p.CachedMultiply.RatString())
+		}
+	}
+	nine, err := LoadPrices("nine.csv", []byte("# a comment line\nprovider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier,cache_write_usd_per_mtok,cache_write_1h_usd_per_mtok,cached_batch_multiplier\n# another\nanthropic,m,3,0.3,15,0.5,3.75,,1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := nine.Rows[0]; p.CacheWrite.RatString() != "15/4" || p.CacheWrite1h.RatString() != "15/4" || p.CachedMultiply.RatString() != "1" {
+		t.Errorf("9 columns: cache write %s, 1h %s (want the 5m price when empty), cached multiplier %s", p.CacheWrite.RatString(), p.CacheWrite1h.RatString(), p.CachedMultiply.RatString())
 	}
 	head := "provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier,effective_from,cache_write_usd_per_mtok\n"
 	cases := []struct {
@@ -36,6 +67,8 @@ func TestLoadPricesOptionalColumns(t *testing.T) {
 		{"always twice", "openai,m,1,1,1,1,,\nopenai,m,2,1,1,1,,\n", "model"},
 		{"bad date", "openai,m,1,1,1,1,01/02/2026,\n", "effective_from"},
 		{"negative cache write", "openai,m,1,1,1,1,,-1\n", "cache_write_usd_per_mtok"},
+		{"price above the ceiling", "openai,m,10001,1,1,1,,\n", "input_usd_per_mtok"},
+		{"multiplier above the ceiling", "openai,m,1,1,1,11,,\n", "batch_multiplier"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -173,5 +206,29 @@ func TestSimPricedAsOpenAI(t *testing.T) {
 	}
 	if p := own.PriceFor("anthropic", model, at); p != nil {
 		t.Errorf("anthropic priced by %+v, want no row", p)
+	}
+}
+
+// TestPriceForBedrockProfiles: plan's estimate finds a Bedrock job's price
+// as reconcile does: by the longest row, with or without the model id's
+// inference-profile prefix.
+func TestPriceForBedrockProfiles(t *testing.T) {
+	shipped, err := LoadPrices("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]string{
+		"us.anthropic.claude-sonnet-4-5-20250929-v1:0":     "us.anthropic.claude-sonnet-4-5",
+		"global.anthropic.claude-sonnet-4-5-20250929-v1:0": "anthropic.claude-sonnet-4-5",
+		"anthropic.claude-haiku-4-5-20251001-v1:0":         "anthropic.claude-haiku-4-5",
+		"eu.anthropic.claude-opus-4-1-20250805-v1:0":       "anthropic.claude-opus-4-1",
+	} {
+		p := shipped.PriceFor("bedrock", model, time.Now())
+		if p == nil || p.Model != want {
+			t.Errorf("PriceFor(bedrock, %s) = %+v, want the row %s", model, p, want)
+		}
+	}
+	if p := shipped.PriceFor("openai", "us.gpt-5", time.Now()); p != nil {
+		t.Errorf("a profile prefix outside Bedrock matched %s", p.Model)
 	}
 }

@@ -24,6 +24,10 @@ type Options struct {
 	MaxAttempts int
 	Retryable   []string // nil: DefaultRetryable
 	QualityGate string   // extra SQL predicate over the normalised success row
+	// AcceptTruncated lets an answer cut at its token limit (finish reason
+	// length, max_tokens, MAX_TOKENS, an incomplete response) succeed;
+	// by default it is quality_failed with reason truncated.
+	AcceptTruncated bool
 	// OutputSchema, if set, is a JSON Schema every success line's output must satisfy.
 	OutputSchema *OutputSchema
 	Prices       *PriceTable
@@ -77,12 +81,19 @@ type Report struct {
 	RetryRules      string                 `json:"retry_rules"`
 	Prices          string                 `json:"prices_sha256"`
 	UnpricedLines   int64                  `json:"unpriced_lines"`
-	OutputSchema    string                 `json:"output_schema_sha256,omitempty"`
-	SchemaFailed    int64                  `json:"schema_failed_lines"`
-	OutcomesFile    string                 `json:"outcomes_file,omitempty"`
-	CostsFile       string                 `json:"costs_file,omitempty"`
-	ReconciledAt    time.Time              `json:"reconciled_at"`
-	Report          string                 `json:"report"`
+	// UnpricedModels are the models of the unpriced lines (tokens but no
+	// row of the price table), with how many lines each.
+	UnpricedModels []UnpricedModel `json:"unpriced_models"`
+	// Truncated counts records whose best line was cut at its token limit:
+	// quality_failed (reason truncated), or succeeded under AcceptTruncated.
+	Truncated       int64     `json:"truncated"`
+	AcceptTruncated bool      `json:"accept_truncated,omitempty"`
+	OutputSchema    string    `json:"output_schema_sha256,omitempty"`
+	SchemaFailed    int64     `json:"schema_failed_lines"`
+	OutcomesFile    string    `json:"outcomes_file,omitempty"`
+	CostsFile       string    `json:"costs_file,omitempty"`
+	ReconciledAt    time.Time `json:"reconciled_at"`
+	Report          string    `json:"report"`
 	// The retry policy's per-record caps (policy.go), when set.
 	MaxRecordTokens int64  `json:"max_record_tokens,omitempty"`
 	MaxRecordCost   string `json:"max_record_cost_usd,omitempty"`
@@ -97,6 +108,14 @@ type Report struct {
 	Estimate *Estimate `json:"estimate,omitempty"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
+}
+
+// UnpricedModel is a model the price table has no row for, and the number
+// of lines with tokens it left unpriced (cost 0).
+type UnpricedModel struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Lines    int64  `json:"lines"`
 }
 
 // Files are the digests of every file the report accounts for.
@@ -296,6 +315,10 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 			held[s] = true
 		}
 	}
+	if o.AcceptTruncated {
+		// Only when set, so runs without it keep their identity.
+		h.AddString("accept-truncated")
+	}
 	totals, err := gatherTotals(ctx, l, g, m, recs)
 	if err != nil {
 		return nil, err
@@ -336,7 +359,7 @@ func storedReport(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Man
 func (in *runInputs) newReport(o Options) *Report {
 	m := in.m
 	rep := &Report{JobKey: m.JobKey, Tenant: m.Tenant, Provider: m.Provider, Attempt: m.Attempt, MaxAttempts: o.MaxAttempts,
-		QualityGate: in.gate, RetryRules: in.rules.String(), Prices: o.Prices.Digest.Hex(), Report: in.runKey, RetryShards: []string{},
+		QualityGate: in.gate, AcceptTruncated: o.AcceptTruncated, RetryRules: in.rules.String(), Prices: o.Prices.Digest.Hex(), Report: in.runKey, RetryShards: []string{},
 		Files: Files{InputShards: []string{}, Output: []string{}, Error: []string{}}}
 	for _, s := range m.Shards {
 		rep.Files.InputShards = append(rep.Files.InputShards, s.Object.Hex())
@@ -419,7 +442,7 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
 		return err
 	}
-	if err := o.Prices.load(ctx, e, in.recs); err != nil {
+	if err := o.Prices.load(ctx, e, in.recs, in.m); err != nil {
 		return err
 	}
 	if in.prior != nil {
@@ -435,7 +458,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	// A merge (Merge) has its tables from the partitions already, the retry
 	// policy applied by each partition.
 	if !o.merged {
-		if err := classify(ctx, e, in.gateSQL, o.MaxAttempts, m.ExpectedRecords); err != nil {
+		if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, m.ExpectedRecords); err != nil {
 			return nil, err
 		}
 		if len(in.held) > 0 {
@@ -452,6 +475,9 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	}
 	rep.MaxRecordTokens, rep.MaxRecordCost = o.Caps.Tokens, o.Caps.CostUSD
 	if err := counts(ctx, e, rep); err != nil {
+		return nil, err
+	}
+	if rep.UnpricedModels, err = unpricedModels(ctx, e); err != nil {
 		return nil, err
 	}
 	if sum := rep.Succeeded + rep.QualityFailed + rep.FailedRetryable + rep.FailedPermanent + rep.Missing; sum != rep.Expected || rep.Expected != m.ExpectedRecords {
@@ -522,10 +548,27 @@ func counts(ctx context.Context, e *Engine, r *Report) error {
 		return fmt.Errorf("sql report.sql: no row")
 	}
 	if err := rows.Scan(&r.Expected, &r.Succeeded, &r.FailedRetryable, &r.FailedPermanent, &r.QualityFailed, &r.Missing,
-		&r.Unknown, &r.Duplicate, &r.Quarantined, &r.RetryRecords, &r.ManualRecords, &r.UnpricedLines); err != nil {
+		&r.Unknown, &r.Duplicate, &r.Quarantined, &r.RetryRecords, &r.ManualRecords, &r.UnpricedLines, &r.Truncated); err != nil {
 		return fmt.Errorf("sql report.sql: %w", err)
 	}
 	return rows.Err()
+}
+
+func unpricedModels(ctx context.Context, e *Engine) ([]UnpricedModel, error) {
+	rows, err := e.QueryFile(ctx, "unpriced_models.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []UnpricedModel{}
+	for rows.Next() {
+		var u UnpricedModel
+		if err := rows.Scan(&u.Provider, &u.Model, &u.Lines); err != nil {
+			return nil, fmt.Errorf("sql unpriced_models.sql: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
 }
 
 func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {

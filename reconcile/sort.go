@@ -23,8 +23,8 @@ var sortInSteps = false
 // record's best line) and outcomes.sql (each record's outcome, in record_id
 // order). expected, the job's record count, sizes the steps if the one sort
 // runs out of memory.
-func classify(ctx context.Context, e *Engine, gate string, maxAttempts int, expected int64) error {
-	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate}); err != nil {
+func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int, expected int64) error {
+	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated}); err != nil {
 		return err
 	}
 	return sortOnceOrInSteps("outcomes",

@@ -32,18 +32,18 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	}
 	defer ow.Abort()
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
-	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd
+	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd truncated
 	var last string // the previous row's record_id: rows must come in order
 	for _, r := range recordRanges(m.ExpectedRecords, chunkRows) {
 		r.Sort = merged
-		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssns", func(x *scanRow) error {
+		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssnsn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if s[0] <= last {
 				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
 			}
 			last = s[0]
 			return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
-				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: trimDecimal(s[8])})
+				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: trimDecimal(s[8]), Truncated: n[2] != 0})
 		})
 		if err != nil {
 			break
@@ -82,14 +82,14 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	if merged {
 		// The partitions' costs: a merge's out_no is a window over all its
 		// lines, so one query, sorted.
-		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no
-		err = e.eachRow(ctx, "cost_rows.sql", nil, "ssssnssssnssn", func(x *scanRow) error {
+		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no unpriced
+		err = e.eachRow(ctx, "cost_rows.sql", nil, "ssssnssssnssnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
 			}
 			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
-				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9])})
+				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9]), Unpriced: n[3] != 0})
 		})
 	} else {
 		err = scanCosts(ctx, e, m, inOrder, cpipe)
@@ -116,8 +116,8 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 		return err
 	}
 	for _, r := range ranges {
-		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no
-		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnssn", func(x *scanRow) error {
+		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no unpriced
+		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnssnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
@@ -126,7 +126,7 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
 			}
 			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
-				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: trimDecimal(s[6])})
+				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: trimDecimal(s[6]), Unpriced: n[3] != 0})
 		})
 		if err != nil {
 			return err

@@ -24,6 +24,7 @@ WITH o AS (
            e.attempt, e.parent_job_key,
            b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
            b.b.error_code AS error_code, b.b.status_code AS status_code,
+           coalesce(b.b.truncated, false) AS truncated,
            coalesce(b.lines, 0) AS lines,
            coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
     FROM expected e
@@ -35,6 +36,7 @@ SELECT
               WHEN 4 THEN 'failed_permanent' ELSE 'missing' END AS outcome,
     CASE
         WHEN rank IS NULL THEN 'missing'
+        WHEN rank = 2 AND truncated THEN 'truncated'
         WHEN rank = 2 THEN 'quality_gate'
         WHEN rank = 1 THEN ''
         ELSE coalesce(nullif(error_code, ''), 'http_' || CAST(status_code AS VARCHAR), 'unknown_error')
@@ -46,7 +48,8 @@ SELECT
         ELSE 'manual'
     END AS disposition,
     cost_usd,
-    best_key
+    best_key,
+    truncated
 FROM o
 {{- if .Sorted}}
 ORDER BY record_id;

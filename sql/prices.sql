@@ -1,4 +1,7 @@
--- Per-token prices (USD, batch multiplier applied), loaded from the price table.
+-- Per-token prices (USD, batch multiplier applied: cached_batch_multiplier
+-- to cached_per_token), loaded from the price table. cache_write_per_token
+-- prices the 5-minute (default) cache writes, cache_write_1h_per_token the
+-- one-hour ones.
 CREATE OR REPLACE TEMP TABLE prices (
     provider VARCHAR,
     model VARCHAR,
@@ -6,7 +9,16 @@ CREATE OR REPLACE TEMP TABLE prices (
     input_per_token DECIMAL(38, 18),
     cached_per_token DECIMAL(38, 18),
     cache_write_per_token DECIMAL(38, 18),
+    cache_write_1h_per_token DECIMAL(38, 18),
     output_per_token DECIMAL(38, 18)
+);
+
+-- The job's provider and model id (the plan's --model): a Bedrock line is
+-- priced by it too, since Bedrock's Claude output names the model without
+-- its Bedrock id and Converse output names none.
+CREATE OR REPLACE TEMP TABLE job_model (
+    provider VARCHAR,
+    model VARCHAR
 );
 
 -- The time each raw file's lines are priced at: its ingest time.

@@ -25,13 +25,26 @@ FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
 -- The price of each distinct (provider, model version, raw file): the longest
 -- matching model prefix of its provider, and of that model the row with the
 -- latest effective_from at or before the file's ingest time (raw_times).
+-- A Bedrock line also matches by the job's model id (job_model), and either
+-- id without its inference-profile prefix (us., eu., apac., global.): Claude
+-- output says claude-sonnet-4-5-20250929, Converse output says nothing (ingest
+-- fills in the job's id, us.anthropic.claude-…), and the price table names
+-- the base model, anthropic.claude-sonnet-4-5.
 CREATE OR REPLACE TEMP TABLE model_prices AS
 SELECT m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model, p.input_per_token, p.cached_per_token,
-       p.cache_write_per_token, p.output_per_token
-FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at
-      FROM attempts_raw a LEFT JOIN raw_times t ON t.channel = a.channel AND t.raw_sha256 = a.raw_sha256) m
+       p.cache_write_per_token, p.cache_write_1h_per_token, p.output_per_token
+FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at,
+             CASE WHEN a.provider = 'bedrock' THEN j.model END AS job_model
+      FROM attempts_raw a
+      LEFT JOIN raw_times t ON t.channel = a.channel AND t.raw_sha256 = a.raw_sha256
+      LEFT JOIN job_model j ON j.provider = a.provider) m
 JOIN files f ON f.channel = m.channel AND f.raw_sha256 = m.raw_sha256
-LEFT JOIN prices p ON p.provider = m.provider AND starts_with(m.model_version, p.model)
+LEFT JOIN prices p ON p.provider = m.provider
+                  AND (starts_with(m.model_version, p.model)
+                       OR (m.provider = 'bedrock'
+                           AND (starts_with(regexp_replace(m.model_version, '^(us|eu|apac|global)\.', ''), p.model)
+                                OR starts_with(m.job_model, p.model)
+                                OR starts_with(regexp_replace(m.job_model, '^(us|eu|apac|global)\.', ''), p.model))))
                   AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
 QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
                            ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1;
@@ -47,7 +60,9 @@ WITH gated AS (
     -- The quality gate sees the whole normalised result row; only what the
     -- algebra needs is kept.
     SELECT provider, custom_id, channel, raw_sha256, line_no, status_code, outcome,
-           error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
+           error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens,
+           cache_write_1h_tokens, output_tokens,
+           finish_reason, response_status,
            coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false)
              -- --output-schema: lines whose output failed the JSON Schema
              AND NOT EXISTS (SELECT 1 FROM schema_failures f
@@ -55,10 +70,24 @@ WITH gated AS (
                                AND f.s_line = attempts_raw.line_no) AS gate_ok
     FROM attempts_raw
 ),
+-- An answer cut at its token limit: OpenAI chat and completions
+-- finish_reason length, a Responses body incomplete for any reason but its
+-- content filter (ingest keeps incomplete_details.reason, max_output_tokens,
+-- as finish_reason), Anthropic and Bedrock Claude / Converse stop_reason
+-- max_tokens or model_context_window_exceeded, Gemini MAX_TOKENS, Bedrock
+-- Titan LENGTH, Llama and Mistral length. Unless .AcceptTruncated, such a
+-- line fails the quality gate (reason truncated).
+cut AS (
+    SELECT a.*,
+        coalesce(a.outcome = 'success'
+             AND (a.finish_reason IN ('length', 'max_tokens', 'model_context_window_exceeded', 'MAX_TOKENS', 'LENGTH', 'max_output_tokens')
+                  OR (a.response_status = 'incomplete' AND coalesce(a.finish_reason, '') <> 'content_filter')), false) AS truncated
+    FROM gated a
+),
 classified AS (
     SELECT a.*,
         CAST(CASE
-            WHEN a.gate_ok THEN 1
+            WHEN a.gate_ok{{if not .AcceptTruncated}} AND NOT a.truncated{{end}} THEN 1
             WHEN a.outcome = 'success' THEN 2
             WHEN a.error_code IN (SELECT code FROM permanent_codes) THEN 4
             WHEN a.status_code IN (SELECT status FROM retry_status)
@@ -66,7 +95,22 @@ classified AS (
               OR a.error_type IN (SELECT code FROM retry_codes) THEN 3
             ELSE 4
         END AS BIGINT) AS rank
-    FROM gated a
+    FROM cut a
+),
+-- Ingest quarantines a line whose token counts are negative, above its
+-- ceiling of 10^9 per line or inconsistent; a line ingested before those
+-- checks existed is priced at nothing and counted unpriced instead of
+-- failing the cast below (or pricing negative) on every reconcile.
+checked AS (
+    SELECT a.* REPLACE (coalesce(a.cache_write_tokens, 0) AS cache_write_tokens,
+                        coalesce(a.cache_write_1h_tokens, 0) AS cache_write_1h_tokens),
+        coalesce(a.input_tokens BETWEEN 0 AND 1000000000
+             AND a.cached_input_tokens BETWEEN 0 AND 1000000000
+             AND coalesce(a.cache_write_tokens, 0) BETWEEN 0 AND 1000000000
+             AND coalesce(a.cache_write_1h_tokens, 0) BETWEEN 0 AND coalesce(a.cache_write_tokens, 0)
+             AND a.output_tokens BETWEEN 0 AND 1000000000
+             AND CAST(a.cached_input_tokens AS HUGEINT) + coalesce(a.cache_write_tokens, 0) <= a.input_tokens, false) AS usage_ok
+    FROM classified a
 )
 SELECT
     a.provider, a.custom_id, a.model_version, a.line_no, a.status_code, a.error_code,
@@ -74,18 +118,23 @@ SELECT
     e.record_id,
     e.attempt,
     CAST(a.rank AS UTINYINT) AS rank,
+    a.truncated,
     CASE WHEN a.line_no >= 1099511627776 OR f.file_no >= 524288 THEN error('reconcile: over 2^19 result files or 2^40 lines in one file')
          ELSE (a.rank << 59) | (CAST(f.file_no AS BIGINT) << 40) | a.line_no END AS line_key,
-    a.input_tokens + a.output_tokens AS tokens,
+    CASE WHEN a.usage_ok THEN a.input_tokens + a.output_tokens ELSE 0 END AS tokens,
     p.model AS price_model,
-    (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL AS unpriced,
-    coalesce(
+    CASE WHEN a.usage_ok THEN (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL ELSE true END AS unpriced,
+    -- The line's cost (docs/costs.md): uncached input, cached input, 5-minute
+    -- and one-hour cache writes and output (reasoning and thinking tokens
+    -- included) each at its per-token price.
+    coalesce(CASE WHEN a.usage_ok THEN
         CAST(a.input_tokens - a.cached_input_tokens - a.cache_write_tokens AS DECIMAL(18, 0)) * p.input_per_token
       + CAST(a.cached_input_tokens AS DECIMAL(18, 0)) * p.cached_per_token
-      + CAST(a.cache_write_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
-      + CAST(a.output_tokens AS DECIMAL(18, 0)) * p.output_per_token,
+      + CAST(a.cache_write_tokens - a.cache_write_1h_tokens AS DECIMAL(18, 0)) * p.cache_write_per_token
+      + CAST(a.cache_write_1h_tokens AS DECIMAL(18, 0)) * p.cache_write_1h_per_token
+      + CAST(a.output_tokens AS DECIMAL(18, 0)) * p.output_per_token END,
         CAST(0 AS DECIMAL(38, 18))) AS cost_usd
-FROM classified a
+FROM checked a
 JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
 LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version = a.model_version
 LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
@@ -98,7 +147,7 @@ SELECT
     custom_id,
     count(*) AS lines,
     sum(cost_usd) AS cost_usd,
-    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code}) AS b
+    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code, 'truncated': truncated}) AS b
 FROM lines
 WHERE record_id IS NOT NULL
 GROUP BY custom_id;

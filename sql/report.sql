@@ -11,5 +11,6 @@ SELECT
     (SELECT count(*) FROM quarantine) AS quarantined,
     count(*) FILTER (WHERE disposition = 'retry') AS retry_records,
     count(*) FILTER (WHERE disposition = 'manual') AS manual_records,
-    (SELECT count(*) FROM lines WHERE unpriced) AS unpriced_lines
+    (SELECT count(*) FROM lines WHERE unpriced) AS unpriced_lines,
+    count(*) FILTER (WHERE truncated) AS truncated
 FROM outcomes;

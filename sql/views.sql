@@ -10,7 +10,9 @@ CREATE OR REPLACE {{.Kind}} attempts AS
 SELECT a.job_key, a.tenant, e.shard_id, a.provider, a.provider_job_id, a.provider_request_id, a.custom_id,
        e.record_id, e.attempt, a.channel, a.raw_sha256, a.line_no, a.status_code, a.outcome, a.error_code,
        a.error_type, a.error_message, a.model_version, a.input_tokens, a.cached_input_tokens, a.cache_write_tokens,
-       a.output_tokens, a.reasoning_tokens, a.finish_reason, a.response_status, a.has_output, a.output_text, a.tool_calls
+       a.output_tokens, a.reasoning_tokens, a.finish_reason, a.response_status, a.has_output, a.output_text, a.tool_calls,
+       -- Columns added later read 0 from files written before them.
+       coalesce(a.cache_write_1h_tokens, 0) AS cache_write_1h_tokens, coalesce(a.web_search_requests, 0) AS web_search_requests
 FROM attempts_raw a
 LEFT JOIN expected e ON e.job_key = a.job_key AND e.custom_id = a.custom_id;
 
@@ -33,7 +35,10 @@ SELECT record_id,
        arg_max(disposition, attempt) AS disposition,
        max(attempt) AS attempts,
        arg_max(job_key, attempt) AS last_job_key,
-       sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd
+       sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd,
+       -- The latest attempt's answer was cut at its token limit (outcomes
+       -- written before the column existed say false).
+       coalesce(arg_max(truncated, attempt), false) AS truncated
 FROM outcomes
 GROUP BY record_id;
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,16 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 			var dims []string
 			if by != "" {
 				dims = strings.Split(by, ",")
+			}
+			// Lines priced 0 for want of a price are named on stderr: the
+			// sums below leave them out silently otherwise.
+			unpriced, err := e.UnpricedCosts(ctx, job, tenant)
+			if err != nil {
+				return err
+			}
+			for _, u := range unpriced {
+				fmt.Fprintf(g.stderr, "batchlake cost: warning: %d %s lines of model %q have no price (counted as 0 USD); add a row for it to a --prices table and reconcile again\n",
+					u.Lines, u.Provider, u.Model)
 			}
 			rows, err := e.CostQuery(ctx, dims, job, tenant)
 			if err != nil {

@@ -18,6 +18,7 @@ type reconcileFlags struct {
 	maxAttempts int
 	retryable   string
 	gate        string
+	acceptTrunc bool
 	prices      string
 	schema      string
 	maxTokens   int64
@@ -29,7 +30,8 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 	f := c.Flags()
 	f.IntVar(&r.maxAttempts, "max-attempts", 3, "attempts a record gets before it goes to the manual queue")
 	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: CONTRACT §4's list)")
-	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"finish_reason <> 'length'\"")
+	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"tool_calls > 0\"")
+	f.BoolVar(&r.acceptTrunc, "accept-truncated", false, "let an answer cut at its token limit (finish reason length, max_tokens, MAX_TOKENS, an incomplete response) succeed; by default it is quality_failed with reason truncated and retried")
 	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
 	f.StringVar(&r.schema, "output-schema", "", "JSON Schema every success line's output (parsed as JSON) must satisfy to pass the quality gate")
 	f.Int64Var(&r.maxTokens, "max-record-tokens", 0, "a record whose input+output tokens over all its attempts reach this goes to the manual queue (token_cap) instead of retry; 0: no cap")
@@ -38,7 +40,7 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 }
 
 func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
-	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, TmpDir: g.tmpDir,
+	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, AcceptTruncated: r.acceptTrunc, TmpDir: g.tmpDir,
 		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
 	if r.maxTokens < 0 {
 		return o, &ingest.UsageError{Msg: "--max-record-tokens: want a non-negative count"}

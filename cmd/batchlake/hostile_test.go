@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -246,4 +247,131 @@ func TestMillionUnknownIDs(t *testing.T) {
 	}
 	b.contained()
 	record(t, "hostile input", fmt.Sprintf("ingest: %d unknown ids", n), !t.Failed(), 0)
+}
+
+// poisonProviders are one planned job's input and result lines per provider,
+// for the poison-line cases: usage is the provider's own usage object.
+var poisonProviders = []struct {
+	name  string
+	plan  []string // plan flags besides --input, --tenant, --prompt-version
+	input func(id string) string
+	line  func(id, usage string) string
+	// Poison usage objects: 5e18 tokens, negative, not an integer,
+	// inconsistent (cached or cache-write tokens above the prompt's).
+	huge, negative, fraction, inconsistent, good string
+}{{
+	name:  "openai",
+	input: func(id string) string { return requestLine(id, "q") },
+	line: func(id, usage string) string {
+		return `{"id":"x","custom_id":"` + id + `","response":{"status_code":200,"body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":` + usage + `}},"error":null}`
+	},
+	huge:         `{"prompt_tokens":5000000000000000000,"completion_tokens":1}`,
+	negative:     `{"prompt_tokens":10,"completion_tokens":-1}`,
+	fraction:     `{"prompt_tokens":10.5,"completion_tokens":1}`,
+	inconsistent: `{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cache_write_tokens":20}}`,
+	good:         `{"prompt_tokens":1000,"completion_tokens":100}`,
+}, {
+	name: "anthropic",
+	plan: []string{"--provider", "anthropic"},
+	input: func(id string) string {
+		return `{"custom_id":"` + id + `","params":{"model":"claude-sonnet-4-5-20250929","max_tokens":32,"messages":[{"role":"user","content":"q"}]}}`
+	},
+	line: func(id, usage string) string {
+		return `{"custom_id":"` + id + `","result":{"type":"succeeded","message":{"id":"msg_1","type":"message","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":` + usage + `}}}`
+	},
+	huge:         `{"input_tokens":5000000000000000000,"output_tokens":1}`,
+	negative:     `{"input_tokens":10,"output_tokens":-1}`,
+	fraction:     `{"input_tokens":10,"output_tokens":1.5}`,
+	inconsistent: `{"input_tokens":10,"output_tokens":1,"cache_creation_input_tokens":5,"cache_creation":{"ephemeral_5m_input_tokens":5,"ephemeral_1h_input_tokens":5}}`,
+	good:         `{"input_tokens":1000,"output_tokens":100}`,
+}, {
+	name: "bedrock",
+	plan: []string{"--provider", "bedrock", "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+	input: func(id string) string {
+		return `{"recordId":"` + id + `","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":32,"messages":[{"role":"user","content":[{"type":"text","text":"q"}]}]}}`
+	},
+	line: func(id, usage string) string {
+		return `{"recordId":"` + id + `","modelInput":{},"modelOutput":{"id":"msg_1","type":"message","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":` + usage + `}}`
+	},
+	huge:         `{"input_tokens":10,"output_tokens":5000000000000000000}`,
+	negative:     `{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":-20}`,
+	fraction:     `{"input_tokens":1e3,"output_tokens":1}`,
+	inconsistent: `{"input_tokens":10,"output_tokens":1,"cache_creation_input_tokens":0,"cache_creation":{"ephemeral_1h_input_tokens":7}}`,
+	good:         `{"input_tokens":1000,"output_tokens":100}`,
+}, {
+	name: "gemini",
+	plan: []string{"--provider", "gemini", "--model", "gemini-2.5-flash"},
+	input: func(id string) string {
+		return `{"key":"` + id + `","request":{"contents":[{"parts":[{"text":"q"}]}]}}`
+	},
+	line: func(id, usage string) string {
+		return `{"key":"` + id + `","response":{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}],"usageMetadata":` + usage + `,"modelVersion":"gemini-2.5-flash"}}`
+	},
+	huge:         `{"promptTokenCount":5000000000000000000,"candidatesTokenCount":1}`,
+	negative:     `{"promptTokenCount":10,"candidatesTokenCount":-1}`,
+	fraction:     `{"promptTokenCount":10,"candidatesTokenCount":0.5}`,
+	inconsistent: `{"promptTokenCount":10,"cachedContentTokenCount":11,"candidatesTokenCount":1}`,
+	good:         `{"promptTokenCount":1000,"candidatesTokenCount":100}`,
+}}
+
+// TestHostilePoisonUsage ingests, for each provider, an output file whose
+// lines report 5e18 tokens, a negative count, a fraction and cache tokens
+// above the prompt's, beside one good line. Each poison line is quarantined
+// with its reason and raw bytes; reconcile succeeds (no DECIMAL overflow),
+// sends the four records to retry and prices nothing negative.
+func TestHostilePoisonUsage(t *testing.T) {
+	for _, p := range poisonProviders {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBox(t)
+			ids := []string{"CALL0000000", "CALL0000001", "CALL0000002", "CALL0000003", "CALL0000004"}
+			usages := []string{p.good, p.huge, p.negative, p.fraction, p.inconsistent}
+			var in, out []string
+			for i, id := range ids {
+				in = append(in, p.input(id))
+				out = append(out, p.line(id, usages[i]))
+			}
+			plan := append([]string{"plan", "--input", writeFile(t, "input.jsonl", lines(in...)), "--tenant", "acme", "--prompt-version", "p1"}, p.plan...)
+			job := jobOf(t, b.want([]int{0}, plan...))
+			b.want([]int{0}, "ingest", "--job", job, "--output", writeFile(t, "output.jsonl", lines(out...)))
+			r := b.want([]int{exitPartial}, "reconcile", "--job", job)
+			var rep struct {
+				report
+				CostUSD map[string]json.Number `json:"cost_usd"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("report: %v: %s", err, r)
+			}
+			if rep.Quarantined != 4 || rep.Succeeded != 1 || rep.Missing != 4 || rep.RetryRecords != 4 {
+				t.Errorf("report %s; want 4 quarantined, 1 succeeded, 4 missing and retried", rep.counts())
+			}
+			for cat, v := range rep.CostUSD {
+				if strings.HasPrefix(string(v), "-") {
+					t.Errorf("cost_usd %s is negative: %s", cat, v)
+				}
+			}
+			if n := b.sqlCount("SELECT count(*) FROM costs WHERE cost_usd < 0"); n != 0 {
+				t.Errorf("%v negative cost rows", n)
+			}
+			// Every poison line is kept with its reason and its raw bytes.
+			qr := b.want([]int{0}, "sql", "--format", "json", "SELECT line_no, reason, decode(raw) AS raw FROM quarantine ORDER BY line_no")
+			var qs []struct {
+				LineNo int64  `json:"line_no"`
+				Reason string `json:"reason"`
+				Raw    string `json:"raw"`
+			}
+			decode(t, qr, &qs)
+			if len(qs) != 4 {
+				t.Fatalf("quarantine holds %d lines, want 4: %+v", len(qs), qs)
+			}
+			for i, q := range qs {
+				if q.LineNo != int64(i+2) || q.Raw != out[i+1] || q.Reason == "" {
+					t.Errorf("quarantined line %+v; want line %d with its raw bytes %s and a reason", q, i+2, out[i+1])
+				}
+			}
+			b.verify()
+			b.contained()
+			record(t, "hostile input", "poison usage: "+p.name, !t.Failed(), 0)
+		})
+	}
 }

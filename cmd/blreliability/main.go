@@ -187,6 +187,28 @@ expected records missing from the report's outcomes).
   object or event. Faults that never stop end in a clear "gave up after N
   attempts" error with nothing visible.
 
+## Poison lines
+
+A provider's result line is untrusted input: its token counts are checked at
+ingest, for every provider, before anything is priced. A count that is
+negative, not an integer (` + "`10.5`" + `, ` + "`1e3`" + `), above the ceiling of 10^9 tokens
+per line (each of input, cached input, cache writes, output, reasoning), or
+inconsistent (cached or cache-write tokens above the prompt's, reasoning above
+the output's, a cache-write split by lifetime above the writes) quarantines
+the line with its reason and raw bytes (the ` + "`quarantine`" + ` view); its record
+counts as missing and is retried. It is
+never a reconcile failure and never a negative cost: every count reconcile
+prices fits its ` + "`DECIMAL(18, 0)`" + ` cast, and a line already in a lake from an
+older ingest with counts out of range is priced at nothing and counted in
+` + "`unpriced_lines`" + ` instead of failing the run.
+
+| suite | lines injected | quarantined | reconcile failures | negative costs |
+| --- | --- | --- | --- | --- |
+| ` + "`TestHostilePoisonUsage`" + ` (` + "`cmd/batchlake/hostile_test.go`" + `): 5e18 tokens, a negative count, a fraction, cache tokens above the prompt's; OpenAI, Anthropic, Bedrock (Claude), Gemini | 16 (4 per provider) | 16 | 0 | 0 |
+| ` + "`TestUntrustedUsage`" + ` (` + "`ingest/usage_test.go`" + `): the parsers alone, fast and reference JSON paths | 21 poison, 5 good | 21 | — | — |
+| ` + "`TestHostileIngest`" + ` "token counts out of range" (OpenAI: 1e30, -5, 1e20) | 3 | 3 | 0 | 0 |
+| ` + "`TestReconcileSurvivesLegacyPoisonRows`" + ` (` + "`reconcile/poison_test.go`" + `): rows an older ingest stored unchecked (5e18 prompt tokens, cache writes above the prompt) | 2 rows | — (priced 0, counted unpriced) | 0 | 0 |
+
 ## Known issues
 
 - ` + "`reconcile`" + ` of a job whose output holds 1,000,000 unknown ids completes
