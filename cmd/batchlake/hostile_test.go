@@ -286,7 +286,7 @@ var poisonProviders = []struct {
 	good:         `{"input_tokens":1000,"output_tokens":100}`,
 }, {
 	name: "bedrock",
-	plan: []string{"--provider", "bedrock", "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+	plan: []string{"--provider", "bedrock", "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "--below-min", "allow"},
 	input: func(id string) string {
 		return `{"recordId":"` + id + `","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":32,"messages":[{"role":"user","content":[{"type":"text","text":"q"}]}]}}`
 	},
