@@ -13,5 +13,5 @@
 // that batchlake can also be compared with DuckDB doing the same work.
 //
 // DuckDB runs embedded, with threads, memory_limit and temp_directory set and
-// extension autoinstall and autoload off (see reference/stack.md).
+// extension autoinstall and autoload off (no network access at run time).
 package baseline

@@ -28,7 +28,7 @@ type reconcileFlags struct {
 func (r *reconcileFlags) register(c *cobra.Command) {
 	f := c.Flags()
 	f.IntVar(&r.maxAttempts, "max-attempts", 3, "attempts a record gets before it goes to the manual queue")
-	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: CONTRACT §4's list)")
+	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: 408, 429, 5xx and the codes of docs/errors.md)")
 	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"finish_reason <> 'length'\"")
 	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
 	f.StringVar(&r.schema, "output-schema", "", "JSON Schema every success line's output (parsed as JSON) must satisfy to pass the quality gate")

@@ -24,7 +24,7 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// Exit codes (CONTRACT §3).
+// Exit codes, documented in README.md and docs/contract.md.
 const (
 	exitOK       = 0
 	exitError    = 1
