@@ -88,7 +88,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var job string
 	var pf providerFlags
 	var wait bool
-	var poll time.Duration
+	var poll, timeout time.Duration
 	var shard string
 	c := &cobra.Command{
 		Use:   use,
@@ -105,13 +105,15 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				return err
 			}
 			drv.Shard = shard
+			deadline := time.Now().Add(timeout)
 			for {
 				res, err := step(ctx, drv, d, wait)
 				if err != nil {
 					return err
 				}
 				res.State = lake.JobState(shardStates(res))
-				if !res.Pending || !wait {
+				timedOut := wait && timeout > 0 && !time.Now().Before(deadline)
+				if !res.Pending || !wait || timedOut {
 					for _, s := range res.Shards {
 						g.log.Info(use, "shard", s.ShardID, "state", s.State, "action", s.Action, "provider_job_id", s.ProviderJobID, "provider_status", s.ProviderStatus)
 						if s.Detail != "" {
@@ -125,10 +127,14 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 					return nil
 				}
 				g.log.Info("waiting", "step", use, "poll", poll)
+				sleep := poll
+				if left := time.Until(deadline); timeout > 0 && left < sleep {
+					sleep = left
+				}
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(poll):
+				case <-time.After(sleep):
 				}
 			}
 		},
@@ -137,6 +143,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	if use == "status" {
 		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
 		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")
+		c.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up after this long and exit 75 if any shard is still not terminal (default: wait for ever)")
 	}
 	if use == "collect" {
 		c.Flags().StringVar(&shard, "shard", "", "collect only this shard (to collect shards in parallel)")

@@ -165,6 +165,23 @@ func TestJobsAndJobPrefixes(t *testing.T) {
 		t.Errorf("%d jobs chain back to the run's job %s through parent_job_key, want 3: %v", gens, root[:12], parents)
 	}
 
+	t.Run("verify lists no problems as an empty list", func(t *testing.T) {
+		code, res := cli(t, "verify", "--lake", lk)
+		probs, isList := res["problems"].([]any)
+		if code != exitOK || !isList || len(probs) != 0 {
+			t.Errorf("verify of a clean lake: exit %d, problems %#v; want 0 and []", code, res["problems"])
+		}
+	})
+
+	t.Run("status --wait --timeout", func(t *testing.T) {
+		// beta is planned, never submitted: status stays pending for ever.
+		start := time.Now()
+		code, res := cli(t, "status", "--lake", lk, "--provider", "sim", "--job", beta, "--wait", "--poll", "20ms", "--timeout", "150ms")
+		if took := time.Since(start); code != exitTempFail || res["pending"] != true || took < 150*time.Millisecond || took > 20*time.Second {
+			t.Errorf("status --wait --timeout 150ms: exit %d pending %v after %s; want 75, pending, after the timeout", code, res["pending"], took)
+		}
+	})
+
 	t.Run("tenant filter", func(t *testing.T) {
 		_, out, _ := cliRaw("jobs", "--lake", lk, "--tenant", "acme")
 		var l struct{ Jobs []jobRow }
@@ -289,4 +306,34 @@ func sameDecimal(a, b string) bool {
 		return s
 	}
 	return trim(a) == trim(b)
+}
+
+// TestFlagSuggestions: a mistyped sub-command or flag is exit 2 with the
+// nearest names; a flag like nothing known gets no suggestion.
+func TestFlagSuggestions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // in the error; "" for no suggestion
+	}{
+		{"command", []string{"subm"}, "Did you mean this?\n\tsubmit"},
+		{"global flag", []string{"verify", "--lak", "x"}, "did you mean --lake?"},
+		{"command flag", []string{"status", "--jb", "x"}, "did you mean --job?"},
+		{"prefix", []string{"reconcile", "--max-att", "2"}, "did you mean --max-attempts?"},
+		{"nothing near", []string{"status", "--zzzzzz", "x"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, res := cli(t, c.args...)
+			msg, _ := res["error"].(string)
+			if code != exitUsage {
+				t.Errorf("exit %d, want 2: %q", code, msg)
+			}
+			if c.want != "" && !strings.Contains(msg, c.want) {
+				t.Errorf("error %q does not suggest %q", msg, c.want)
+			}
+			if c.want == "" && strings.Contains(strings.ToLower(msg), "did you mean") {
+				t.Errorf("error %q suggests something for a flag like nothing known", msg)
+			}
+		})
+	}
 }

@@ -197,6 +197,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	}
 	root.SetOut(stderr)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(suggestFlag)
 	root.Flags().BoolVar(&showVersion, "version", false, "print the binary's version and the lake formats it writes, as JSON")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.lakeURL, "lake", envOr("BATCHLAKE_LAKE", "./lake"), "lake URL: a folder, file:///…, mem://, s3://…, gs://…, azblob://… (env BATCHLAKE_LAKE)")
