@@ -83,7 +83,7 @@ Ingesting the same file again changes nothing.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&job, "job", "", "job key (required)")
+	f.StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	f.StringVar(&output, "output", "", "provider output JSONL")
 	f.StringVar(&errs, "errors", "", "provider error JSONL")
 	f.StringVar(&providerJobID, "provider-job-id", "", "the provider's batch id, recorded on every row")

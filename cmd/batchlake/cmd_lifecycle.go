@@ -93,6 +93,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
+		Long:  lifecycleLong[use],
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
@@ -139,7 +140,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 			}
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	if use == "status" {
 		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
 		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")

@@ -153,7 +153,7 @@ missing or run with other settings or files exits 2 and names it.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	c.Flags().DurationVar(&lease, "lease", 30*time.Minute, "how long a reconciler holds the job's shards (RECONCILING) before another may take over")
 	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here (with --partition: partition-K-of-N.json)")
 	c.Flags().StringVar(&partition, "partition", "", "reconcile only partition k/n (0 <= k < n) of the records, by record_id; combine with --merge")

@@ -15,6 +15,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
+		Long:  retryLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
@@ -31,7 +32,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	c.Flags().DurationVar(&notBefore, "not-before", 0, "the child may be submitted no earlier than this long from now (recorded in its manifest; submit exits 75 before)")
 	return c
 }

@@ -337,3 +337,48 @@ func TestFlagSuggestions(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelReportsStateAfter: cancel's result gives each shard the state the
+// ledger holds after the step (CANCELLED), and jobs agrees with it.
+func TestCancelReportsStateAfter(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 6)[:5], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	if code, res := cli(t, "submit", "--lake", lk, "--provider", "sim", "--job", job); code != exitOK {
+		t.Fatalf("submit: exit %d %v", code, res)
+	}
+	code, res := cli(t, "cancel", "--lake", lk, "--provider", "sim", "--job", job)
+	if code != exitOK {
+		t.Fatalf("cancel: exit %d %v", code, res)
+	}
+	shards, _ := res["shards"].([]any)
+	if len(shards) == 0 {
+		t.Fatalf("cancel printed no shards: %v", res)
+	}
+	for _, s := range shards {
+		sh := s.(map[string]any)
+		if sh["action"] != "cancel_requested" || sh["state"] != string(lake.Cancelled) {
+			t.Errorf("cancel: shard %v action %v state %v, want cancel_requested and CANCELLED (the state after the step)", sh["shard_id"], sh["action"], sh["state"])
+		}
+	}
+	if res["state"] != string(lake.Cancelled) {
+		t.Errorf("cancel: job state %v, want CANCELLED", res["state"])
+	}
+	_, out, _ := cliRaw("jobs", "--lake", lk)
+	var l struct{ Jobs []jobRow }
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Jobs) != 1 || l.Jobs[0].State != lake.Cancelled {
+		t.Errorf("jobs after cancel: %v %s, want one CANCELLED job", err, out)
+	}
+}
