@@ -225,7 +225,7 @@ var lakeCreators = map[string]bool{"plan": true, "run": true}
 // every command accepts prefixes and words "not found" the same way.
 func (g *globals) checkLakeAndJob(ctx context.Context, cmd *cobra.Command) error {
 	if !cmd.HasParent() || lakeCreators[cmd.Name()] || cmd.Name() == "help" || cmd.Name() == "completion" ||
-		(cmd.HasParent() && cmd.Parent().Name() == "completion") {
+		cmd.Parent().Name() == "completion" {
 		return nil
 	}
 	l, err := lake.OpenExisting(ctx, g.lakeURL)
