@@ -7,9 +7,9 @@ shard it first records SUBMITTING with a lease in the ledger, then looks the
 batch up at the provider (a create whose answer was lost may have made it),
 and creates one only when the lookup proves it absent and the lease is still
 held; the provider's batch id is bound with SUBMITTED. Running it again, or
-after a crash, never creates a second batch. The provider is the job's, from
-its manifest. Exit 75: some shard could not be bound yet (another worker holds
-its lease, or a retry child's not-before time is ahead); run it again later.`,
+after a crash, never creates a second batch. Exit 75: some shard could not be
+bound yet (another worker holds its lease, or a retry child's not-before time
+is ahead); run it again later.`,
 	"status": `status polls the provider for every bound shard of --job and records each
 change in the ledger. Exit 0 once every shard is terminal at the provider
 (completed, failed, expired, cancelled), 75 while any is not. --wait polls
