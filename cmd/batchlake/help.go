@@ -46,5 +46,4 @@ include the new files.`
 const retryLong = `retry turns the retry shard of --job (written by reconcile: records missing,
 failed retryably or failing the quality gate, under --max-attempts) into a
 child job: attempt n+1, same record ids, parent_job_key set, planned and ready
-for submit. A newer retry of the same parent supersedes an unsubmitted older
-child. --not-before delays the child's submission (submit exits 75 before it).`
+for submit. --not-before delays the child's submission (submit exits 75 before it).`
