@@ -31,8 +31,9 @@ func (e *AmbiguousJobError) Error() string {
 	return fmt.Sprintf("job key prefix %s matches %d jobs: %s; give more digits", e.Prefix, len(e.Candidates), strings.Join(e.Candidates, ", "))
 }
 
-// notFound is the one wording of a job that is not in the lake.
-func notFound(key, lakeURL string) error {
+// JobNotFound is the one wording of a job that is not in the lake, for every
+// command: it wraps ErrJobNotFound and names the lake without its query.
+func JobNotFound(key, lakeURL string) error {
 	return fmt.Errorf("%w: no job %s in lake %s (batchlake jobs lists the lake's jobs)", ErrJobNotFound, key, redactURL(lakeURL))
 }
 
@@ -137,7 +138,7 @@ func (l *Lake) ResolveJob(ctx context.Context, s string) (Digest, error) {
 			return d, err
 		}
 		if !ok {
-			return d, notFound(h, l.URL)
+			return d, JobNotFound(h, l.URL)
 		}
 		return d, nil
 	}
@@ -156,7 +157,7 @@ func (l *Lake) ResolveJob(ctx context.Context, s string) (Digest, error) {
 	}
 	switch len(match) {
 	case 0:
-		return Digest{}, notFound(h, l.URL)
+		return Digest{}, JobNotFound(h, l.URL)
 	case 1:
 		return match[0], nil
 	}

@@ -202,7 +202,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	}
 	m, err := l.GetManifest(ctx, job)
 	if errors.Is(err, lake.ErrNotFound) {
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile: no job %s in lake %s (run plan first)", o.JobKey, l.URL)}
+		return nil, &ingest.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
 	}
 	if err != nil {
 		return nil, err

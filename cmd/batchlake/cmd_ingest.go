@@ -34,7 +34,7 @@ Ingesting the same file again changes nothing.`,
 			defer l.Close()
 			m, err := l.GetManifest(ctx, d)
 			if errors.Is(err, lake.ErrNotFound) {
-				return &ingest.UsageError{Msg: "ingest: no job " + job + " in this lake (run plan first)"}
+				return lake.JobNotFound(job, l.URL)
 			}
 			if err != nil {
 				return err
