@@ -255,12 +255,18 @@ func TestJobsAndJobPrefixes(t *testing.T) {
 func TestReadCommandsNeedALake(t *testing.T) {
 	job := strings.Repeat("a", 64)
 	for _, args := range [][]string{
-		{"sql", "SELECT 1"}, {"cost"}, {"verify"}, {"jobs"}, {"catalog", "--out", "x.duckdb"}, {"manual"},
+		{"sql", "SELECT 1"}, {"cost"}, {"verify"}, {"jobs"}, {"catalog", "--out", "OUT"}, {"manual"},
 		{"status", "--job", job}, {"collect", "--job", job}, {"reconcile", "--job", job}, {"report", "--job", job},
 		{"ingest", "--job", job, "--output", "out.jsonl"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			dir := t.TempDir()
+			args := slices.Clone(args)
+			for i, a := range args {
+				if a == "OUT" { // a file a wrong command would write: never in the source tree
+					args[i] = filepath.Join(dir, "out.duckdb")
+				}
+			}
 			missing := filepath.Join(dir, "nolake")
 			code, res := cli(t, append(args, "--lake", missing)...)
 			msg, _ := res["error"].(string)
