@@ -42,7 +42,7 @@ fuzz: ## every fuzz target for FUZZTIME (default 60s each; Nx for N inputs)
 		done; \
 	done
 
-# ---- bench (issue 7) --------------------------------------------------------
+# ---- bench (bench/README.md) --------------------------------------------------------
 # make bench [N=1000000] [RUNS=3] [SEED=1] [DATA=./bench-data] — plan, ingest and
 # reconcile beside the DuckDB baseline and contract floor; variables given on the make command line
 # reach bench/run.sh through the environment.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh — the end-to-end benchmark of issue 7.
+# bench/run.sh — the end-to-end benchmark (bench/README.md).
 #
 # Builds blgen, blbaseline and batchlake; generates an N-record OpenAI batch
 # (reused when DATA already holds one made with the same N, seed and generator);
@@ -18,7 +18,7 @@
 # and prints, per step, the median wall time, records/s, MB/s of the step's
 # input files and the peak RSS, the batchlake total beside the baseline and
 # the contract floor and the ratios, and (at N = 1M and 10M) each step's peak
-# RSS against issue 7's targets. Every reconcile report (and every baseline and
+# RSS against the memory targets (RSS_TARGET below). Every reconcile report (and every baseline and
 # floor result) is checked against truth.json; any difference prints MISMATCH
 # and fails the run.
 #
@@ -301,7 +301,7 @@ if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
 	FLOOR_RATIO=$(awk -v a="$BL_TOTAL" -v b="$FLOOR_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
 	echo "batchlake / contract floor wall time: ${FLOOR_RATIO}x (the same tables made by DuckDB alone)"
 fi
-# Issue 7's memory targets: peak RSS per process <= 512 MiB at 1M, <= 1.5 GiB at 10M.
+# The memory targets: peak RSS per process <= 512 MiB at 1M, <= 1.5 GiB at 10M.
 RSS_TARGET=""
 case $N in
 1000000) RSS_TARGET=512 ;;

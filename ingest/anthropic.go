@@ -10,7 +10,7 @@ import (
 
 func init() { Register(anthropicFormat{}) }
 
-// anthropicFormat is Anthropic's Message Batches format (providers.md §2).
+// anthropicFormat is Anthropic's Message Batches format.
 // The API takes one JSON body {"requests":[…]}; batchlake's input file holds
 // one element of requests[] per line, {custom_id, params}, and the submitter
 // wraps a shard's lines into the body. Results are one JSONL stream of

@@ -11,8 +11,7 @@ import (
 
 func init() { Register(bedrockFormat{}) }
 
-// bedrockFormat is Amazon Bedrock batch inference (CreateModelInvocationJob,
-// providers.md §3): input lines {recordId, modelInput}, output lines
+// bedrockFormat is Amazon Bedrock batch inference (CreateModelInvocationJob): input lines {recordId, modelInput}, output lines
 // {recordId, modelInput, modelOutput | error} in <input>.jsonl.out and a job
 // summary in manifest.json.out.
 //
@@ -318,8 +317,8 @@ func parseBedrockOutput(raw json.RawMessage, row *lake.AttemptRow) error {
 }
 
 // converseUsage normalises Converse usage. AWS reports inputTokens without
-// the cache reads and writes (as Anthropic does; providers.md §5.3 calls it
-// unverified, real responses show totalTokens = input + output + cache read +
+// the cache reads and writes (as Anthropic does; AWS's docs leave it
+// unsaid, real responses show totalTokens = input + output + cache read +
 // cache write), so input_tokens = inputTokens + cacheRead + cacheWrite. When
 // totalTokens says the other convention (total = input + output with cache
 // counts present), inputTokens is taken as already including them.

@@ -7,7 +7,7 @@ import (
 )
 
 // Canonical renders JSON canonically: object keys sorted, no insignificant
-// white space, numbers exactly as written, no HTML escaping (CONTRACT §2).
+// white space, numbers exactly as written, no HTML escaping (docs/contract.md).
 func Canonical(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

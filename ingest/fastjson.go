@@ -416,7 +416,7 @@ func fastInt64(v []byte) (int64, bool) {
 	return n, err == nil
 }
 
-// canonicalAppend appends the canonical form (CONTRACT §2: sorted keys, no
+// canonicalAppend appends the canonical form (docs/contract.md: sorted keys, no
 // insignificant white space, numbers as written) of a validated value that
 // holds no escapes and no non-ASCII bytes, exactly as Canonical renders it.
 // ok is false for a repeated key in an object (encoding/json keeps the last).

@@ -17,7 +17,7 @@ type InputRecord struct {
 	// name none (Bedrock, Gemini): plan then uses PlanOptions.Model and folds
 	// it into ConfigHash.
 	Model string
-	// ConfigHash is the model-config hash (CONTRACT §2): the canonical request
+	// ConfigHash is the model-config hash (docs/contract.md): the canonical request
 	// body without its per-record content, plus the endpoint.
 	ConfigHash lake.Digest
 	// RequestDigest identifies the request's content (method, url, compact body).

@@ -12,7 +12,7 @@ import (
 
 func init() { Register(geminiFormat{}) }
 
-// geminiFormat is the Gemini API's batch mode (providers.md §4): input file
+// geminiFormat is the Gemini API's batch mode: input file
 // lines {key, request: GenerateContentRequest}, response-file lines
 // {key, response: GenerateContentResponse} or {key, error: google.rpc.Status}.
 //

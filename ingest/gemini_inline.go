@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 )
 
-// Gemini's inline input (providers.md §4.1) is one JSON document, not
+// Gemini's inline input is one JSON document, not
 // JSONL: the requests of a batchGenerateContent body,
 //
 //	{"requests": [{"request": {GenerateContentRequest}, "metadata": {"key": "k1"}}, …]}
@@ -20,7 +20,7 @@ import (
 // (an inputConfig), {"inputConfig": …} / {"input_config": …}, or the whole
 // create body {"batch": {"inputConfig": …}}. plan turns such a document
 // into {key, request} lines, request n becoming line n, and plans those:
-// the key is metadata.key unchanged (CONTRACT §2: attempt 1 keeps the
+// the key is metadata.key unchanged (docs/contract.md: attempt 1 keeps the
 // file's own ids), the request's bytes are kept (compacted), so record ids
 // and the job key are those of the same requests given as JSONL.
 

@@ -14,7 +14,7 @@ import (
 
 func init() { Register(openaiFormat{}) }
 
-// openaiFormat is OpenAI's Batch API file format (providers.md §1).
+// openaiFormat is OpenAI's Batch API file format.
 type openaiFormat struct{}
 
 func (openaiFormat) Name() string            { return "openai" }

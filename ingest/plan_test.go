@@ -48,7 +48,7 @@ func keys(t *testing.T, l *lake.Lake) []string {
 	return k
 }
 
-// lp is an independent rendering of CONTRACT §2's length-prefixed sha256.
+// lp is an independent rendering of docs/contract.md's length-prefixed sha256.
 func lp(fields ...string) string {
 	h := sha256.New()
 	for _, f := range fields {

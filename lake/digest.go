@@ -58,7 +58,7 @@ func ParseDigest(s string) (Digest, error) {
 
 // FieldHasher hashes a sequence of fields, each length-prefixed (8 bytes, big
 // endian) so that ("ab","c") and ("a","bc") differ. It implements the identity
-// rules of CONTRACT §2.
+// rules of docs/contract.md.
 type FieldHasher struct{ h hash.Hash }
 
 // NewFieldHasher returns an empty FieldHasher.

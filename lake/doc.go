@@ -14,6 +14,9 @@
 //     number, so of two writers exactly one wins (link(2) on a local folder,
 //     conditional PUT on object stores);
 //   - Verify walks a whole lake and lists every problem it finds.
+//   - readers never create a lake: OpenExisting refuses a URL that holds no
+//     job (ErrNoLake), and ResolveJob turns a job key or a unique prefix of
+//     one into a job that exists (ErrJobNotFound, *AmbiguousJobError).
 //
 // The format is described in docs/lake.md.
 //

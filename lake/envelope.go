@@ -25,6 +25,12 @@ const (
 	FormatPartition = "batchlake.partition/v1"
 )
 
+// Formats lists every marker format this batchlake writes (and so reads),
+// for `batchlake --version`.
+func Formats() []string {
+	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition}
+}
+
 // SealJSON renders v in an envelope of the given format.
 func SealJSON(format string, v any) ([]byte, error) {
 	body, err := json.Marshal(v)

@@ -14,10 +14,10 @@ import (
 	"time"
 )
 
-// State is a job or shard state (CONTRACT §6).
+// State is a job or shard state (docs/contract.md).
 type State string
 
-// The states of CONTRACT §6.
+// The job and shard states (docs/contract.md).
 const (
 	Created     State = "CREATED"
 	Validated   State = "VALIDATED"

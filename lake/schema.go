@@ -1,7 +1,7 @@
 package lake
 
 // The Parquet tables of the lake, one tagged struct per table. Column names
-// are the public contract (CONTRACT §5); adding columns is fine, renaming is not.
+// are the public contract (docs/contract.md); adding columns is fine, renaming is not.
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {

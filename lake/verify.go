@@ -111,6 +111,9 @@ func Verify(ctx context.Context, l *Lake) (Report, error) {
 		}
 		return a.Message < b.Message
 	})
+	if v.rep.Problems == nil {
+		v.rep.Problems = []Problem{} // a clean lake's report says "problems": [], not null
+	}
 	return v.rep, nil
 }
 

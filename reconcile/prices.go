@@ -83,7 +83,7 @@ func (t *PriceTable) priced() []Price {
 
 var priceColumns = []string{"provider", "model", "input_usd_per_mtok", "cached_input_usd_per_mtok", "output_usd_per_mtok", "batch_multiplier"}
 
-// LoadPrices parses a price CSV (CONTRACT §5). data nil means the shipped table.
+// LoadPrices parses a price CSV (docs/contract.md). data nil means the shipped table.
 func LoadPrices(name string, data []byte) (*PriceTable, error) {
 	if data == nil {
 		name, data = "sql/prices.csv", lakesql.Prices()

@@ -53,7 +53,7 @@ type Options struct {
 	merged bool
 }
 
-// Report is the reconcile report of CONTRACT §4.
+// Report is the reconcile report (docs/contract.md).
 type Report struct {
 	JobKey          string                 `json:"job_key"`
 	State           lake.State             `json:"state"`
@@ -128,14 +128,14 @@ type Files struct {
 	Retracted []string `json:"retracted,omitempty"`
 }
 
-// Cost categories of CONTRACT §5, plus manual (lines of records the retry
+// Cost categories of docs/contract.md, plus manual (lines of records the retry
 // policy gave up on: policy.sql) and unattributed (lines with unknown ids).
 var Categories = []string{"first_success", "duplicate_submission", "quality_failure", "retryable_failure", "permanent_failure", "manual", "unattributed"}
 
 // ErrIdentity means the report's counts do not add up: a bug, never output.
 var ErrIdentity = errors.New("reconcile: counts do not add up")
 
-// ExitCode is the command's exit code for this report (CONTRACT §3).
+// ExitCode is the command's exit code for this report (docs/contract.md).
 func (r *Report) ExitCode() int {
 	switch {
 	case r.Unknown > 0 || r.Duplicate > 0:
@@ -249,7 +249,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	}
 	m, err := l.GetManifest(ctx, job)
 	if errors.Is(err, lake.ErrNotFound) {
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile: no job %s in lake %s (run plan first)", o.JobKey, l.URL)}
+		return nil, &ingest.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
 	}
 	if err != nil {
 		return nil, err

@@ -15,8 +15,8 @@ type Rules struct {
 	Permanent []string
 }
 
-// DefaultRetryable is CONTRACT §4's default: HTTP 408, 429 and 5xx, and
-// provider error codes of transient trouble.
+// DefaultRetryable is the documented default (docs/contract.md, docs/errors.md):
+// HTTP 408, 429 and 5xx, and provider error codes of transient trouble.
 var DefaultRetryable = []string{"408", "429", "5xx",
 	"batch_expired", "batch_cancelled", "rate_limit_exceeded", "server_error", "timeout",
 	"overloaded", "overloaded_error", "api_error", "rate_limit_error", "timeout_error",

@@ -1,4 +1,4 @@
--- Reconcile one job: the set algebra of CONTRACT §4.
+-- Reconcile one job: the set algebra of docs/contract.md.
 -- Inputs: expected, attempts_raw, quarantine (sources.sql) and the temp tables
 -- retry_status(status), retry_codes(code), permanent_codes(code), prices(...),
 -- schema_failures(...) (schema.sql).

@@ -1,4 +1,4 @@
--- The counts of the reconcile report (CONTRACT §4), one row.
+-- The counts of the reconcile report (docs/contract.md), one row.
 SELECT
     (SELECT count(*) FROM expected) AS expected,
     count(*) FILTER (WHERE outcome = 'succeeded') AS succeeded,

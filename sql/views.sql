@@ -1,4 +1,4 @@
--- The lake's public views (CONTRACT §5) over explicit lists of committed files.
+-- The lake's public views (docs/contract.md) over explicit lists of committed files.
 -- {{.Kind}} is TEMP VIEW for a session, VIEW for a catalog database.
 CREATE OR REPLACE {{.Kind}} expected AS
 SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);

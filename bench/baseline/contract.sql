@@ -1,7 +1,7 @@
 -- The contract floor (blbaseline -contract): after the plain baseline's loads
 -- of the output and error lines into Parquet (the attempts), the least that
--- DuckDB itself must do to turn the same files into the lake tables CONTRACT
--- §5 asks of plan, ingest and reconcile: a record id and request digest per
+-- DuckDB itself must do to turn the same files into the lake tables
+-- (docs/contract.md) asks of plan, ingest and reconcile: a record id and request digest per
 -- record, the expected table, the request lines again as a shard, each
 -- record's outcome and each result line's cost, as zstd Parquet. It is still
 -- a floor, not an equivalent: one shard file (shard ids by hash, no line
@@ -32,7 +32,7 @@ COPY (
            -- hold every body in one window and spill
            'part-' || lpad(CAST(hash(custom_id) % 20 AS VARCHAR), 5, '0') AS shard_id,
            -- length-prefixed tenant, business key, source version, prompt
-           -- version and model-config hash (CONTRACT §2)
+           -- version and model-config hash (docs/contract.md)
            sha256('5:bench' || CAST(length(custom_id) AS VARCHAR) || ':' || custom_id
                   || '0:' || '2:v1' || '64:' || model_config_hash) AS record_id,
            custom_id AS business_key, custom_id, CAST(1 AS INTEGER) AS attempt,

@@ -1,4 +1,4 @@
-// Package baseline is the DuckDB-native baseline of the benchmark (issue 7):
+// Package baseline is the DuckDB-native baseline of the benchmark (bench/README.md):
 // what DuckDB alone does with an OpenAI batch's input, output and error
 // files. It reads each file with read_ndjson (explicit columns, invalid lines
 // skipped), copies it into Parquet, and runs the three set queries a
@@ -13,5 +13,5 @@
 // that batchlake can also be compared with DuckDB doing the same work.
 //
 // DuckDB runs embedded, with threads, memory_limit and temp_directory set and
-// extension autoinstall and autoload off (see reference/stack.md).
+// extension autoinstall and autoload off (no network access at run time).
 package baseline

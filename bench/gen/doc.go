@@ -2,7 +2,7 @@
 // tests: an input JSONL of chat-completion requests and the output and error
 // JSONL a provider would return for it, with realistic defects at seeded
 // rates, plus the exact counts a correct reconciler must report (Truth,
-// following CONTRACT §4).
+// following the report's rules in docs/contract.md).
 //
 // What it promises:
 //   - Deterministic: the same Options give the same bytes, whatever the

@@ -72,7 +72,7 @@ func DefaultOptions(n int64, seed uint64) Options {
 }
 
 // Truth is what a correct reconciler reports for the generated files
-// (CONTRACT §4: counts of distinct records unless noted), plus facts about
+// (docs/contract.md: counts of distinct records unless noted), plus facts about
 // the files themselves.
 type Truth struct {
 	Generator       string `json:"generator"`

@@ -24,7 +24,7 @@ func generate(t *testing.T, o Options) (*files, Truth) {
 	return &f, truth
 }
 
-// recount classifies the generated files from scratch, the way CONTRACT §4
+// recount classifies the generated files from scratch, the way docs/contract.md
 // defines the report, sharing no code with the generator.
 func recount(t *testing.T, f *files) Truth {
 	t.Helper()

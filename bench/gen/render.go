@@ -19,7 +19,7 @@ const (
 	kindHTML                   // a gateway error page: not JSON
 )
 
-// Outcome is a record's reconciled outcome (CONTRACT §4), in precedence order.
+// Outcome is a record's reconciled outcome (docs/contract.md), in precedence order.
 type Outcome uint8
 
 // Outcomes, best first: a record with several result lines takes the smallest.

@@ -15,6 +15,7 @@ func catalogCmd(ctx context.Context, g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "catalog --out analytics.duckdb",
 		Short: "Write a DuckDB database whose views read the lake, for analysts' own tools",
+		Long:  catalogLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {

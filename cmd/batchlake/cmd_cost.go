@@ -73,7 +73,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 			return writeRows(g.stdout, rows, format)
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "only this job")
+	c.Flags().StringVar(&job, "job", "", "only this job (key or unique prefix)")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
 	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model, category, attempt, provider, record")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or json")

@@ -52,7 +52,7 @@ it stays archived.`,
 			defer l.Close()
 			m, err := l.GetManifest(ctx, d)
 			if errors.Is(err, lake.ErrNotFound) {
-				return &ingest.UsageError{Msg: "ingest: no job " + job + " in this lake (run plan first)"}
+				return lake.JobNotFound(job, l.URL)
 			}
 			if err != nil {
 				return err
@@ -126,7 +126,7 @@ it stays archived.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&job, "job", "", "job key (required)")
+	f.StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	f.StringVar(&output, "output", "", "provider output JSONL")
 	f.StringVar(&errs, "errors", "", "provider error JSONL")
 	f.StringVar(&providerJobID, "provider-job-id", "", "the provider's batch id, recorded on every row")

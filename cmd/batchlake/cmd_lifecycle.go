@@ -138,10 +138,10 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 	var job string
 	var pf providerFlags
 	var wait bool
-	var poll time.Duration
+	var poll, timeout time.Duration
 	var shard string
 	var belowMin string
-	long := short + ".\n\n" + jobProviderHelp
+	long := lifecycleLong[use] + "\n\n" + jobProviderHelp
 	if use == "submit" {
 		long += "\n\n" + submitChildHelp
 	}
@@ -173,13 +173,15 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 				return err
 			}
 			drv.Shard = shard
+			deadline := time.Now().Add(timeout)
 			for {
 				res, err := step(ctx, drv, d, wait)
 				if err != nil {
 					return err
 				}
 				res.State = lake.JobState(shardStates(res))
-				if !res.Pending || !wait {
+				timedOut := wait && timeout > 0 && !time.Now().Before(deadline)
+				if !res.Pending || !wait || timedOut {
 					for _, s := range res.Shards {
 						g.log.Info(use, "shard", s.ShardID, "state", s.State, "action", s.Action, "provider_job_id", s.ProviderJobID, "provider_status", s.ProviderStatus)
 						if s.Detail != "" {
@@ -193,18 +195,23 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 					return nil
 				}
 				g.log.Info("waiting", "step", use, "poll", poll)
+				sleep := poll
+				if left := time.Until(deadline); timeout > 0 && left < sleep {
+					sleep = left
+				}
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(poll):
+				case <-time.After(sleep):
 				}
 			}
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	if use == "status" {
 		c.Flags().BoolVar(&wait, "wait", false, "poll until every shard is terminal")
 		c.Flags().DurationVar(&poll, "poll", 30*time.Second, "poll interval with --wait")
+		c.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up after this long and exit 75 if any shard is still not terminal (default: wait for ever)")
 	}
 	if use == "submit" {
 		c.Flags().StringVar(&belowMin, "below-min", ingest.BelowMinRefuse, "a job held below the provider's minimum records per batch job (a small retry child): refuse (exit 2) or allow (send it anyway: your account's quota is lower)")

@@ -61,7 +61,7 @@ per record (written whole or not at all); stdout has the count and the file
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "only this job and its retry descendants")
+	c.Flags().StringVar(&job, "job", "", "only this job (key or unique prefix) and its retry descendants")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
 	c.Flags().StringVar(&out, "out", "", "write the queue here as JSON lines")
 	return c

@@ -55,7 +55,7 @@ func planCmd(ctx context.Context, g *globals) *cobra.Command {
 		Use:   "plan",
 		Short: "Validate a provider input JSONL and write its shards, expected rows and manifest",
 		Long: `plan validates every line of a provider-format batch input file, computes
-record ids and the job key (CONTRACT §2), splits the records into shards within
+record ids and the job key (docs/contract.md), splits the records into shards within
 the provider's limits and writes shards, expected rows and the manifest to the
 lake. Planning the same records with the same settings again writes nothing.
 Bad input exits 2 naming file, line and field, with nothing written.`,

@@ -29,7 +29,7 @@ type reconcileFlags struct {
 func (r *reconcileFlags) register(c *cobra.Command) {
 	f := c.Flags()
 	f.IntVar(&r.maxAttempts, "max-attempts", 3, "attempts a record gets before it goes to the manual queue")
-	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: CONTRACT §4's list)")
+	f.StringVar(&r.retryable, "retryable", "", "comma-separated HTTP statuses (429, 5xx) and error codes that are retryable (default: 408, 429, 5xx and the codes of docs/errors.md)")
 	f.StringVar(&r.gate, "quality-gate", "", "extra SQL predicate a 2xx result must pass, e.g. \"tool_calls > 0\"")
 	f.BoolVar(&r.acceptTrunc, "accept-truncated", false, "let an answer cut at its token limit (finish reason length, max_tokens, MAX_TOKENS, an incomplete response) succeed; by default it is quality_failed with reason truncated and retried")
 	f.StringVar(&r.prices, "prices", "", "price table CSV replacing the shipped sql/prices.csv")
@@ -166,7 +166,7 @@ missing or run with other settings or files exits 2 and names it.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	c.Flags().DurationVar(&lease, "lease", 30*time.Minute, "how long a reconciler holds the job's shards (RECONCILING) before another may take over")
 	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here (with --partition: partition-K-of-N.json)")
 	c.Flags().StringVar(&partition, "partition", "", "reconcile only partition k/n (0 <= k < n) of the records, by record_id; combine with --merge")

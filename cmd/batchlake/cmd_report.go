@@ -60,7 +60,7 @@ the JSON of exactly the numbers on the page.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "the job (its retry descendants are included)")
+	c.Flags().StringVar(&job, "job", "", "the job, key or unique prefix (its retry descendants are included)")
 	c.Flags().StringVar(&htmlOut, "html", "", "write the page here")
 	return c
 }

@@ -15,13 +15,8 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
-		Long: `retry turns the retry shard(s) of --job's newest reconcile into a child job
-(attempt n+1, the same record ids, lineage kept), planned for the parent's
-provider and ready to submit. Records that a retry of the same parent (an
-earlier child, or its children) already did are left out (already_succeeded).
-The child supersedes the parent's older children that were not submitted yet:
-their shards move to CANCELLED (detail superseded_by) and submit refuses them.`,
-		Args: cobra.NoArgs,
+		Long:  retryLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
@@ -37,7 +32,7 @@ their shards move to CANCELLED (detail superseded_by) and submit refuses them.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&job, "job", "", "job key (required)")
+	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	c.Flags().DurationVar(&notBefore, "not-before", 0, "the child may be submitted no earlier than this long from now (recorded in its manifest; submit exits 75 before)")
 	return c
 }

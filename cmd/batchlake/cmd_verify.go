@@ -12,6 +12,7 @@ func verifyCmd(ctx context.Context, g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash every object in the lake and check manifests, tables and ledger agree (non-zero exit on any problem)",
+		Long:  verifyLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := g.open(ctx)

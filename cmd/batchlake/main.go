@@ -24,7 +24,7 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// Exit codes (CONTRACT §3).
+// Exit codes, documented in README.md and docs/contract.md.
 const (
 	exitOK       = 0
 	exitError    = 1
@@ -77,7 +77,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "batchlake: %v\n", err)
 		if code == exitUsage || code == exitError {
-			printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code})
+			res := map[string]any{"error": err.Error(), "exit_code": code}
+			var amb *lake.AmbiguousJobError
+			if errors.As(err, &amb) {
+				res["candidates"] = amb.Candidates
+			}
+			printJSON(stdout, res)
 		}
 	}
 	return code
@@ -100,6 +105,9 @@ func exitCode(err error) int {
 		// of a job whose batches are still running).
 		return exitTempFail
 	case errors.Is(err, ingest.ErrBadInput):
+		return exitUsage
+	case errors.Is(err, lake.ErrNoLake), errors.Is(err, lake.ErrJobNotFound), errors.Is(err, lake.ErrBadJobKey), errors.As(err, new(*lake.AmbiguousJobError)):
+		// A lake or job that is not there: the user named the wrong one.
 		return exitUsage
 	case isCobraUsage(err):
 		return exitUsage
@@ -151,11 +159,25 @@ func jobDigest(s string) (lake.Digest, error) {
 // newRoot builds the command tree; deploy tests walk it to check that every
 // command and flag the Argo and Airflow files use exists.
 func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
-		Use:           "batchlake",
-		Short:         "Trustworthy LLM batch inference on a data lake",
+		Use:   "batchlake",
+		Short: "Trustworthy LLM batch inference on a data lake",
+		Long: `batchlake plans LLM batch jobs into an immutable lake, submits each shard
+exactly once, collects and reconciles every record in DuckDB.
+
+Every command prints one JSON object on stdout and logs to stderr; the exit
+code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
+11 review, 75 try later). docs/contract.md in the repository has the details.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				printJSON(g.stdout, currentVersion())
+				return nil
+			}
+			return cmd.Help()
+		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			var h slog.Handler
 			switch g.logFormat {
@@ -174,11 +196,13 @@ func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
 			default:
 				return &ingest.UsageError{Msg: "--progress: want never, always or auto"}
 			}
-			return nil
+			return g.checkLakeAndJob(ctx, cmd)
 		},
 	}
 	root.SetOut(stderr)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(suggestFlag)
+	root.Flags().BoolVar(&showVersion, "version", false, "print the binary's version and the lake formats it writes, as JSON")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.lakeURL, "lake", envOr("BATCHLAKE_LAKE", "./lake"), "lake URL: a folder, file:///…, mem://, s3://…, gs://…, azblob://… (env BATCHLAKE_LAKE)")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
@@ -190,8 +214,38 @@ func newRoot(ctx context.Context, g *globals, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.memLimit, "memory-limit", envOr("BATCHLAKE_MEMORY_LIMIT", "512MB"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT); DuckDB spills to --tmp-dir beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
-		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g))
+		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g),
+		jobsCmd(ctx, g))
 	return root
+}
+
+// lakeCreators are the commands that may make a new lake; every other command
+// needs one that exists, so a mistyped --lake is an error, not an empty answer.
+var lakeCreators = map[string]bool{"plan": true, "run": true}
+
+// checkLakeAndJob runs before every command: unless the command may create a
+// lake, the lake must exist; and a --job flag, if the command has one, is
+// resolved here (a unique prefix of a job key becomes the whole key), so that
+// every command accepts prefixes and words "not found" the same way.
+func (g *globals) checkLakeAndJob(ctx context.Context, cmd *cobra.Command) error {
+	if !cmd.HasParent() || lakeCreators[cmd.Name()] || cmd.Name() == "help" || cmd.Name() == "completion" ||
+		cmd.Parent().Name() == "completion" {
+		return nil
+	}
+	l, err := lake.OpenExisting(ctx, g.lakeURL)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	f := cmd.Flags().Lookup("job")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	d, err := l.ResolveJob(ctx, f.Value.String())
+	if err != nil {
+		return fmt.Errorf("--job: %w", err)
+	}
+	return f.Value.Set(d.Hex())
 }
 
 // openJob parses --job and opens the lake; the caller closes the lake.

@@ -1,7 +1,7 @@
 package main
 
-// Helpers of the hostile-conditions suites (issue 8): a sandboxed runner that
-// proves nothing is written outside the lake, a snapshot of a lake to compare
+// Helpers of the hostile-conditions suites: a sandboxed runner that proves
+// nothing is written outside the lake, a snapshot of a lake to compare
 // two runs, a local plan -> ingest -> reconcile -> retry flow, and the
 // reliability tally (BATCHLAKE_RELIABILITY_OUT) behind docs/reliability.md.
 

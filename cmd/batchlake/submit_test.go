@@ -12,7 +12,7 @@ import (
 	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
 
-// TestLostCreatesEndWithOneBatchPerShard is issue 4's "done when": a job of
+// TestLostCreatesEndWithOneBatchPerShard proves submit's promise: a job of
 // three shards submitted against a server that drops the first two create
 // responses ends with exactly three provider batches and a report that
 // accounts for every record.

@@ -114,7 +114,7 @@ func render(b *strings.Builder, rows []tally, at time.Time) {
 
 const defaultHead = `# Reliability
 
-batchlake is the system of record for paid work (issue 8). This page lists
+batchlake is the system of record for paid work. This page lists
 the faults the test suites inject and what came of them. A fault *survived*
 when the test found the outcome correct: for a crash or a race, the lake ends
 identical to an uninterrupted single run (same object, table and marker keys,

@@ -1,6 +1,6 @@
 // Package failpoint crashes the process at named durable steps, so tests can
 // prove that a step killed at any point is finished correctly by running it
-// again (issue 8's crash matrix).
+// again (the crash matrices of cmd/batchlake/crash_test.go and crash2_test.go).
 //
 // A failpoint is armed by the environment variable BATCHLAKE_FAILPOINT:
 //

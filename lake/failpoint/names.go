@@ -1,6 +1,6 @@
 package failpoint
 
-// Failpoints of plan, ingest, reconcile and retry (issue 8's crash matrix,
+// Failpoints of plan, ingest, reconcile and retry (the crash matrix of
 // cmd/batchlake/crash2_test.go). Each names the durable step just finished;
 // where a step repeats (one per shard, per ledger event), name@N crashes at
 // the N-th. retry plans its child job with ingest.Plan, so the plan.*

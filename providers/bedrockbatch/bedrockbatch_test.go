@@ -135,7 +135,7 @@ func poll(t *testing.T, c *bedrockbatch.Client, id string) *providers.Batch {
 	return nil
 }
 
-// TestCreateTwiceSameToken is the done-when: a Bedrock job
+// TestCreateTwiceSameToken proves the promise: a Bedrock job
 // submitted twice with the same token exists once — created twice in a
 // row, after a lost create response (answered by the SDK's retry, or by
 // the next create once the outcome was unknown), and by concurrent

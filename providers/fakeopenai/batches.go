@@ -42,7 +42,7 @@ type Batch struct {
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
 	// Usage is the batch's aggregate token usage, set when it finishes:
-	// the sum over its output lines (providers.md §1.3).
+	// the sum over its output lines, as OpenAI's batch object reports it.
 	Usage *BatchUsage `json:"usage,omitempty"`
 }
 

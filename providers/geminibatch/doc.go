@@ -1,5 +1,5 @@
 // Package geminibatch is batchlake's adapter for the Gemini API's batch
-// mode (providers.md §4). It implements providers.Client with a small
+// mode. It implements providers.Client with a small
 // net/http client rather than google.golang.org/genai, which is served
 // (v1.77.0 was tried) but does not fit: its BatchJob for the Gemini API
 // drops metadata.batchStats (no request counts for status), renames states

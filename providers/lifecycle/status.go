@@ -269,8 +269,8 @@ func (d *Driver) checkSummary(ctx context.Context, m *lake.Manifest, s lake.Mani
 	return ingest.CheckBedrockSummary(ctx, d.Lake, summaryID, buf.Bytes(), []string{path}, s.Records)
 }
 
-// Cancel asks the provider to cancel every bound, unfinished batch; status
-// records the result and collect keeps what finished.
+// Cancel asks the provider to cancel every bound, unfinished batch, then polls
+// once so the ledger records the result; collect keeps what finished.
 func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {
@@ -315,8 +315,22 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 		}
 		res.Shards = append(res.Shards, sr)
 	}
-	_, err = d.Status(ctx, job)
-	return res, err
+	// The poll records what the cancel did; each shard reports its state
+	// after the step, not the one it had before.
+	st, err := d.Status(ctx, job)
+	if err != nil {
+		return res, err
+	}
+	after := map[string]lake.State{}
+	for _, s := range st.Shards {
+		after[s.ShardID] = s.State
+	}
+	for i, s := range res.Shards {
+		if state, ok := after[s.ShardID]; ok {
+			res.Shards[i].State = state
+		}
+	}
+	return res, nil
 }
 
 func bindingOf(ws []wrongBinding, shard string) *wrongBinding {

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+// jobRow is one job of `batchlake jobs`.
+type jobRow struct {
+	JobKey       string     `json:"job_key"`
+	Tenant       string     `json:"tenant"`
+	Provider     string     `json:"provider"`
+	Model        string     `json:"model"`
+	State        lake.State `json:"state"`
+	Records      int64      `json:"records"`
+	Shards       int        `json:"shards"`
+	CreatedAt    time.Time  `json:"created_at"`
+	Cost         *jobCost   `json:"cost"`
+	Attempt      int        `json:"attempt"`
+	ParentJobKey string     `json:"parent_job_key"`
+}
+
+// jobCost is the cost of the job's newest reconcile report.
+type jobCost struct {
+	TotalUSD   json.Number            `json:"total_usd"`
+	ByCategory map[string]json.Number `json:"by_category"`
+	Report     string                 `json:"report"`
+}
+
+func jobsCmd(ctx context.Context, g *globals) *cobra.Command {
+	var tenant string
+	c := &cobra.Command{
+		Use:   "jobs",
+		Short: "List the lake's jobs, newest first, with their state, records and cost",
+		Long: `jobs lists every job planned in the lake, newest first: its key, tenant,
+provider, model, records and shards, its state (derived from the last ledger
+event of each shard: the least advanced shard decides), when it was planned,
+its attempt and parent job (for retry children), and the cost of its newest
+reconcile report (null before the first reconcile). It reads manifests, one
+ledger event per shard and reports only, so it needs no DuckDB.
+
+Every --job flag takes a unique prefix of a job key, such as the 12 digits the
+logs print.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			rows, err := listJobs(ctx, l, tenant)
+			if err != nil {
+				return err
+			}
+			printJSON(g.stdout, map[string]any{"jobs": rows, "count": len(rows)})
+			return nil
+		},
+	}
+	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant's jobs")
+	return c
+}
+
+// listJobs reads every job of the lake (of one tenant when tenant is set),
+// newest first; ties (jobs planned in the same instant) go by job key.
+func listJobs(ctx context.Context, l *lake.Lake, tenant string) ([]jobRow, error) {
+	keys, err := l.JobKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]*jobRow, len(keys))
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(8) // object stores answer many small reads at once
+	led := lake.NewLedger(l, "")
+	for i, d := range keys {
+		eg.Go(func() error {
+			m, err := l.GetManifest(ectx, d)
+			if err != nil {
+				return err
+			}
+			if tenant != "" && m.Tenant != tenant {
+				return nil
+			}
+			r := &jobRow{JobKey: m.JobKey, Tenant: m.Tenant, Provider: m.Provider, Model: m.Model, Records: m.ExpectedRecords,
+				Shards: len(m.Shards), CreatedAt: m.CreatedAt, Attempt: m.Attempt, ParentJobKey: m.ParentJobKey}
+			states := make([]lake.State, 0, len(m.Shards))
+			for _, s := range m.Shards {
+				e, err := led.Tip(ectx, d, s.ShardID)
+				if err != nil {
+					return err
+				}
+				states = append(states, e.State)
+			}
+			r.State = lake.JobState(states)
+			if r.Cost, err = newestCost(ectx, l, d); err != nil {
+				return err
+			}
+			rows[i] = r
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	out := make([]jobRow, 0, len(rows))
+	for _, r := range rows {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].JobKey < out[j].JobKey
+	})
+	return out, nil
+}
+
+// newestCost returns the cost of the job's most recent reconcile report, or
+// nil when it was never reconciled.
+func newestCost(ctx context.Context, l *lake.Lake, job lake.Digest) (*jobCost, error) {
+	keys, err := l.List(ctx, lake.ReportPrefix(job))
+	if err != nil {
+		return nil, err
+	}
+	var newest *reconcile.Report
+	var newestKey string
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".json") {
+			continue
+		}
+		var r reconcile.Report
+		if err := l.GetJSON(ctx, k, lake.FormatReport, &r); err != nil {
+			return nil, err
+		}
+		if newest == nil || r.ReconciledAt.After(newest.ReconciledAt) {
+			newest, newestKey = &r, k
+		}
+	}
+	if newest == nil {
+		return nil, nil
+	}
+	total, ok := newest.CostUSD["total"]
+	if !ok {
+		total = sumUSD(newest.CostUSD)
+	}
+	return &jobCost{TotalUSD: total, ByCategory: newest.CostUSD, Report: newestKey}, nil
+}
+
+// sumUSD adds decimal amounts exactly, keeping the most decimals any of them
+// has: the total of a report that predates its "total" key.
+func sumUSD(by map[string]json.Number) json.Number {
+	total, places := new(big.Rat), 0
+	for _, v := range by {
+		s := v.String()
+		if r, ok := new(big.Rat).SetString(s); ok {
+			total.Add(total, r)
+		}
+		if i := strings.IndexByte(s, '.'); i >= 0 && len(s)-i-1 > places {
+			places = len(s) - i - 1
+		}
+	}
+	return json.Number(total.FloatString(places))
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// versionInfo is what `batchlake --version` prints: which build this is and
+// which lake formats it writes, so a lake's reader can tell whether a binary
+// understands it.
+type versionInfo struct {
+	Version         string   `json:"version"`
+	Revision        string   `json:"vcs_revision,omitempty"`
+	Modified        bool     `json:"vcs_modified,omitempty"`
+	Go              string   `json:"go"`
+	LakeFormats     []string `json:"lake_formats"`
+	ManifestVersion int      `json:"manifest_version"`
+	IngestVersion   int      `json:"ingest_version"`
+}
+
+// buildVersion reads the version from the build info: the module version
+// when built from a tagged module (go install …@v1.2.3), else the VCS
+// revision the binary was built from, else "devel".
+func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
+	v := versionInfo{Version: "devel", Go: runtime.Version(), LakeFormats: lake.Formats(),
+		ManifestVersion: lake.ManifestVersion, IngestVersion: lake.IngestVersion}
+	if !ok || bi == nil {
+		return v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	switch {
+	case bi.Main.Version != "" && bi.Main.Version != "(devel)":
+		v.Version = bi.Main.Version
+	case v.Revision != "":
+		v.Version = v.Revision
+		if v.Modified {
+			v.Version += "-dirty"
+		}
+	}
+	return v
+}
+
+func currentVersion() versionInfo { return buildVersion(debug.ReadBuildInfo()) }

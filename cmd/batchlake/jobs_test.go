@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// cliRaw runs the command in-process and returns its exit code, stdout and stderr.
+func cliRaw(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestVersionFlag: --version prints the build's version and exactly the
+// marker formats the lake package writes, as JSON on stdout, exit 0.
+func TestVersionFlag(t *testing.T) {
+	code, out, errb := cliRaw("--version")
+	if code != exitOK {
+		t.Fatalf("--version: exit %d\n%s", code, errb)
+	}
+	var v versionInfo
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("--version stdout is not JSON: %v\n%s", err, out)
+	}
+	if v.Version == "" || v.Go == "" {
+		t.Errorf("--version: empty version or go: %+v", v)
+	}
+	if !slices.Equal(v.LakeFormats, lake.Formats()) || v.ManifestVersion != lake.ManifestVersion || v.IngestVersion != lake.IngestVersion {
+		t.Errorf("--version: formats %v manifest %d ingest %d, want %v %d %d", v.LakeFormats, v.ManifestVersion, v.IngestVersion,
+			lake.Formats(), lake.ManifestVersion, lake.IngestVersion)
+	}
+	for _, f := range []string{lake.FormatManifest, lake.FormatIngest, lake.FormatReport, lake.FormatEvent, lake.FormatPartition} {
+		if !slices.Contains(v.LakeFormats, f) {
+			t.Errorf("--version does not name %s", f)
+		}
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := "0123456789abcdef0123456789abcdef01234567"
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"no build info", nil, false, "devel"},
+		{"tagged module", &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}}}, true, "v1.4.0"},
+		{"checkout", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}}, true, rev},
+		{"modified checkout", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}}, true, rev + "-dirty"},
+		{"no vcs stamp", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "devel"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := buildVersion(c.bi, c.ok).Version; got != c.want {
+				t.Errorf("version %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestJobsAndJobPrefixes: after the simulator's whole loop (a job and two
+// retry generations) and one more plan for another tenant, `jobs` lists all
+// four newest first, each with the state its ledger gives and the cost the
+// costs view sums; --tenant filters; and every --job flag takes a unique key
+// prefix, while an ambiguous one lists the candidates and an unknown one is
+// "not found", both exit 2.
+func TestJobsAndJobPrefixes(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	demo := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
+	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", demo,
+		"--tenant", "acme", "--prompt-version", "v1", "--poll", "50ms", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("run: exit %d %v", code, res)
+	}
+	root := res["job_key"].(string)
+	lines, err := os.ReadFile(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(dir, "small.jsonl")
+	if err := os.WriteFile(small, []byte(strings.Join(strings.SplitN(string(lines), "\n", 8)[:7], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // created_at must order the new job first
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "openai", "--input", small, "--tenant", "beta", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	beta := pl["job_key"].(string)
+
+	code, out, errb := cliRaw("jobs", "--lake", lk)
+	if code != exitOK {
+		t.Fatalf("jobs: exit %d\n%s", code, errb)
+	}
+	var list struct {
+		Jobs  []jobRow `json:"jobs"`
+		Count int      `json:"count"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("jobs: %v\n%s", err, out)
+	}
+	if list.Count != 4 || len(list.Jobs) != 4 {
+		t.Fatalf("jobs: %d jobs (count %d), want 4:\n%s", len(list.Jobs), list.Count, out)
+	}
+	for i := 1; i < len(list.Jobs); i++ {
+		if list.Jobs[i].CreatedAt.After(list.Jobs[i-1].CreatedAt) {
+			t.Errorf("jobs not newest first: %s (%s) after %s (%s)", list.Jobs[i].JobKey, list.Jobs[i].CreatedAt, list.Jobs[i-1].JobKey, list.Jobs[i-1].CreatedAt)
+		}
+	}
+	if j := list.Jobs[0]; j.JobKey != beta || j.Tenant != "beta" || j.State != lake.Validated || j.Cost != nil || j.Records != 7 || j.Attempt != 1 || j.ParentJobKey != "" {
+		t.Errorf("newest job %+v, want the beta plan: VALIDATED, 7 records, attempt 1, no cost", j)
+	}
+
+	// Against the lake's own views: the ledger's last state per shard and the costs.
+	states := sqlRows(t, lk, "SELECT job_key, max_by(state, seq) AS state FROM ledger GROUP BY job_key, shard_id")
+	costs := sqlRows(t, lk, "SELECT job_key, CAST(sum(cost_usd) AS VARCHAR) AS usd FROM costs GROUP BY job_key")
+	parents := map[string]string{}
+	for _, j := range list.Jobs {
+		var shardStates []lake.State
+		for _, r := range states {
+			if r["job_key"] == j.JobKey {
+				shardStates = append(shardStates, lake.State(r["state"].(string)))
+			}
+		}
+		if want := lake.JobState(shardStates); j.State != want {
+			t.Errorf("job %s: state %s, the ledger view says %s", j.JobKey[:12], j.State, want)
+		}
+		parents[j.JobKey] = j.ParentJobKey
+		if j.JobKey == beta {
+			continue
+		}
+		if j.Cost == nil {
+			t.Errorf("job %s was reconciled but has no cost", j.JobKey[:12])
+			continue
+		}
+		for _, r := range costs {
+			if r["job_key"] == j.JobKey && !sameDecimal(r["usd"].(string), j.Cost.TotalUSD.String()) {
+				t.Errorf("job %s: total_usd %s, the costs view sums %s", j.JobKey[:12], j.Cost.TotalUSD, r["usd"])
+			}
+		}
+	}
+	// The run's generations chain back to its root job.
+	gens := 0
+	for k := range parents {
+		for n := 0; k != "" && n < 4; n++ {
+			if k == root {
+				gens++
+			}
+			k = parents[k]
+		}
+	}
+	if gens != 3 {
+		t.Errorf("%d jobs chain back to the run's job %s through parent_job_key, want 3: %v", gens, root[:12], parents)
+	}
+
+	t.Run("verify lists no problems as an empty list", func(t *testing.T) {
+		code, res := cli(t, "verify", "--lake", lk)
+		probs, isList := res["problems"].([]any)
+		if code != exitOK || !isList || len(probs) != 0 {
+			t.Errorf("verify of a clean lake: exit %d, problems %#v; want 0 and []", code, res["problems"])
+		}
+	})
+
+	t.Run("status --wait --timeout", func(t *testing.T) {
+		// beta is planned, never submitted: status stays pending for ever.
+		start := time.Now()
+		code, res := cli(t, "status", "--lake", lk, "--provider", "sim", "--job", beta, "--wait", "--poll", "20ms", "--timeout", "150ms")
+		if took := time.Since(start); code != exitTempFail || res["pending"] != true || took < 150*time.Millisecond || took > 20*time.Second {
+			t.Errorf("status --wait --timeout 150ms: exit %d pending %v after %s; want 75, pending, after the timeout", code, res["pending"], took)
+		}
+	})
+
+	t.Run("tenant filter", func(t *testing.T) {
+		_, out, _ := cliRaw("jobs", "--lake", lk, "--tenant", "acme")
+		var l struct{ Jobs []jobRow }
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Jobs) != 3 {
+			t.Errorf("--tenant acme: %d jobs, want 3", len(l.Jobs))
+		}
+		for _, j := range l.Jobs {
+			if j.Tenant != "acme" {
+				t.Errorf("--tenant acme listed %s of tenant %s", j.JobKey[:12], j.Tenant)
+			}
+		}
+	})
+
+	t.Run("prefix", func(t *testing.T) {
+		// status, report and cost each resolve the 12 digits the logs print.
+		for _, args := range [][]string{
+			{"status", "--provider", "sim", "--job", beta[:12]},
+			{"report", "--job", root[:12]},
+			{"cost", "--job", root[:12]},
+		} {
+			code, out, errb := cliRaw(append(args, "--lake", lk, "--progress", "never")...)
+			if code != exitOK && code != exitTempFail {
+				t.Errorf("%s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errb)
+			}
+		}
+		code, res := cli(t, "status", "--lake", lk, "--provider", "sim", "--job", beta[:12])
+		if res["job_key"] != beta {
+			t.Errorf("status --job %s: job_key %v (exit %d), want %s", beta[:12], res["job_key"], code, beta)
+		}
+	})
+
+	t.Run("ambiguous and unknown", func(t *testing.T) {
+		l, err := lake.Open(context.Background(), lk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		// A second manifest name sharing beta's first 12 digits (its content
+		// does not matter: resolving a prefix reads names only).
+		twin := beta[:12] + strings.Repeat("0", 52)
+		if twin == beta {
+			twin = beta[:12] + strings.Repeat("1", 52)
+		}
+		if _, err := l.PutOnce(context.Background(), lake.ManifestPrefix+twin+".json", []byte("{}\n")); err != nil {
+			t.Fatal(err)
+		}
+		code, res := cli(t, "status", "--lake", lk, "--provider", "sim", "--job", beta[:12])
+		cands, _ := res["candidates"].([]any)
+		if code != exitUsage || len(cands) != 2 || !strings.Contains(res["error"].(string), "matches 2 jobs") {
+			t.Errorf("ambiguous prefix: exit %d %v, want 2 with both candidates", code, res)
+		}
+		for _, args := range [][]string{
+			{"status", "--provider", "sim"}, {"reconcile"}, {"retry"}, {"manual"}, {"report"}, {"cost"}, {"ingest", "--output", small},
+		} {
+			for _, job := range []string{"fedcba987654", strings.Repeat("f", 64)} {
+				code, res := cli(t, append(args, "--lake", lk, "--job", job)...)
+				msg, _ := res["error"].(string)
+				if code != exitUsage || !strings.Contains(msg, "job not found: no job "+job+" in lake") {
+					t.Errorf("%s --job %s: exit %d %q, want 2 and the one not-found wording", args[0], job[:12], code, msg)
+				}
+			}
+		}
+	})
+}
+
+// TestReadCommandsNeedALake: a read command pointed at a folder that does not
+// exist, or holds no job, says so and exits 2, and creates nothing.
+func TestReadCommandsNeedALake(t *testing.T) {
+	job := strings.Repeat("a", 64)
+	for _, args := range [][]string{
+		{"sql", "SELECT 1"}, {"cost"}, {"verify"}, {"jobs"}, {"catalog", "--out", "OUT"}, {"manual"},
+		{"status", "--job", job}, {"collect", "--job", job}, {"reconcile", "--job", job}, {"report", "--job", job},
+		{"ingest", "--job", job, "--output", "out.jsonl"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			dir := t.TempDir()
+			args := slices.Clone(args)
+			for i, a := range args {
+				if a == "OUT" { // a file a wrong command would write: never in the source tree
+					args[i] = filepath.Join(dir, "out.duckdb")
+				}
+			}
+			missing := filepath.Join(dir, "nolake")
+			code, res := cli(t, append(args, "--lake", missing)...)
+			msg, _ := res["error"].(string)
+			if code != exitUsage || !strings.Contains(msg, "no lake at "+missing) {
+				t.Errorf("missing lake: exit %d %q, want 2 and \"no lake at\"", code, msg)
+			}
+			if _, err := os.Stat(missing); !os.IsNotExist(err) {
+				t.Errorf("%s created the lake folder it was pointed at (stat: %v)", args[0], err)
+			}
+			empty := filepath.Join(dir, "empty")
+			if err := os.Mkdir(empty, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			code, res = cli(t, append(args, "--lake", empty)...)
+			msg, _ = res["error"].(string)
+			if code != exitUsage || !strings.Contains(msg, "holds no job") {
+				t.Errorf("empty folder: exit %d %q, want 2 and \"holds no job\"", code, msg)
+			}
+		})
+	}
+}
+
+// sqlRows runs `batchlake sql --format json` in-process.
+func sqlRows(t *testing.T, lk, q string) []map[string]any {
+	t.Helper()
+	code, out, errb := cliRaw("sql", "--lake", lk, "--format", "json", q)
+	if code != exitOK {
+		t.Fatalf("sql %s: exit %d\n%s", q, code, errb)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("sql %s: %v\n%s", q, err, out)
+	}
+	return rows
+}
+
+// sameDecimal compares two decimal strings by value ("0.10" = "0.1").
+func sameDecimal(a, b string) bool {
+	trim := func(s string) string {
+		if strings.Contains(s, ".") {
+			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		}
+		return s
+	}
+	return trim(a) == trim(b)
+}
+
+// TestFlagSuggestions: a mistyped sub-command or flag is exit 2 with the
+// nearest names; a flag like nothing known gets no suggestion.
+func TestFlagSuggestions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // in the error; "" for no suggestion
+	}{
+		{"command", []string{"subm"}, "Did you mean this?\n\tsubmit"},
+		{"global flag", []string{"verify", "--lak", "x"}, "did you mean --lake?"},
+		{"command flag", []string{"status", "--jb", "x"}, "did you mean --job?"},
+		{"prefix", []string{"reconcile", "--max-att", "2"}, "did you mean --max-attempts?"},
+		{"nothing near", []string{"status", "--zzzzzz", "x"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, res := cli(t, c.args...)
+			msg, _ := res["error"].(string)
+			if code != exitUsage {
+				t.Errorf("exit %d, want 2: %q", code, msg)
+			}
+			if c.want != "" && !strings.Contains(msg, c.want) {
+				t.Errorf("error %q does not suggest %q", msg, c.want)
+			}
+			if c.want == "" && strings.Contains(strings.ToLower(msg), "did you mean") {
+				t.Errorf("error %q suggests something for a flag like nothing known", msg)
+			}
+		})
+	}
+}
+
+// TestCancelReportsStateAfter: cancel's result gives each shard the state the
+// ledger holds after the step (CANCELLED), and jobs agrees with it.
+func TestCancelReportsStateAfter(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 6)[:5], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	if code, res := cli(t, "submit", "--lake", lk, "--provider", "sim", "--job", job); code != exitOK {
+		t.Fatalf("submit: exit %d %v", code, res)
+	}
+	code, res := cli(t, "cancel", "--lake", lk, "--provider", "sim", "--job", job)
+	if code != exitOK {
+		t.Fatalf("cancel: exit %d %v", code, res)
+	}
+	shards, _ := res["shards"].([]any)
+	if len(shards) == 0 {
+		t.Fatalf("cancel printed no shards: %v", res)
+	}
+	for _, s := range shards {
+		sh := s.(map[string]any)
+		if sh["action"] != "cancel_requested" || sh["state"] != string(lake.Cancelled) {
+			t.Errorf("cancel: shard %v action %v state %v, want cancel_requested and CANCELLED (the state after the step)", sh["shard_id"], sh["action"], sh["state"])
+		}
+	}
+	if res["state"] != string(lake.Cancelled) {
+		t.Errorf("cancel: job state %v, want CANCELLED", res["state"])
+	}
+	_, out, _ := cliRaw("jobs", "--lake", lk)
+	var l struct{ Jobs []jobRow }
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Jobs) != 1 || l.Jobs[0].State != lake.Cancelled {
+		t.Errorf("jobs after cancel: %v %s, want one CANCELLED job", err, out)
+	}
+}
