@@ -149,7 +149,7 @@ func (v *verifier) list(ctx context.Context) error {
 		return err
 	}
 	for _, k := range top {
-		if k == SimStatePrefix || k == StagingPrefix {
+		if k == SimStatePrefix || k == StagingPrefix || k == LedgerProbePrefix {
 			continue // the built-in simulator's pretend server state; provider staging
 		}
 		if !slices.Contains(lakeAreas, k) {
@@ -237,6 +237,9 @@ func (v *verifier) classify(k string) {
 	case strings.HasPrefix(k, "ledger/"):
 		if _, _, _, ok := ParseLedgerKey(k); ok {
 			v.ledgerKeys = append(v.ledgerKeys, k)
+			return
+		}
+		if _, _, ok := ParseBatchRecordKey(k); ok {
 			return
 		}
 	}

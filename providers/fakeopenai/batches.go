@@ -128,6 +128,8 @@ type batch struct {
 	simErr   error
 	polls    int
 	finished int // requests done when a cancel arrived
+	// listable is when the batch shows in listings (Options.ListDelay).
+	listable time.Time
 }
 
 var batchEndpoints = map[string]bool{
@@ -173,8 +175,9 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 			ExpiresAt:        ptr(createdAt.Add(24 * time.Hour).Unix()),
 			Metadata:         maps.Clone(meta),
 		},
-		seq:   s.seq,
-		input: in.data,
+		seq:      s.seq,
+		input:    in.data,
+		listable: time.Now().Add(s.opts.ListDelay),
 	}
 	b.ids, b.Model = scanInput(in.data)
 	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
@@ -324,9 +327,13 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	all := s.sortedBatches()
-	items := make([]Batch, len(all))
-	for i, b := range all {
-		items[i] = b.Batch
+	items := make([]Batch, 0, len(all))
+	now := time.Now()
+	for _, b := range all {
+		if now.Before(b.listable) {
+			continue // not in the listing yet (Options.ListDelay)
+		}
+		items = append(items, b.Batch)
 	}
 	s.mu.Unlock()
 	l, err := page(items, func(b Batch) string { return b.ID }, q.Get("after"), limit)

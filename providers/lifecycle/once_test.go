@@ -1,0 +1,209 @@
+package lifecycle_test
+
+// The submit protocol's "never pay twice" guarantees, driver-level: two
+// submitters (two Drivers with ledgers of different actors, as two pods)
+// against one lake, the real adapters talking to the fake providers over
+// loopback HTTP.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/providers/openaibatch"
+)
+
+// rig is one lake, one fake provider and a way to make submitters.
+type rig struct {
+	t      *testing.T
+	l      *lake.Lake
+	tmp    string
+	target string
+	// client makes a fresh adapter (one per submitter, as in separate pods).
+	client func() providers.Client
+	// batches counts the batches the fake provider holds.
+	batches func() int
+	job     lake.Digest
+	shard   string
+}
+
+func newLake(t *testing.T) (*lake.Lake, string) {
+	t.Helper()
+	tmp := t.TempDir()
+	l, err := lake.Open(context.Background(), filepath.Join(tmp, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, tmp
+}
+
+// plan plans input (JSONL lines) for provider into one shard.
+func (r *rig) plan(provider string, lines []string) {
+	r.t.Helper()
+	var b bytes.Buffer
+	for _, ln := range lines {
+		b.WriteString(ln + "\n")
+	}
+	in := filepath.Join(r.tmp, "in.jsonl")
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	res, err := ingest.Plan(context.Background(), r.l, ingest.PlanOptions{Provider: provider, Input: in, Tenant: "acme", PromptVersion: "p1", ShardMaxRecords: 1000, TmpDir: r.tmp})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if r.job, err = lake.ParseDigest(res.JobKey); err != nil {
+		r.t.Fatal(err)
+	}
+	m, err := r.l.GetManifest(context.Background(), r.job)
+	if err != nil || len(m.Shards) != 1 {
+		r.t.Fatalf("manifest: %v, %d shards", err, len(m.Shards))
+	}
+	r.shard = m.Shards[0].ShardID
+}
+
+// submitter is a driver acting as actor with the given timings.
+func (r *rig) submitter(actor string, lease, margin, settle time.Duration) *lifecycle.Driver {
+	g := lake.NewLedger(r.l, actor)
+	g.TakeoverMargin = margin
+	return &lifecycle.Driver{Lake: r.l, Ledger: g, Client: r.client(), Target: r.target, Lease: lease, TmpDir: r.tmp,
+		Settle: settle, LostLookup: -1}
+}
+
+// shard is the job's only shard's last ledger event.
+func (r *rig) last() lake.Event {
+	r.t.Helper()
+	ev, err := lake.NewLedger(r.l, "reader").Last(context.Background(), r.job, r.shard)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ev
+}
+
+// submitUntilBound runs fresh submitters until the shard is bound.
+func (r *rig) submitUntilBound(lease, margin, settle time.Duration) string {
+	r.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		res, err := r.submitter(fmt.Sprintf("later-%d", i), lease, margin, settle).Submit(context.Background(), r.job)
+		if err != nil {
+			r.t.Fatalf("later submit: %v", err)
+		}
+		if !res.Pending {
+			return res.Shards[0].ProviderJobID
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("shard still not bound after 20 s: %+v", res.Shards)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func openaiLines(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"q%d"}]}}`, i, i))
+	}
+	return out
+}
+
+func openaiRig(t *testing.T, opts fakeopenai.Options) (*rig, *fakeopenai.Server) {
+	t.Helper()
+	srv := fakeopenai.New(opts)
+	url, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "openai",
+		client: func() providers.Client {
+			c, err := openaibatch.New(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: url, CreateTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		batches: func() int { return len(srv.Batches()) },
+	}
+	r.plan("openai", openaiLines(3))
+	return r, srv
+}
+
+// slowUploadRound: submitter A's upload takes longer than its lease; B tries
+// the shard once A's lease would have run out (past the takeover margin),
+// while A is still uploading; afterwards fresh submitters run until the
+// shard is bound. The provider must hold exactly one batch, bound to the
+// shard, and no duplicate may be recorded.
+func slowUploadRound(t *testing.T, r *rig, uploading func() bool, lease, margin time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	a := r.submitter("A", lease, margin, 100*time.Millisecond)
+	b := r.submitter("B", lease, margin, 100*time.Millisecond)
+	var wg sync.WaitGroup
+	var resA *lifecycle.Result
+	var errA error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		resA, errA = a.Submit(ctx, r.job)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !uploading() {
+		if time.Now().After(deadline) {
+			t.Fatal("A's upload never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(lease + margin + 100*time.Millisecond) // A's first lease (and the margin) are over
+	resB, errB := b.Submit(ctx, r.job)
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("A: %v, B: %v", errA, errB)
+	}
+	bound := r.submitUntilBound(lease, margin, 100*time.Millisecond)
+	if n := r.batches(); n != 1 {
+		t.Fatalf("provider holds %d batches for one shard, want 1 (A %+v, B %+v)", n, resA.Shards, resB.Shards)
+	}
+	if bound == "" || r.last().ProviderJobID != bound {
+		t.Errorf("shard bound to %q, ledger says %q", bound, r.last().ProviderJobID)
+	}
+	recs, err := lake.NewLedger(r.l, "reader").BatchRecords(ctx, r.job, r.shard)
+	if err != nil || len(recs) != 0 {
+		t.Errorf("duplicate batches recorded: %+v %v", recs, err)
+	}
+}
+
+// rounds runs f n times in parallel (the slow-upload loops), fewer in -short.
+func rounds(t *testing.T, n int, f func(t *testing.T)) {
+	t.Helper()
+	if testing.Short() {
+		n = 1 // the full loop proves it holds every time; -short keeps one round
+	}
+	for i := range n {
+		t.Run(fmt.Sprintf("round %d", i+1), func(t *testing.T) {
+			t.Parallel()
+			f(t)
+		})
+	}
+}
+
+// TestSlowUploadOneBatchOpenAI: the upload outlasts the lease; the holder's
+// heartbeat keeps the shard, the second submitter steps back, one batch.
+func TestSlowUploadOneBatchOpenAI(t *testing.T) {
+	rounds(t, 20, func(t *testing.T) {
+		r, srv := openaiRig(t, fakeopenai.Options{Seed: 1, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: 1500 * time.Millisecond}})
+		slowUploadRound(t, r, func() bool { return srv.CountRequests("POST", "/v1/files") > 0 }, 600*time.Millisecond, 100*time.Millisecond)
+	})
+}
