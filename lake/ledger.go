@@ -69,20 +69,20 @@ func leased(s State) bool { return s == Submitting || s == Reconciling }
 
 // Event is one ledger event.
 type Event struct {
-	JobKey        string            `json:"job_key"`
-	ShardID       string            `json:"shard_id"`
-	Seq           int               `json:"seq"`
-	State         State             `json:"state"`
-	At            time.Time         `json:"at"`
-	Actor         string            `json:"actor"`
-	ProviderJobID string            `json:"provider_job_id,omitempty"`
-	LeaseExpires  *time.Time        `json:"lease_expires,omitempty"`
+	JobKey        string     `json:"job_key"`
+	ShardID       string     `json:"shard_id"`
+	Seq           int        `json:"seq"`
+	State         State      `json:"state"`
+	At            time.Time  `json:"at"`
+	Actor         string     `json:"actor"`
+	ProviderJobID string     `json:"provider_job_id,omitempty"`
+	LeaseExpires  *time.Time `json:"lease_expires,omitempty"`
 	// Released marks a lease its holder gave up on purpose (after a definite
 	// failure, or with a settle time after an unknown create outcome): the
 	// holder makes no provider call after it, so another actor may take over
 	// at LeaseExpires itself, without the takeover margin.
-	Released bool `json:"released,omitempty"`
-	Detail        map[string]string `json:"detail,omitempty"`
+	Released bool              `json:"released,omitempty"`
+	Detail   map[string]string `json:"detail,omitempty"`
 	// Nonce is random and new for every append, so that no two appends ever
 	// write the same bytes: finding our own bytes under the key then proves the
 	// event is ours (a retried request whose first response was lost), never
@@ -122,8 +122,8 @@ type Ledger struct {
 
 	// probed is the outcome of ProbeConditionalWrites once it had one (a
 	// store failure is not an outcome: the next append probes again).
-	probeMu sync.Mutex
-	probed  bool
+	probeMu  sync.Mutex
+	probed   bool
 	probeErr error
 }
 
@@ -485,9 +485,9 @@ const FormatBatchRecord = "batchlake.batch-record/v1"
 // Duplicates). Status compares the records with the bound batch: any other
 // batch is a duplicate submission, cancelled, collected and costed as such.
 type BatchRecord struct {
-	JobKey        string    `json:"job_key"`
-	ShardID       string    `json:"shard_id"`
-	ProviderJobID string    `json:"provider_job_id"`
+	JobKey        string `json:"job_key"`
+	ShardID       string `json:"shard_id"`
+	ProviderJobID string `json:"provider_job_id"`
 	// Why is how the batch came to be recorded: created_after_lease_lost or
 	// found_duplicate.
 	Why   string    `json:"why"`
