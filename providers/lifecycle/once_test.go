@@ -21,6 +21,8 @@ import (
 	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
+	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 // rig is one lake, one fake provider and a way to make submitters.
@@ -206,4 +208,94 @@ func TestSlowUploadOneBatchOpenAI(t *testing.T) {
 		r, srv := openaiRig(t, fakeopenai.Options{Seed: 1, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: 1500 * time.Millisecond}})
 		slowUploadRound(t, r, func() bool { return srv.CountRequests("POST", "/v1/files") > 0 }, 600*time.Millisecond, 100*time.Millisecond)
 	})
+}
+
+// raceClient runs before() once, just before the first create is sent.
+type raceClient struct {
+	providers.Client
+	once   sync.Once
+	before func()
+}
+
+func (c *raceClient) Create(ctx context.Context, fileID, endpoint string, meta map[string]string) (*providers.Batch, error) {
+	c.once.Do(c.before)
+	return c.Client.Create(ctx, fileID, endpoint, meta)
+}
+
+// TestLostRaceDuplicateBatch: the holder loses the shard after its create
+// went out (B, whose clock runs ahead by more than the margin, took it over
+// and created its own batch first). The holder cannot bind its batch; it
+// records it. Status cancels it and shows it, collect ingests what it
+// finished, and reconcile reports it and prices its lines as
+// duplicate_submission.
+func TestLostRaceDuplicateBatch(t *testing.T) {
+	ctx := context.Background()
+	ok := &sim.Rates{}
+	r, srv := openaiRig(t, fakeopenai.Options{Seed: 3, Rates: ok})
+	const lease = 2 * time.Second
+	b := r.submitter("B", lease, 0, time.Second)
+	b.Ledger.Now = func() time.Time { return time.Now().UTC().Add(lease + 5*time.Second) } // B's clock is far ahead
+	var resB *lifecycle.Result
+	a := r.submitter("A", lease, 0, time.Second)
+	a.Client = &raceClient{Client: a.Client, before: func() {
+		var err error
+		if resB, err = b.Submit(ctx, r.job); err != nil {
+			t.Errorf("B: %v", err)
+		}
+	}}
+	resA, err := a.Submit(ctx, r.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resB == nil || resB.Shards[0].Action != "created" {
+		t.Fatalf("B did not create during A's create: %+v", resB)
+	}
+	if got := resA.Shards[0]; got.Action != "lease_lost" || !resA.Pending {
+		t.Errorf("A: %+v, want lease_lost and pending", got)
+	}
+	bound, dup := resB.Shards[0].ProviderJobID, resA.Shards[0].ProviderJobID
+	if n := len(srv.Batches()); n != 2 || bound == dup || r.last().ProviderJobID != bound {
+		t.Fatalf("want 2 batches, the shard bound to B's %s: %d batches, ledger %s, A made %s", bound, n, r.last().ProviderJobID, dup)
+	}
+
+	c := r.submitter("C", lease, 0, time.Second)
+	st, err := c.Status(ctx, r.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := st.Shards[0].Duplicates; len(d) != 1 || d[0].ProviderJobID != dup || d[0].Action != "cancel_requested" || d[0].Why != "created_after_lease_lost" || !st.Pending {
+		t.Fatalf("status: duplicates %+v pending %v, want %s cancel_requested", d, st.Pending, dup)
+	}
+	for i := 0; st.Pending; i++ {
+		if i > 50 {
+			t.Fatalf("status still pending: %+v", st.Shards)
+		}
+		if st, err = c.Status(ctx, r.job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := st.Shards[0].Duplicates; len(d) != 1 || d[0].ProviderStatus != "cancelled" {
+		t.Errorf("duplicate after status: %+v, want cancelled", d)
+	}
+	col, err := c.Collect(ctx, r.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := col.Shards[0].Duplicates; len(d) != 1 || d[0].Action != "collected" {
+		t.Errorf("collect: duplicates %+v, want collected", d)
+	}
+	rep, err := reconcile.Run(ctx, r.l, reconcile.Options{JobKey: r.job.Hex(), MaxAttempts: 3, TmpDir: r.tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.DuplicateBatches) != 1 || rep.DuplicateBatches[0].ProviderJobID != dup || rep.DuplicateBatches[0].BoundTo != bound {
+		t.Errorf("report duplicate_batches %+v, want %s beside %s", rep.DuplicateBatches, dup, bound)
+	}
+	if cost, err := rep.CostUSD["duplicate_submission"].Float64(); rep.Duplicate == 0 || err != nil || cost <= 0 {
+		t.Errorf("report: duplicate %d, duplicate_submission cost %q: the duplicate batch's lines are not counted", rep.Duplicate, rep.CostUSD["duplicate_submission"])
+	}
+	t.Logf("report: duplicate %d, costs %v, duplicate batches %+v", rep.Duplicate, rep.CostUSD, rep.DuplicateBatches)
+	if rep.Succeeded != 3 {
+		t.Errorf("report: %d succeeded, want 3", rep.Succeeded)
+	}
 }
