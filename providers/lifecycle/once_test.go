@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,7 +19,11 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/fakeanthropic"
+	"github.com/batchlake/batchlake/providers/fakegemini"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/providers/sim"
@@ -51,7 +56,7 @@ func newLake(t *testing.T) (*lake.Lake, string) {
 }
 
 // plan plans input (JSONL lines) for provider into one shard.
-func (r *rig) plan(provider string, lines []string) {
+func (r *rig) plan(provider, model string, lines []string) {
 	r.t.Helper()
 	var b bytes.Buffer
 	for _, ln := range lines {
@@ -61,7 +66,7 @@ func (r *rig) plan(provider string, lines []string) {
 	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
-	res, err := ingest.Plan(context.Background(), r.l, ingest.PlanOptions{Provider: provider, Input: in, Tenant: "acme", PromptVersion: "p1", ShardMaxRecords: 1000, TmpDir: r.tmp})
+	res, err := ingest.Plan(context.Background(), r.l, ingest.PlanOptions{Provider: provider, Model: model, Input: in, Tenant: "acme", PromptVersion: "p1", ShardMaxRecords: 1000, TmpDir: r.tmp})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -139,7 +144,7 @@ func openaiRig(t *testing.T, opts fakeopenai.Options) (*rig, *fakeopenai.Server)
 		},
 		batches: func() int { return len(srv.Batches()) },
 	}
-	r.plan("openai", openaiLines(3))
+	r.plan("openai", "", openaiLines(3))
 	return r, srv
 }
 
@@ -201,13 +206,92 @@ func rounds(t *testing.T, n int, f func(t *testing.T)) {
 	}
 }
 
-// TestSlowUploadOneBatchOpenAI: the upload outlasts the lease; the holder's
-// heartbeat keeps the shard, the second submitter steps back, one batch.
-func TestSlowUploadOneBatchOpenAI(t *testing.T) {
-	rounds(t, 20, func(t *testing.T) {
-		r, srv := openaiRig(t, fakeopenai.Options{Seed: 1, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: 1500 * time.Millisecond}})
-		slowUploadRound(t, r, func() bool { return srv.CountRequests("POST", "/v1/files") > 0 }, 600*time.Millisecond, 100*time.Millisecond)
+// submitting reports whether A holds the shard (its upload is under way).
+func (r *rig) submitting() bool {
+	ev := r.last()
+	return ev.State == lake.Submitting && ev.Actor == "A"
+}
+
+// TestSlowUploadOneBatch: A's upload (the file for OpenAI and Gemini, the
+// create's inline body for Anthropic) takes 1.5 s, its lease 600 ms, and B
+// tries the shard once the lease and the takeover margin would be over. For
+// a file upload A's heartbeat keeps the shard and B steps back; for an
+// Anthropic body the create is cut at A's lease deadline (no batch is made)
+// and B creates. Either way: exactly one batch, every round.
+func TestSlowUploadOneBatch(t *testing.T) {
+	const lease, margin, delay = 600 * time.Millisecond, 100 * time.Millisecond, 1500 * time.Millisecond
+	t.Run("openai", func(t *testing.T) {
+		rounds(t, 20, func(t *testing.T) {
+			r, srv := openaiRig(t, fakeopenai.Options{Seed: 1, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: delay}})
+			slowUploadRound(t, r, func() bool { return srv.CountRequests("POST", "/v1/files") > 0 }, lease, margin)
+		})
 	})
+	t.Run("anthropic", func(t *testing.T) {
+		rounds(t, 20, func(t *testing.T) {
+			r := anthropicRig(t, fakeanthropic.Faults{UploadSlow: 1, UploadDelay: delay})
+			slowUploadRound(t, r, r.submitting, lease, margin)
+		})
+	})
+	t.Run("gemini", func(t *testing.T) {
+		rounds(t, 20, func(t *testing.T) {
+			r := geminiRig(t, fakegemini.Faults{UploadSlow: 1, UploadDelay: delay})
+			slowUploadRound(t, r, r.submitting, lease, margin)
+		})
+	})
+}
+
+func anthropicRig(t *testing.T, faults fakeanthropic.Faults) *rig {
+	t.Helper()
+	const key = "sk-ant-fake-0000"
+	srv := fakeanthropic.New(fakeanthropic.Options{APIKey: key, Faults: faults})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	srv.SetBaseURL(hs.URL)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "anthropic",
+		client: func() providers.Client {
+			c, err := anthropicbatch.New(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second, CreateTimeout: 5 * time.Second,
+				Shards: lifecycle.LakeShards{Lake: l}, TmpDir: tmp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		batches: func() int { return len(srv.Batches()) },
+	}
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf(`{"custom_id":"r-%03d","params":{"model":"claude-sonnet-4-6","max_tokens":64,"messages":[{"role":"user","content":"question %d"}]}}`, i, i))
+	}
+	r.plan("anthropic", "", lines)
+	return r
+}
+
+func geminiRig(t *testing.T, faults fakegemini.Faults) *rig {
+	t.Helper()
+	const key = "AIza-fake-0000"
+	srv := fakegemini.New(fakegemini.Options{APIKey: key, Faults: faults})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	srv.SetBaseURL(hs.URL)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "gemini",
+		client: func() providers.Client {
+			c, err := geminibatch.New(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second, CreateTimeout: 5 * time.Second,
+				Jobs: lifecycle.LakeShards{Lake: l}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		batches: func() int { return len(srv.Batches()) },
+	}
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf(`{"key":"r-%03d","request":{"contents":[{"parts":[{"text":"question %d"}]}]}}`, i, i))
+	}
+	r.plan("gemini", "gemini-2.5-flash", lines)
+	return r
 }
 
 // raceClient runs before() once, just before the first create is sent.
