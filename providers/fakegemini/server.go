@@ -48,7 +48,7 @@ type Faults struct {
 	// and a client that gives up first leaves none.
 	UploadSlow  int
 	UploadDelay time.Duration // 2 s if 0
-	Expire           int // the next N batches expire instead of running
+	Expire      int           // the next N batches expire instead of running
 }
 
 // Request is one request received.

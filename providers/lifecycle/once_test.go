@@ -383,3 +383,43 @@ func TestLostRaceDuplicateBatch(t *testing.T) {
 		t.Errorf("report: %d succeeded, want 3", rep.Succeeded)
 	}
 }
+
+// TestHeartbeatLosesCancelsUpload: B, whose clock runs far ahead, takes the
+// shard over while A uploads. A's next renewal loses, which cancels A's
+// upload: A creates nothing (lease_lost), B binds the only batch.
+func TestHeartbeatLosesCancelsUpload(t *testing.T) {
+	ctx := context.Background()
+	r, srv := openaiRig(t, fakeopenai.Options{Seed: 5, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: 5 * time.Second}})
+	const lease = 900 * time.Millisecond
+	a := r.submitter("A", lease, 0, time.Second)
+	b := r.submitter("B", lease, 0, time.Second)
+	b.Ledger.Now = func() time.Time { return time.Now().UTC().Add(lease + time.Second) }
+	done := make(chan struct{})
+	var resA *lifecycle.Result
+	var errA error
+	start := time.Now()
+	go func() {
+		defer close(done)
+		resA, errA = a.Submit(ctx, r.job)
+	}()
+	for srv.CountRequests("POST", "/v1/files") == 0 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("A's upload never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resB, err := b.Submit(ctx, r.job)
+	if err != nil || resB.Shards[0].Action != "created" {
+		t.Fatalf("B: %+v %v, want created", resB, err)
+	}
+	<-done
+	if errA != nil || resA.Shards[0].Action != "lease_lost" {
+		t.Fatalf("A: %+v %v, want lease_lost", resA, errA)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("A returned after %s: its 5 s upload was not cancelled when its renewal lost", took)
+	}
+	if n := len(srv.Batches()); n != 1 || r.last().ProviderJobID != resB.Shards[0].ProviderJobID {
+		t.Errorf("%d batches, shard bound to %q, want B's %s only", n, r.last().ProviderJobID, resB.Shards[0].ProviderJobID)
+	}
+}
