@@ -9,18 +9,27 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"gocloud.dev/blob"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/fakeanthropic"
+	"github.com/batchlake/batchlake/providers/fakebedrock"
 	"github.com/batchlake/batchlake/providers/fakegemini"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/geminibatch"
@@ -238,6 +247,76 @@ func TestSlowUploadOneBatch(t *testing.T) {
 			slowUploadRound(t, r, r.submitting, lease, margin)
 		})
 	})
+	t.Run("bedrock", func(t *testing.T) {
+		awsEnv(t)
+		rounds(t, 20, func(t *testing.T) {
+			r := bedrockRig(t, delay)
+			slowUploadRound(t, r, r.submitting, lease, margin)
+		})
+	})
+}
+
+// awsEnv points the AWS SDK at nothing real (static test credentials).
+func awsEnv(t *testing.T) {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
+		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_REGION": "us-east-1"} {
+		t.Setenv(k, v)
+	}
+}
+
+// bedrockRig is fakebedrock with its S3 (gofakes3) behind a front that
+// makes the first PUT of a staged input take delay to arrive, as a large
+// upload does (the object is stored only after it; a client that gives up
+// first leaves none).
+func bedrockRig(t *testing.T, delay time.Duration) *rig {
+	t.Helper()
+	const model = "anthropic.claude-3-haiku-20240307-v1:0"
+	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	var slowOnce sync.Once
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/staging/in/") {
+			slow := false
+			slowOnce.Do(func() { slow = true })
+			if slow {
+				select {
+				case <-time.After(delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		faker.Server().ServeHTTP(w, r)
+	}))
+	t.Cleanup(s3.Close)
+	q := url.Values{"region": {"us-east-1"}, "endpoint": {s3.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
+		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
+	srv := fakebedrock.New(fakebedrock.Options{OpenBucket: func(ctx context.Context, name string) (*blob.Bucket, error) {
+		return blob.OpenBucket(ctx, "s3://"+name+"?"+q.Encode())
+	}})
+	brk := httptest.NewServer(srv.Handler())
+	t.Cleanup(brk.Close)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "bedrock",
+		client: func() providers.Client {
+			c, err := bedrockbatch.New(context.Background(), bedrockbatch.Config{Endpoint: brk.URL, RoleARN: "arn:aws:iam::123456789012:role/batchlake-bedrock",
+				Model:  func(context.Context, string) (string, error) { return model, nil },
+				Input:  "s3://staging/in/?" + q.Encode(),
+				Output: "s3://staging/out/?" + q.Encode()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		},
+		batches: func() int { return len(srv.Jobs()) },
+	}
+	var lines []string
+	for i := range 3 {
+		lines = append(lines, fmt.Sprintf(`{"recordId":"REC%08d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"question %d"}]}]}}`, i, i))
+	}
+	r.plan("bedrock", model, lines)
+	return r
 }
 
 func anthropicRig(t *testing.T, faults fakeanthropic.Faults) *rig {
