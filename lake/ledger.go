@@ -182,7 +182,10 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 		return Event{}, fmt.Errorf("ledger %s/%s: %s -> %s: %w", job.Hex()[:12], shard, orNone(last.State), to, ErrIllegalTransition)
 	}
 	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(g.takeoverAt(last)) {
-		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s: %w", job.Hex()[:12], shard, last.State, last.Actor, g.takeoverAt(last).Format(time.RFC3339), ErrLeased)
+		if last.Released {
+			return Event{}, fmt.Errorf("ledger %s/%s: released by %s after an unknown outcome; settling until %s (the provider's listing delay), then any actor looks it up: %w", job.Hex()[:12], shard, last.Actor, last.LeaseExpires.Format(time.RFC3339Nano), ErrLeased)
+		}
+		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s (lease expiry %s plus the takeover margin): %w", job.Hex()[:12], shard, last.State, last.Actor, g.takeoverAt(last).Format(time.RFC3339Nano), last.LeaseExpires.Format(time.RFC3339Nano), ErrLeased)
 	}
 	if leased(last.State) && last.Actor != g.Actor && to != last.State {
 		// Only the holder leaves a leased state; anyone else must take the

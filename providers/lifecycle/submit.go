@@ -73,6 +73,9 @@ type Result struct {
 // none; SUBMITTED records its id. A create whose outcome is unknown leaves the
 // shard SUBMITTING: the next Submit looks it up before anything else.
 func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
+	if d.Lease <= 0 {
+		return nil, fmt.Errorf("submit: lease %s: a submitter must hold a shard for a positive time", d.Lease)
+	}
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {
 		return nil, err
