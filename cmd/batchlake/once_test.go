@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/openaibatch"
+	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // TestSlowUploadOutlastsLease: submitter A's file upload takes 3 s, its
@@ -100,4 +105,76 @@ func TestLostCreateFoundByTheSubmitter(t *testing.T) {
 		t.Errorf("%d creates, want 1", got)
 	}
 	h.assertOneBatchPerShard(p)
+}
+
+// TestDuplicateBatchesThroughTheBinary: two batches for one shard exist
+// before submit runs (made outside the protocol). submit binds the oldest
+// and records the other; status shows it and cancels it; collect ingests
+// what it finished; reconcile lists it and prices its lines as
+// duplicate_submission.
+func TestDuplicateBatchesThroughTheBinary(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, fakeopenai.Options{Seed: 43, Rates: &sim.Rates{}})
+	p := h.plan(3, 3)
+	shard := p.Shards[0].ShardID
+	c, err := openaibatch.New(openaibatch.Config{APIKey: h.key, BaseURL: h.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		f, err := os.Open(h.writeInput(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		fileID, err := c.Upload(ctx, "outside.jsonl", f, st.Size())
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Create(ctx, fileID, "/v1/chat/completions", map[string]string{providers.MetaJobKey: p.JobKey, providers.MetaShardID: shard, providers.MetaAttempt: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, b.ID)
+	}
+	var s stepOut
+	decode(t, h.must([]int{0}, lifecycleArgs("submit", p.JobKey)...), &s)
+	if s.Shards[0].Action != "found" || s.Shards[0].ProviderJobID != ids[0] {
+		t.Fatalf("submit: %+v, want found %s (the oldest)", s.Shards[0], ids[0])
+	}
+	r := h.must([]int{exitTempFail}, lifecycleArgs("status", p.JobKey)...)
+	var st struct {
+		Shards []struct {
+			Duplicates []struct {
+				ID     string `json:"provider_job_id"`
+				Action string `json:"action"`
+				Why    string `json:"why"`
+			} `json:"duplicate_batches"`
+		} `json:"shards"`
+	}
+	decode(t, r, &st)
+	if d := st.Shards[0].Duplicates; len(d) != 1 || d[0].ID != ids[1] || d[0].Action != "cancel_requested" || d[0].Why != "found_duplicate" {
+		t.Fatalf("status: duplicate_batches %+v, want %s cancel_requested found_duplicate\n%s", d, ids[1], r)
+	}
+	h.statusUntilTerminal(p.JobKey)
+	h.must([]int{0}, lifecycleArgs("collect", p.JobKey)...)
+	rr := h.must([]int{exitReview}, "reconcile", "--job", p.JobKey)
+	var rep struct {
+		Duplicate  int64                  `json:"duplicate"`
+		CostUSD    map[string]json.Number `json:"cost_usd"`
+		Duplicates []struct {
+			ShardID string `json:"shard_id"`
+			ID      string `json:"provider_job_id"`
+		} `json:"duplicate_batches"`
+	}
+	decode(t, rr, &rep)
+	if len(rep.Duplicates) != 1 || rep.Duplicates[0].ID != ids[1] || rep.Duplicates[0].ShardID != shard {
+		t.Errorf("report duplicate_batches %+v, want %s of %s", rep.Duplicates, ids[1], shard)
+	}
+	if cost, err := rep.CostUSD["duplicate_submission"].Float64(); rep.Duplicate == 0 || err != nil || cost <= 0 {
+		t.Errorf("report: duplicate %d, duplicate_submission %q: the duplicate batch's lines are not counted", rep.Duplicate, rep.CostUSD["duplicate_submission"])
+	}
 }
