@@ -38,6 +38,15 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	p.bedrock.register(c)
 }
 
+// lostLookupSetting is --lost-lookup as lifecycle.Driver takes it: 0 turns
+// the submitter's own lookups off.
+func (p *providerFlags) lostLookupSetting() time.Duration {
+	if p.lostLookup == 0 {
+		return -1
+	}
+	return p.lostLookup
+}
+
 func envDuration(k string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
 		return v
@@ -92,14 +101,10 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	default:
 		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai, anthropic, gemini or bedrock", p.target)}
 	}
-	lost := p.lostLookup
-	if lost == 0 {
-		lost = -1 // --lost-lookup 0: no lookups of our own
-	}
 	g2 := lake.NewLedger(l, "")
 	g2.TakeoverMargin = p.takeoverMargin
 	return &lifecycle.Driver{Lake: l, Ledger: g2, Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir,
-		Settle: p.settle, LostLookup: lost}, nil
+		Settle: p.settle, LostLookup: p.lostLookupSetting()}, nil
 }
 
 // lifecycleCmd builds submit, status, collect and cancel, which share their shape.

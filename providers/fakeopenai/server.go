@@ -184,9 +184,12 @@ func (s *Server) Start() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fakeopenai: listen: %w", err)
 	}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = srv
 	s.url = "http://" + ln.Addr().String() + "/v1/"
-	go func() { _ = s.srv.Serve(ln) }() // Serve returns ErrServerClosed on Close.
+	// srv, not s.srv: a Close right after Start clears s.srv before the
+	// goroutine runs. Serve returns ErrServerClosed on Close.
+	go func() { _ = srv.Serve(ln) }()
 	return s.url, nil
 }
 

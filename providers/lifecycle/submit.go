@@ -322,6 +322,8 @@ var DefaultSettle = map[string]time.Duration{
 	"gemini":    time.Minute,
 	"bedrock":   90 * time.Second,
 	"sim":       0,
+	// batchlake run's fake OpenAI server on loopback lists at once.
+	"sim-server": 0,
 }
 
 func (d *Driver) settle() time.Duration {
