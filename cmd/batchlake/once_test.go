@@ -177,4 +177,8 @@ func TestDuplicateBatchesThroughTheBinary(t *testing.T) {
 	if cost, err := rep.CostUSD["duplicate_submission"].Float64(); rep.Duplicate == 0 || err != nil || cost <= 0 {
 		t.Errorf("report: duplicate %d, duplicate_submission %q: the duplicate batch's lines are not counted", rep.Duplicate, rep.CostUSD["duplicate_submission"])
 	}
+	// The batch record beside the ledger is part of the lake's layout.
+	if r := h.run("verify"); r.code != 0 {
+		t.Errorf("verify: %s", r)
+	}
 }
