@@ -70,8 +70,11 @@ type Result struct {
 // Submit binds every shard of the job to exactly one provider batch:
 // SUBMITTING (with a lease) is written before any provider call; the batch is
 // looked up remotely first and created only when the lookup proves there is
-// none; SUBMITTED records its id. A create whose outcome is unknown leaves the
-// shard SUBMITTING: the next Submit looks it up before anything else.
+// none, by a submitter that has just proven it still holds the shard (see
+// create); SUBMITTED, appended by that holder only, records its id. A create
+// whose outcome is unknown is looked up at once (lostCreate); if it stays
+// unknown the shard is left SUBMITTING, released after a settle time, and the
+// next Submit looks it up before anything else.
 func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if d.Lease <= 0 {
 		return nil, fmt.Errorf("submit: lease %s: a submitter must hold a shard for a positive time", d.Lease)
