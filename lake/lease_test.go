@@ -179,3 +179,36 @@ func TestLedgerRefusesStoreWithoutConditionalWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchRecords: a batch is recorded once whoever records it again, the
+// records come back oldest first, and their keys are part of the layout.
+func TestBatchRecords(t *testing.T) {
+	ctx := context.Background()
+	a, b, job, clock := submittingLedgers(t, 0)
+	for _, r := range []struct {
+		g  *Ledger
+		id string
+	}{{a, "batch_2"}, {b, "batch_1"}, {b, "batch_2"}} {
+		*clock = clock.Add(time.Second)
+		if err := r.g.RecordBatch(ctx, job, "s0", r.id, "found_duplicate"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := a.BatchRecords(ctx, job, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ProviderJobID != "batch_2" || recs[0].Actor != "A" || recs[1].ProviderJobID != "batch_1" {
+		t.Fatalf("records %+v, want batch_2 (by A, first) then batch_1", recs)
+	}
+	key := BatchRecordKey(job, "s0", "batch_1")
+	if j, shard, ok := ParseBatchRecordKey(key); !ok || j != job || shard != "s0" {
+		t.Errorf("ParseBatchRecordKey(%s) = %s %s %v", key, j, shard, ok)
+	}
+	if _, _, _, ok := ParseLedgerKey(key); ok {
+		t.Errorf("a batch record key parses as a ledger event: %s", key)
+	}
+	if evs, err := a.Events(ctx, job, "s0"); err != nil || len(evs) != 2 {
+		t.Errorf("events beside batch records: %d, %v; want the 2 events", len(evs), err)
+	}
+}
