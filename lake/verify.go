@@ -591,7 +591,8 @@ func (v *verifier) checkLedger(ctx context.Context) error {
 			}
 		}
 		var prev State
-		known := true // prev is the state before the next event
+		var bound string // the batch id of the last SUBMITTED
+		known := true    // prev is the state before the next event
 		want := 1
 		for _, seq := range seqs {
 			k := LedgerKey(sk.job, sk.shard, seq)
@@ -615,6 +616,14 @@ func (v *verifier) checkLedger(ctx context.Context) error {
 			}
 			if known && !CanTransition(prev, e.State) {
 				v.problem(k, SeverityError, "illegal transition %s -> %s", orNone(prev), e.State)
+			}
+			if e.State == Submitted && bound != "" && e.ProviderJobID != bound {
+				// Written before SUBMITTED was the holder's alone: the shard
+				// was bound to two paid batches.
+				v.problem(k, SeverityWarning, "shard %s bound a second time: SUBMITTED %s after SUBMITTED %s (two paid batches; the first is a duplicate submission)", sk.shard, e.ProviderJobID, bound)
+			}
+			if e.State == Submitted {
+				bound = e.ProviderJobID
 			}
 			prev, known = e.State, true
 		}
