@@ -18,6 +18,7 @@ import (
 //	reports/<job>/<reconcile-key-hex>.json          reconcile report (commit marker of reconcile)
 //	partitions/<job>/<reconcile-key-hex>/<kkkk>-of-<nnnn>.json  result of reconcile --partition k/n
 //	ledger/<job>/<shard>/<seq>.json                 ledger events, seq zero-padded to 10 digits
+//	ledger/<job>/<shard>/batches/<sha256(id)>.json  batches made for the shard beside the bound one
 
 var (
 	tenantRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -221,6 +222,30 @@ func ParseLedgerKey(key string) (job Digest, shard string, seq int, ok bool) {
 		return job, "", 0, false
 	}
 	return job, parts[2], seq, true
+}
+
+// BatchRecordKey is the key of the record of a provider batch made for a
+// shard that the shard's events do not bind (a duplicate): one per batch id,
+// named by the id's digest.
+func BatchRecordKey(job Digest, shard, batchID string) string {
+	return LedgerShardPrefix(job, shard) + "batches/" + Sum([]byte(batchID)).Hex() + ".json"
+}
+
+// ParseBatchRecordKey accepts exactly the keys BatchRecordKey builds.
+func ParseBatchRecordKey(key string) (job Digest, shard string, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 5 || parts[0] != "ledger" || parts[3] != "batches" {
+		return job, "", false
+	}
+	job, err := ParseDigest(parts[1])
+	if err != nil || job.Hex() != parts[1] || ValidShardID(parts[2]) != nil {
+		return job, "", false
+	}
+	name, found := strings.CutSuffix(parts[4], ".json")
+	if d, err := ParseDigest(name); !found || err != nil || d.Hex() != name {
+		return job, "", false
+	}
+	return job, parts[2], true
 }
 
 // ParseObjectKey returns the digest named by an object or table-file key.

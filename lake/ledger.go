@@ -7,11 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
 // State is a job or shard state (docs/contract.md).
@@ -64,15 +69,20 @@ func leased(s State) bool { return s == Submitting || s == Reconciling }
 
 // Event is one ledger event.
 type Event struct {
-	JobKey        string            `json:"job_key"`
-	ShardID       string            `json:"shard_id"`
-	Seq           int               `json:"seq"`
-	State         State             `json:"state"`
-	At            time.Time         `json:"at"`
-	Actor         string            `json:"actor"`
-	ProviderJobID string            `json:"provider_job_id,omitempty"`
-	LeaseExpires  *time.Time        `json:"lease_expires,omitempty"`
-	Detail        map[string]string `json:"detail,omitempty"`
+	JobKey        string     `json:"job_key"`
+	ShardID       string     `json:"shard_id"`
+	Seq           int        `json:"seq"`
+	State         State      `json:"state"`
+	At            time.Time  `json:"at"`
+	Actor         string     `json:"actor"`
+	ProviderJobID string     `json:"provider_job_id,omitempty"`
+	LeaseExpires  *time.Time `json:"lease_expires,omitempty"`
+	// Released marks a lease its holder gave up on purpose (after a definite
+	// failure, or with a settle time after an unknown create outcome): the
+	// holder makes no provider call after it, so another actor may take over
+	// at LeaseExpires itself, without the takeover margin.
+	Released bool              `json:"released,omitempty"`
+	Detail   map[string]string `json:"detail,omitempty"`
 	// Nonce is random and new for every append, so that no two appends ever
 	// write the same bytes: finding our own bytes under the key then proves the
 	// event is ours (a retried request whose first response was lost), never
@@ -89,11 +99,32 @@ var ErrLeased = errors.New("ledger: shard is leased by another actor")
 // ErrIllegalTransition means the state machine refuses the transition.
 var ErrIllegalTransition = errors.New("ledger: illegal transition")
 
+// ErrNotHolder means an append that only the lease holder may make was
+// asked of another actor, or the holder's own event is no longer the last.
+var ErrNotHolder = errors.New("ledger: not the holder of the shard's lease")
+
+// DefaultTakeoverMargin is how long past a SUBMITTING lease's recorded expiry
+// another actor waits before taking the shard over. The expiry is stamped by
+// the holder's clock and compared on the taker's; the margin absorbs the skew
+// between them and a provider call the holder aborted at its deadline that
+// the provider still finished.
+const DefaultTakeoverMargin = 30 * time.Second
+
 // Ledger appends and reads ledger events.
 type Ledger struct {
 	Lake  *Lake
 	Actor string
 	Now   func() time.Time
+	// TakeoverMargin is how long past an unreleased SUBMITTING lease's
+	// expiry another actor waits to take over (NewLedger sets
+	// DefaultTakeoverMargin; 0 means none).
+	TakeoverMargin time.Duration
+
+	// probed is the outcome of ProbeConditionalWrites once it had one (a
+	// store failure is not an outcome: the next append probes again).
+	probeMu  sync.Mutex
+	probed   bool
+	probeErr error
 }
 
 // NewLedger returns a ledger acting as actor (host:pid:random by default: the
@@ -104,7 +135,7 @@ func NewLedger(l *Lake, actor string) *Ledger {
 		h, _ := os.Hostname()
 		actor = h + ":" + strconv.Itoa(os.Getpid()) + ":" + randomHex(4)
 	}
-	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }}
+	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }, TakeoverMargin: DefaultTakeoverMargin}
 }
 
 // Events returns the events of a shard in sequence order, checking that the
@@ -150,8 +181,11 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 	if !CanTransition(last.State, to) {
 		return Event{}, fmt.Errorf("ledger %s/%s: %s -> %s: %w", job.Hex()[:12], shard, orNone(last.State), to, ErrIllegalTransition)
 	}
-	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(*last.LeaseExpires) {
-		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s: %w", job.Hex()[:12], shard, last.State, last.Actor, last.LeaseExpires.Format(time.RFC3339), ErrLeased)
+	if leased(last.State) && last.Actor != g.Actor && last.LeaseExpires != nil && now.Before(g.takeoverAt(last)) {
+		if last.Released {
+			return Event{}, fmt.Errorf("ledger %s/%s: released by %s after an unknown outcome; settling until %s (the provider's listing delay), then any actor looks it up: %w", job.Hex()[:12], shard, last.Actor, last.LeaseExpires.Format(time.RFC3339Nano), ErrLeased)
+		}
+		return Event{}, fmt.Errorf("ledger %s/%s: %s held by %s until %s (lease expiry %s plus the takeover margin): %w", job.Hex()[:12], shard, last.State, last.Actor, g.takeoverAt(last).Format(time.RFC3339Nano), last.LeaseExpires.Format(time.RFC3339Nano), ErrLeased)
 	}
 	if leased(last.State) && last.Actor != g.Actor && to != last.State {
 		// Only the holder leaves a leased state; anyone else must take the
@@ -159,6 +193,35 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 		// while it was slow cannot complete the step behind the taker's back.
 		return Event{}, fmt.Errorf("ledger %s/%s: %s is held by %s; take the lease over before moving to %s: %w", job.Hex()[:12], shard, last.State, last.Actor, to, ErrLeased)
 	}
+	if to == Submitted && (last.State != Submitting || last.Actor != g.Actor) {
+		// A shard is bound once, by the submitter holding it: a SUBMITTED
+		// after another actor's SUBMITTED (or after SUBMITTED at all) would
+		// bind a second batch.
+		return Event{}, fmt.Errorf("ledger %s/%s: %s by %s -> SUBMITTED by %s: only the SUBMITTING holder binds a batch: %w", job.Hex()[:12], shard, orNone(last.State), last.Actor, g.Actor, ErrNotHolder)
+	}
+	e := g.next(job, shard, last, to, lease, providerJobID, detail)
+	if err := g.append(ctx, job, shard, e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// takeoverAt is when another actor may take over a leased shard whose last
+// event is e: its lease expiry, plus the takeover margin for an unreleased
+// SUBMITTING lease (whose holder may have a provider call in flight).
+func (g *Ledger) takeoverAt(e Event) time.Time {
+	if e.LeaseExpires == nil {
+		return time.Time{}
+	}
+	if e.State == Submitting && !e.Released {
+		return e.LeaseExpires.Add(max(g.TakeoverMargin, 0))
+	}
+	return *e.LeaseExpires
+}
+
+// next builds the event that follows last.
+func (g *Ledger) next(job Digest, shard string, last Event, to State, lease time.Duration, providerJobID string, detail map[string]string) Event {
+	now := g.Now()
 	e := Event{JobKey: job.Hex(), ShardID: shard, Seq: last.Seq + 1, State: to, At: now, Actor: g.Actor, ProviderJobID: providerJobID, Detail: detail, Nonce: randomHex(16)}
 	if providerJobID == "" {
 		e.ProviderJobID = last.ProviderJobID
@@ -167,11 +230,56 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 		// A negative lease releases: the event's lease has already expired.
 		exp := now.Add(max(lease, 0))
 		e.LeaseExpires = &exp
+		e.Released = lease < 0
 	}
-	if err := g.append(ctx, job, shard, e); err != nil {
+	return e
+}
+
+// AppendAfter appends an event directly after prev, this ledger's own last
+// event, as a conditional create of sequence prev.Seq+1: it fails with
+// ErrConflict when anything was appended since, so a success proves the
+// lease prev recorded was still ours at the moment of the append (no read can
+// prove that). A renewal is AppendAfter(prev, SUBMITTING, lease, …); binding
+// a batch is AppendAfter(prev, SUBMITTED, …).
+func (g *Ledger) AppendAfter(ctx context.Context, prev Event, to State, lease time.Duration, providerJobID string, detail map[string]string) (Event, error) {
+	job, err := ParseDigest(prev.JobKey)
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger append after seq %d: %w", prev.Seq, err)
+	}
+	if prev.Actor != g.Actor {
+		return Event{}, fmt.Errorf("ledger %s/%s: seq %d is %s's event, not %s's: %w", job.Hex()[:12], prev.ShardID, prev.Seq, prev.Actor, g.Actor, ErrNotHolder)
+	}
+	if !CanTransition(prev.State, to) {
+		return Event{}, fmt.Errorf("ledger %s/%s: %s -> %s: %w", job.Hex()[:12], prev.ShardID, orNone(prev.State), to, ErrIllegalTransition)
+	}
+	if to == Submitted && prev.State != Submitting {
+		return Event{}, fmt.Errorf("ledger %s/%s: %s -> SUBMITTED: only the SUBMITTING holder binds a batch: %w", job.Hex()[:12], prev.ShardID, prev.State, ErrNotHolder)
+	}
+	return g.appendAfter(ctx, job, prev, g.next(job, prev.ShardID, prev, to, lease, providerJobID, detail))
+}
+
+func (g *Ledger) appendAfter(ctx context.Context, job Digest, prev Event, e Event) (Event, error) {
+	if err := g.append(ctx, job, prev.ShardID, e); err != nil {
 		return Event{}, err
 	}
 	return e, nil
+}
+
+// Release appends, directly after prev (this ledger's own last event), a
+// SUBMITTING event that gives the lease up: another actor may take over at
+// now+settle (settle 0: at once), without the takeover margin.
+func (g *Ledger) Release(ctx context.Context, prev Event, settle time.Duration, detail map[string]string) (Event, error) {
+	job, err := ParseDigest(prev.JobKey)
+	if err != nil {
+		return Event{}, fmt.Errorf("ledger release after seq %d: %w", prev.Seq, err)
+	}
+	if prev.Actor != g.Actor || prev.State != Submitting {
+		return Event{}, fmt.Errorf("ledger %s/%s: seq %d is %s by %s: only the SUBMITTING holder releases: %w", job.Hex()[:12], prev.ShardID, prev.Seq, prev.State, prev.Actor, ErrNotHolder)
+	}
+	e := g.next(job, prev.ShardID, prev, Submitting, max(settle, 0), "", detail)
+	exp := e.At.Add(max(settle, 0))
+	e.LeaseExpires, e.Released = &exp, true
+	return g.appendAfter(ctx, job, prev, e)
 }
 
 // eventKeys lists the event keys of a shard in sequence order, leaving out
@@ -230,6 +338,9 @@ func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) 
 	if dir, ok := g.Lake.LocalDir(); ok {
 		return linkCreate(filepath.Join(dir, filepath.FromSlash(key)), data)
 	}
+	if err := g.probe(ctx); err != nil {
+		return fmt.Errorf("ledger append %s: %w", key, err)
+	}
 	created, err := g.Lake.PutOnce(ctx, key, data)
 	if errors.Is(err, ErrCorrupt) || (err == nil && !created) {
 		// Someone else's event is there, or ours from a retried request
@@ -238,6 +349,77 @@ func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) 
 			return nil
 		}
 		return fmt.Errorf("ledger append %s: %w", key, ErrConflict)
+	}
+	return err
+}
+
+// ErrNoConditionalWrites means the object store ignores conditional creates
+// (IfNotExist, S3's If-None-Match: *): the ledger's appends and leases rely on
+// them, so it refuses to run on such a store.
+var ErrNoConditionalWrites = errors.New("lake: the object store does not honour conditional writes (IfNotExist / If-None-Match: *)")
+
+// LedgerProbePrefix is where ProbeConditionalWrites writes (and deletes) its
+// probe objects.
+const LedgerProbePrefix = "ledger-probe/"
+
+// ProbeConditionalWrites checks that the store refuses a conditional create
+// of a key that exists: it creates a fresh probe key with IfNotExist twice and
+// requires the second to fail as a precondition failure. Some S3-compatible
+// stores accept If-None-Match and overwrite anyway; on them two submitters
+// could both "win" the same ledger sequence number and pay twice.
+func ProbeConditionalWrites(ctx context.Context, l *Lake) error {
+	key := LedgerProbePrefix + randomHex(16)
+	put := func(ctx context.Context, body string) error {
+		w, err := l.Bucket.NewWriter(ctx, key, &blob.WriterOptions{IfNotExist: true, ContentType: "text/plain"})
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, body); err != nil {
+			_ = w.Close()
+			return err
+		}
+		return w.Close()
+	}
+	// The key is new, so a first create refused as existing is our own
+	// earlier attempt whose answer was lost.
+	_, err := retry(ctx, l, "put", key, func(ctx context.Context) (bool, error) {
+		if err := put(ctx, "first"); err != nil && gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("probe conditional writes: %w", wrapOp("put", key, err))
+	}
+	defer func() { _ = l.Bucket.Delete(context.WithoutCancel(ctx), key) }()
+	refused, err := retry(ctx, l, "put", key, func(ctx context.Context) (bool, error) {
+		err := put(ctx, "second")
+		if err == nil {
+			return false, nil
+		}
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return fmt.Errorf("probe conditional writes: %w", wrapOp("put", key, err))
+	}
+	if !refused {
+		return fmt.Errorf("a second conditional create of the probe key %s succeeded: %w; the ledger cannot run on it (two submitters could both win one sequence number and pay twice): use a store that honours If-None-Match: * (Amazon S3, or a local folder)", key, ErrNoConditionalWrites)
+	}
+	return nil
+}
+
+func (g *Ledger) probe(ctx context.Context) error {
+	g.probeMu.Lock()
+	defer g.probeMu.Unlock()
+	if g.probed {
+		return g.probeErr
+	}
+	err := ProbeConditionalWrites(ctx, g.Lake)
+	if err == nil || errors.Is(err, ErrNoConditionalWrites) {
+		g.probed, g.probeErr = true, err
 	}
 	return err
 }
@@ -276,4 +458,58 @@ func JobState(shards []State) State {
 		}
 	}
 	return min
+}
+
+// FormatBatchRecord is the format of a batch record (BatchRecordKey).
+const FormatBatchRecord = "batchlake.batch-record/v1"
+
+// BatchRecord notes a provider batch made for a shard that its ledger events
+// may not bind: a batch created by a submitter that lost the shard's lease
+// before it could record it, or a further batch a lookup found (Find's
+// Duplicates). Status compares the records with the bound batch: any other
+// batch is a duplicate submission, cancelled, collected and costed as such.
+type BatchRecord struct {
+	JobKey        string `json:"job_key"`
+	ShardID       string `json:"shard_id"`
+	ProviderJobID string `json:"provider_job_id"`
+	// Why is how the batch came to be recorded: created_after_lease_lost or
+	// found_duplicate.
+	Why   string    `json:"why"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+}
+
+// RecordBatch writes a batch record, once per batch id: a record of the same
+// batch already there (from another actor) is kept as it is.
+func (g *Ledger) RecordBatch(ctx context.Context, job Digest, shard, batchID, why string) error {
+	key := BatchRecordKey(job, shard, batchID)
+	if ok, err := g.Lake.Exists(ctx, key); err != nil || ok {
+		return err
+	}
+	r := BatchRecord{JobKey: job.Hex(), ShardID: shard, ProviderJobID: batchID, Why: why, At: g.Now(), Actor: g.Actor}
+	if _, err := g.Lake.PutJSON(ctx, key, FormatBatchRecord, r); err != nil && !errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("ledger record batch %s of %s/%s: %w", batchID, job.Hex()[:12], shard, err)
+	}
+	return nil
+}
+
+// BatchRecords returns a shard's batch records, oldest first.
+func (g *Ledger) BatchRecords(ctx context.Context, job Digest, shard string) ([]BatchRecord, error) {
+	keys, err := g.Lake.List(ctx, LedgerShardPrefix(job, shard)+"batches/")
+	if err != nil {
+		return nil, err
+	}
+	var out []BatchRecord
+	for _, k := range keys {
+		if _, _, ok := ParseBatchRecordKey(k); !ok {
+			continue
+		}
+		var r BatchRecord
+		if err := g.Lake.GetJSON(ctx, k, FormatBatchRecord, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
 }

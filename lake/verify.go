@@ -156,7 +156,7 @@ func (v *verifier) list(ctx context.Context) error {
 		return err
 	}
 	for _, k := range top {
-		if k == SimStatePrefix || k == StagingPrefix {
+		if k == SimStatePrefix || k == StagingPrefix || k == LedgerProbePrefix {
 			continue // the built-in simulator's pretend server state; provider staging
 		}
 		if !slices.Contains(lakeAreas, k) {
@@ -249,6 +249,9 @@ func (v *verifier) classify(k string) {
 	case strings.HasPrefix(k, "ledger/"):
 		if _, _, _, ok := ParseLedgerKey(k); ok {
 			v.ledgerKeys = append(v.ledgerKeys, k)
+			return
+		}
+		if _, _, ok := ParseBatchRecordKey(k); ok {
 			return
 		}
 	}
@@ -639,7 +642,8 @@ func (v *verifier) checkLedger(ctx context.Context) error {
 			}
 		}
 		var prev State
-		known := true // prev is the state before the next event
+		var bound string // the batch id of the last SUBMITTED
+		known := true    // prev is the state before the next event
 		want := 1
 		for _, seq := range seqs {
 			k := LedgerKey(sk.job, sk.shard, seq)
@@ -663,6 +667,14 @@ func (v *verifier) checkLedger(ctx context.Context) error {
 			}
 			if known && !CanTransition(prev, e.State) {
 				v.problem(k, SeverityError, "illegal transition %s -> %s", orNone(prev), e.State)
+			}
+			if e.State == Submitted && bound != "" && e.ProviderJobID != bound {
+				// Written before SUBMITTED was the holder's alone: the shard
+				// was bound to two paid batches.
+				v.problem(k, SeverityWarning, "shard %s bound a second time: SUBMITTED %s after SUBMITTED %s (two paid batches; the first is a duplicate submission)", sk.shard, e.ProviderJobID, bound)
+			}
+			if e.State == Submitted {
+				bound = e.ProviderJobID
 			}
 			prev, known = e.State, true
 		}

@@ -208,6 +208,11 @@ func TestVerify(t *testing.T) {
 		{"ledger gap", func(t *testing.T, l *Lake, f *fixture) { remove(t, l, f.ledger[2]) }, []want{
 			at(kEvent(3), SeverityError, "ledger gap: events 3..3"),
 		}},
+		{"second SUBMITTED with another batch", func(t *testing.T, l *Lake, f *fixture) {
+			sealEvent(t, l, f.ledger[4], Event{JobKey: f.job.Hex(), ShardID: "s0", Seq: 5, State: Submitted, At: t0, Actor: "x", ProviderJobID: "batch_2"})
+		}, []want{
+			at(kEvent(5), SeverityWarning, "bound a second time: SUBMITTED batch_2 after SUBMITTED batch_1"),
+		}},
 		{"illegal transition", func(t *testing.T, l *Lake, f *fixture) {
 			sealEvent(t, l, f.ledger[4], Event{JobKey: f.job.Hex(), ShardID: "s0", Seq: 5, State: Completed, At: t0, Actor: "x"})
 		}, []want{

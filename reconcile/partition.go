@@ -234,6 +234,9 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 		return stored, writeOut(ctx, l, o.OutDir, stored)
 	}
 	rep := in.newReport(o)
+	if rep.DuplicateBatches, err = duplicateBatches(ctx, g, in.job, in.m); err != nil {
+		return nil, err
+	}
 	want := rep.settingsOf()
 	parts, err := findPartitions(ctx, l, in, n, want)
 	if err != nil {

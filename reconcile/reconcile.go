@@ -106,6 +106,10 @@ type Report struct {
 	ProviderTotals []ProviderTotal `json:"provider_totals"`
 	// Estimate is plan's estimate, priced, beside what was billed (estimate.go).
 	Estimate *Estimate `json:"estimate,omitempty"`
+	// DuplicateBatches are paid batches made for a shard beside the one it
+	// is bound to (the ledger's batch records): their result lines count as
+	// duplicate submissions (cost category duplicate_submission).
+	DuplicateBatches []DuplicateBatch `json:"duplicate_batches,omitempty"`
 	// Unchanged is true when this exact reconcile had already run (not stored).
 	Unchanged bool `json:"unchanged"`
 }
@@ -116,6 +120,39 @@ type UnpricedModel struct {
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
 	Lines    int64  `json:"lines"`
+}
+
+// DuplicateBatch is a shard's batch beside its bound one.
+type DuplicateBatch struct {
+	ShardID       string `json:"shard_id"`
+	ProviderJobID string `json:"provider_job_id"`
+	BoundTo       string `json:"bound_batch"`
+	Why           string `json:"why"`
+}
+
+// duplicateBatches lists every shard's recorded batches other than the one
+// its ledger binds.
+func duplicateBatches(ctx context.Context, g *lake.Ledger, job lake.Digest, m *lake.Manifest) ([]DuplicateBatch, error) {
+	var out []DuplicateBatch
+	for _, s := range m.Shards {
+		recs, err := g.BatchRecords(ctx, job, s.ShardID)
+		if err != nil || len(recs) == 0 {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		last, err := g.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if last.ProviderJobID != "" && r.ProviderJobID != last.ProviderJobID {
+				out = append(out, DuplicateBatch{ShardID: s.ShardID, ProviderJobID: r.ProviderJobID, BoundTo: last.ProviderJobID, Why: r.Why})
+			}
+		}
+	}
+	return out, nil
 }
 
 // Files are the digests of every file the report accounts for.
@@ -170,6 +207,9 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 	}
 	defer e.Close()
 	rep := in.newReport(o)
+	if rep.DuplicateBatches, err = duplicateBatches(ctx, g, in.job, m); err != nil {
+		return nil, err
+	}
 	if err := in.stage(ctx, e, o, rep, nil); err != nil {
 		return nil, err
 	}

@@ -52,7 +52,10 @@ func TestBedrockProcess(t *testing.T) {
 	var outputs [][]byte
 	env := []string{"AWS_ACCESS_KEY_ID=AKIATESTBATCHLAKE", "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_REGION=us-east-1",
 		"AWS_CONFIG_FILE=" + os.DevNull, "AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull, "AWS_EC2_METADATA_DISABLED=true",
-		"BATCHLAKE_BEDROCK_ENDPOINT=" + brk.URL, "AWS_MAX_ATTEMPTS=1"}
+		"BATCHLAKE_BEDROCK_ENDPOINT=" + brk.URL, "AWS_MAX_ATTEMPTS=1",
+		// A lost create is left to the next run (no lookups of its own), which
+		// may look after a short settle time.
+		"BATCHLAKE_LOST_LOOKUP=0s", "BATCHLAKE_SETTLE=500ms", "BATCHLAKE_TAKEOVER_MARGIN=200ms"}
 	run := func(extraEnv []string, args ...string) result {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -119,8 +122,8 @@ func TestBedrockProcess(t *testing.T) {
 		t.Fatalf("submit without a role: %s", r)
 	}
 	// The first create's response is lost (SDK retries off): that shard is
-	// unknown, the run exits 75; once its lease lapses the next run finds
-	// the job and binds it.
+	// unknown, the run exits 75 and releases the shard with a settle time;
+	// once it lapses the next run finds the job and binds it.
 	var s stepOut
 	decode(t, must(exitTempFail, lc("submit", "--lease", "1s")...), &s)
 	if actions(s)[p.Shards[0].ShardID] != "unknown" {

@@ -26,6 +26,8 @@ type providerFlags struct {
 	simSeed uint64
 	lease   time.Duration
 	bedrock bedrockFlags
+	// The submit protocol's timings (docs/submission.md).
+	takeoverMargin, settle, lostLookup time.Duration
 }
 
 // providerHelp names the providers and where their credentials come from.
@@ -43,7 +45,26 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	c.Flags().StringVar(&p.target, "provider", def, help)
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
+	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (env BATCHLAKE_TAKEOVER_MARGIN)")
+	c.Flags().DurationVar(&p.settle, "settle", envDuration("BATCHLAKE_SETTLE", 0), "after a lost create answer the batch was not found: how long the shard waits for the provider's listing to catch up before any submitter looks it up (0: the provider's default; env BATCHLAKE_SETTLE)")
+	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", envDuration("BATCHLAKE_LOST_LOOKUP", lifecycle.DefaultLostLookup), "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
 	p.bedrock.register(c)
+}
+
+// lostLookupSetting is --lost-lookup as lifecycle.Driver takes it: 0 turns
+// the submitter's own lookups off.
+func (p *providerFlags) lostLookupSetting() time.Duration {
+	if p.lostLookup == 0 {
+		return -1
+	}
+	return p.lostLookup
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
 }
 
 func envUint(k string, def uint64) uint64 {
@@ -117,7 +138,10 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	default:
 		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai, anthropic, gemini or bedrock", p.target)}
 	}
-	return &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir}, nil
+	g2 := lake.NewLedger(l, "")
+	g2.TakeoverMargin = p.takeoverMargin
+	return &lifecycle.Driver{Lake: l, Ledger: g2, Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir,
+		Settle: p.settle, LostLookup: p.lostLookupSetting()}, nil
 }
 
 const jobProviderHelp = `The provider is the job's: the one plan recorded in its manifest (plan

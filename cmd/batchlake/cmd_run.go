@@ -82,7 +82,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir}
+				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir,
+					Settle: pf.settle, LostLookup: pf.lostLookupSetting()}
+				drv.Ledger.TakeoverMargin = pf.takeoverMargin
 				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
 			} else if drv, err = pf.driver(g, l); err != nil {
 				return err

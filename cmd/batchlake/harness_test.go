@@ -135,6 +135,11 @@ func (h *harness) env(extra ...string) []string {
 		env = append(env, kv)
 	}
 	env = append(env, "OPENAI_API_KEY="+h.key, "OPENAI_BASE_URL="+h.url)
+	// The submit protocol's timings, small so that takeovers happen in test
+	// time: a takeover margin past an expired lease, no lookups of its own
+	// after a lost create (the next process looks up, as before), a short
+	// settle. Tests of these timings override them in extra.
+	env = append(env, "BATCHLAKE_TAKEOVER_MARGIN=200ms", "BATCHLAKE_LOST_LOOKUP=0s", "BATCHLAKE_SETTLE=200ms")
 	return append(env, extra...)
 }
 

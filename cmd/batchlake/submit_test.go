@@ -142,32 +142,31 @@ func TestConcurrentSubmitters(t *testing.T) {
 	}
 }
 
-// TestLeaseRunsOutDuringSlowCreate: a live submitter whose create answers
-// after its lease ran out. A second submitter takes the shard over, finds
-// the batch the slow create made and binds it; when the first one hears
-// back, it records the same batch. One batch per shard, both runs exit 0.
+// TestLeaseRunsOutDuringSlowCreate: a live submitter whose create would
+// answer after its lease ran out. The create is cut at the lease's deadline
+// (its outcome is unknown: the batch was made), the submitter releases the
+// shard with a settle time and exits 75; a second submitter after the settle
+// finds the batch the slow create made and binds it. One batch per shard.
 func TestLeaseRunsOutDuringSlowCreate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, fakeopenai.Options{Seed: 29, Faults: fakeopenai.Faults{CreateSlow: 1, SlowResponse: 3 * time.Second}})
 	p := h.plan(9, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	args := lifecycleArgs("submit", p.JobKey, "--lease", "1s")
-	slow, so, se := h.start(ctx, nil, args...)
-	deadline := time.Now().Add(10 * time.Second)
-	for h.creates() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	first := h.must([]int{exitTempFail}, args...)
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("the slow submitter took %s: its create was not cut at its 1 s lease", took)
 	}
-	time.Sleep(1200 * time.Millisecond) // the slow submitter's lease runs out
-	second := h.must([]int{0}, args...)
 	var s stepOut
+	decode(t, first, &s)
+	if a := actions(s)[p.Shards[0].ShardID]; a != "unknown" {
+		t.Errorf("slow submitter: shard %s %s, want unknown", p.Shards[0].ShardID, a)
+	}
+	time.Sleep(300 * time.Millisecond) // the settle (200 ms in the harness)
+	second := h.must([]int{0}, args...)
 	decode(t, second, &s)
 	if a := actions(s)[p.Shards[0].ShardID]; a != "found" {
 		t.Errorf("second submitter: shard %s %s, want found (the slow create's batch)", p.Shards[0].ShardID, a)
-	}
-	first := h.wait(slow, so, se, args)
-	if first.code != 0 {
-		t.Errorf("slow submitter: %s", first)
 	}
 	if got := h.creates(); got != len(p.Shards) {
 		t.Errorf("%d creates for %d shards", got, len(p.Shards))

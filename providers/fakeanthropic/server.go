@@ -56,6 +56,12 @@ type Faults struct {
 	CreateStatus int
 	// ListStatus answers the next N list calls with 500.
 	ListErrors int
+	// UploadSlow makes the next N creates take UploadDelay to arrive (a
+	// large inline request list on a slow link): the batch is made only
+	// after it; a client that gives up first leaves none.
+	UploadSlow int
+	// UploadDelay is how long a slow create takes to arrive (2 s if 0).
+	UploadDelay time.Duration
 }
 
 // Request is one request received.
@@ -195,6 +201,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, sub := m[1], m[2]
+	if id == "" && r.Method == http.MethodPost && !s.slowUpload(r, &rec) {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -244,6 +253,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(s.results(b))
 	default:
 		fail(405, "invalid_request_error", "method not allowed")
+	}
+}
+
+// slowUpload applies the UploadSlow fault to a request (without holding the
+// server's lock, so other requests go on meanwhile). It reports false when
+// the client gave up before the body arrived.
+func (s *Server) slowUpload(r *http.Request, rec *Request) bool {
+	s.mu.Lock()
+	slow := s.faults.UploadSlow > 0
+	delay := s.faults.UploadDelay
+	if slow {
+		s.faults.UploadSlow--
+	}
+	s.mu.Unlock()
+	if !slow {
+		return true
+	}
+	if delay == 0 {
+		delay = 2 * time.Second
+	}
+	rec.Fault = "upload_slow"
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
 	}
 }
 

@@ -52,7 +52,12 @@ type Faults struct {
 	CreateErrorAfter int // create, then answer CreateStatus
 	CreateStatus     int // 500 if 0; 429 answers RESOURCE_EXHAUSTED
 	ListErrors       int // the next N batch list calls answer 503
-	Expire           int // the next N batches expire instead of running
+	// UploadSlow makes the next N file uploads (the finalize with the
+	// bytes) take UploadDelay to arrive; the file is stored only after it,
+	// and a client that gives up first leaves none.
+	UploadSlow  int
+	UploadDelay time.Duration // 2 s if 0
+	Expire      int           // the next N batches expire instead of running
 }
 
 // Request is one request received.
@@ -191,6 +196,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(403, "PERMISSION_DENIED", "API key not valid: "+key)
 		return
 	}
+	if r.URL.Path == "/upload/v1beta/files" && r.Method == http.MethodPost && uploadID != "" && !s.slowUpload(r, &rec) {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := r.URL.Path
@@ -243,6 +251,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(f.data)
 	default:
 		fail(404, "NOT_FOUND", "no route "+r.Method+" "+p)
+	}
+}
+
+// slowUpload applies the UploadSlow fault to a request (without holding the
+// server's lock, so other requests go on meanwhile). It reports false when
+// the client gave up before the bytes arrived.
+func (s *Server) slowUpload(r *http.Request, rec *Request) bool {
+	s.mu.Lock()
+	slow := s.faults.UploadSlow > 0
+	delay := s.faults.UploadDelay
+	if slow {
+		s.faults.UploadSlow--
+	}
+	s.mu.Unlock()
+	if !slow {
+		return true
+	}
+	if delay == 0 {
+		delay = 2 * time.Second
+	}
+	rec.Fault = "upload_slow"
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
 	}
 }
 

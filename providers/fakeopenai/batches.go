@@ -131,6 +131,8 @@ type batch struct {
 	// outcome of each custom_id in the simulated result: true completed,
 	// false failed, absent neither (no line); for the moving counts.
 	outcome map[string]bool
+	// listable is when the batch shows in listings (Options.ListDelay).
+	listable time.Time
 }
 
 var batchEndpoints = map[string]bool{
@@ -176,8 +178,9 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 			ExpiresAt:        ptr(createdAt.Add(24 * time.Hour).Unix()),
 			Metadata:         maps.Clone(meta),
 		},
-		seq:   s.seq,
-		input: in.data,
+		seq:      s.seq,
+		input:    in.data,
+		listable: time.Now().Add(s.opts.ListDelay),
 	}
 	b.ids, b.Model = scanInput(in.data)
 	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
@@ -328,9 +331,13 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	all := s.sortedBatches()
-	items := make([]Batch, len(all))
-	for i, b := range all {
-		items[i] = b.Batch
+	items := make([]Batch, 0, len(all))
+	now := time.Now()
+	for _, b := range all {
+		if now.Before(b.listable) {
+			continue // not in the listing yet (Options.ListDelay)
+		}
+		items = append(items, b.Batch)
 	}
 	s.mu.Unlock()
 	l, err := page(items, func(b Batch) string { return b.ID }, q.Get("after"), limit)

@@ -107,6 +107,23 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	slow := s.faults.UploadSlow > 0
+	delay := cmp.Or(s.faults.UploadDelay, 2*time.Second)
+	if slow {
+		s.faults.UploadSlow--
+	}
+	s.mu.Unlock()
+	if slow {
+		setFault(w, "upload slow")
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return // the client gave up first: nothing is stored
+		}
+	}
+	s.mu.Lock()
 	f := s.storeFile(hdr.Filename, purpose, data)
 	out := f.File
 	s.mu.Unlock()

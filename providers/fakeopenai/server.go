@@ -42,6 +42,10 @@ type Options struct {
 	Now func() time.Time
 	// Faults are the failures to inject; see Faults.
 	Faults Faults
+	// ListDelay is how long (in real time) a new batch stays out of
+	// GET /v1/batches, as an eventually consistent listing does; GET of the
+	// batch by id sees it at once.
+	ListDelay time.Duration
 }
 
 // Faults are counters of failures still to inject. Each counter is used up
@@ -71,6 +75,12 @@ type Faults struct {
 	UploadRefused int
 	// UploadStatus is the status of refused uploads (500 if 0).
 	UploadStatus int
+	// UploadSlow makes the next N uploads take UploadDelay after their body
+	// arrived before the file is stored and answered, as a large file does;
+	// a client that gives up first leaves no file.
+	UploadSlow int
+	// UploadDelay is how long a slow upload takes (2 s if 0).
+	UploadDelay time.Duration
 
 	// FailValidation makes the next N batches fail when they leave
 	// validating, with errors.data [{code: FailCode}].
@@ -177,9 +187,12 @@ func (s *Server) Start() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fakeopenai: listen: %w", err)
 	}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = srv
 	s.url = "http://" + ln.Addr().String() + "/v1/"
-	go func() { _ = s.srv.Serve(ln) }() // Serve returns ErrServerClosed on Close.
+	// srv, not s.srv: a Close right after Start clears s.srv before the
+	// goroutine runs. Serve returns ErrServerClosed on Close.
+	go func() { _ = srv.Serve(ln) }()
 	return s.url, nil
 }
 

@@ -116,6 +116,16 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		}
 		res.Shards = append(res.Shards, sr)
 	}
+	for i := range res.Shards {
+		pending, err := d.pollDuplicates(ctx, job, &res.Shards[i])
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			unpolled = append(unpolled, fmt.Errorf("status %s: %w", res.Shards[i].ShardID, err))
+		}
+		res.Pending = res.Pending || pending
+	}
 	if len(unpolled) > 0 {
 		return nil, fmt.Errorf("%d of %d shards not polled (the others' changes are recorded): %w", len(unpolled), len(m.Shards), errors.Join(unpolled...))
 	}
@@ -174,6 +184,13 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 			last.State = evs[len(evs)-1].State
 		}
 		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"]}
+		// A duplicate batch (paid twice) is collected as soon as it ended,
+		// whatever the bound batch does.
+		dupPending, err := d.collectDuplicates(ctx, m, s, job, last.ProviderJobID, have, &sr)
+		if err != nil {
+			return nil, fmt.Errorf("collect %s: %w", s.ShardID, err)
+		}
+		res.Pending = res.Pending || dupPending
 		if last.ProviderJobID == "" || !(&providers.Batch{Status: sr.ProviderStatus}).Terminal() {
 			sr.Action = "not_ready"
 			res.Pending = true

@@ -29,6 +29,13 @@ type Driver struct {
 	TmpDir string
 	// ClockSkew widens the remote lookup window.
 	ClockSkew time.Duration
+	// LostLookup bounds the submitter's own lookups (with backoff) after a
+	// create whose answer was lost: DefaultLostLookup if 0, none if < 0.
+	LostLookup time.Duration
+	// Settle is how long a shard whose create outcome stayed unknown is
+	// released for before another submitter may look it up: the provider's
+	// listing delay (DefaultSettle of the target if 0).
+	Settle time.Duration
 	// Shard, if set, limits Collect to that shard of the job, so shards can
 	// be collected in parallel (collect --shard).
 	Shard string
@@ -45,6 +52,9 @@ type ShardResult struct {
 	// Summary is collect's cross-check of a provider's job summary
 	// (Bedrock's manifest.json.out) against the lines it ingested.
 	Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
+	// Duplicates are further paid batches made for the shard (status and
+	// collect list them; see DuplicateBatch).
+	Duplicates []DuplicateBatch `json:"duplicate_batches,omitempty"`
 }
 
 // Result is a step's result for a job.
@@ -60,9 +70,15 @@ type Result struct {
 // Submit binds every shard of the job to exactly one provider batch:
 // SUBMITTING (with a lease) is written before any provider call; the batch is
 // looked up remotely first and created only when the lookup proves there is
-// none; SUBMITTED records its id. A create whose outcome is unknown leaves the
-// shard SUBMITTING: the next Submit looks it up before anything else.
+// none, by a submitter that has just proven it still holds the shard (see
+// create); SUBMITTED, appended by that holder only, records its id. A create
+// whose outcome is unknown is looked up at once (lostCreate); if it stays
+// unknown the shard is left SUBMITTING, released after a settle time, and the
+// next Submit looks it up before anything else.
 func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
+	if d.Lease <= 0 {
+		return nil, fmt.Errorf("submit: lease %s: a submitter must hold a shard for a positive time", d.Lease)
+	}
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {
 		return nil, err
@@ -124,7 +140,8 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		}
 	}
 	// SUBMITTING before any provider call. Taking over a SUBMITTING shard
-	// whose lease expired is allowed; a live lease of another actor is not.
+	// whose lease expired (plus the ledger's takeover margin) is allowed; a
+	// live lease of another actor is not.
 	failpoint.Hit(failpoint.SubmitBeforeSubmitting)
 	ev, err := d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitting, d.Lease, "",
 		map[string]string{"target": d.Target, "attempt": strconv.Itoa(m.Attempt)})
@@ -151,57 +168,193 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 	for i := len(evs) - 1; i >= 0 && evs[i].State == lake.Submitting; i-- {
 		since = evs[i].At
 	}
-	b, err := d.Client.Find(ctx, m.JobKey, s.ShardID, since.Add(-d.skew()))
+	since = since.Add(-d.skew())
+	b, err := d.Client.Find(ctx, m.JobKey, s.ShardID, since)
 	if errors.Is(err, providers.ErrUnknownOutcome) {
 		// A batch that may be this shard's exists but cannot be proven to be
-		// (Anthropic before it ends): create nothing, stay SUBMITTING with the
-		// reason on the ledger for a person, and look again on the next run.
-		d.Ledger.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Submitting, -1, "", map[string]string{"target": d.Target, "unknown": err.Error()})
+		// (Anthropic before it ends): create nothing, release the shard with
+		// the reason on the ledger for a person, and look again on the next run.
+		d.Ledger.Release(context.WithoutCancel(ctx), ev, 0, map[string]string{"target": d.Target, "unknown": err.Error()})
 		sr.Action, sr.Detail = "unknown", err.Error()
 		return sr, nil
 	}
 	if err != nil {
-		return d.giveUp(ctx, job, sr, "lookup failed: "+err.Error(), err)
+		return d.giveUp(ctx, ev, sr, "lookup failed: "+err.Error(), err)
 	}
-	action := "found"
-	if b == nil {
-		fileID, err := d.upload(ctx, s)
-		if err != nil {
-			return d.giveUp(ctx, job, sr, "upload failed: "+err.Error(), err)
-		}
-		meta := map[string]string{providers.MetaJobKey: m.JobKey, providers.MetaShardID: s.ShardID, providers.MetaAttempt: strconv.Itoa(m.Attempt)}
-		b, err = d.Client.Create(ctx, fileID, m.Endpoint, meta)
-		if errors.Is(err, providers.ErrUnknownOutcome) {
-			// Maybe created: stay SUBMITTING; the next submit looks it up first.
-			sr.Action, sr.Detail = "unknown", err.Error()
+	if b != nil {
+		return d.bind(ctx, job, ev, sr, b, "found")
+	}
+	return d.create(ctx, job, m, s, ev, sr, since)
+}
+
+// create uploads the shard and creates its batch while the submitter can
+// prove it holds the shard: the upload runs under a heartbeat that renews
+// the lease by conditional appends (and cancels the upload when a renewal
+// loses), a renewal appended directly after the submitter's own last event
+// proves the lease right before the create, and the create must answer
+// before that renewed lease runs out. A taker waits the takeover margin past
+// the expiry, so no create of ours is in flight when it looks the batch up.
+func (d *Driver) create(ctx context.Context, job lake.Digest, m *lake.Manifest, s lake.ManifestShard, ev lake.Event, sr ShardResult, since time.Time) (ShardResult, error) {
+	h := d.hold(ctx, ev)
+	fileID, err := d.upload(h.ctx, s)
+	ev, lost := h.finish()
+	if lost != nil {
+		sr.Action, sr.Detail = "lease_lost", fmt.Sprintf("%v during the upload; nothing was created: run submit again", lost)
+		return sr, nil
+	}
+	if err != nil {
+		return d.giveUp(ctx, ev, sr, "upload failed: "+err.Error(), err)
+	}
+	sent := time.Now()
+	ev, err = d.Ledger.AppendAfter(ctx, ev, lake.Submitting, d.Lease, "", map[string]string{"target": d.Target, "attempt": strconv.Itoa(m.Attempt), "lease": "proof before create"})
+	if err != nil {
+		if errors.Is(err, lake.ErrConflict) {
+			sr.Action, sr.Detail = "lease_lost", fmt.Sprintf("%v: another submitter took the shard over before the create; nothing was created", err)
 			return sr, nil
 		}
-		if err != nil {
-			return d.giveUp(ctx, job, sr, "create refused: "+err.Error(), err)
-		}
-		action = "created"
-		failpoint.Hit(failpoint.SubmitAfterCreate)
+		return sr, err
 	}
+	cctx, cancel := context.WithDeadline(ctx, sent.Add(d.Lease-d.guard()))
+	defer cancel()
+	meta := map[string]string{providers.MetaJobKey: m.JobKey, providers.MetaShardID: s.ShardID, providers.MetaAttempt: strconv.Itoa(m.Attempt)}
+	b, err := d.Client.Create(cctx, fileID, m.Endpoint, meta)
+	if errors.Is(err, providers.ErrUnknownOutcome) {
+		return d.lostCreate(ctx, job, m, s, ev, sr, since, err)
+	}
+	if err != nil {
+		return d.giveUp(ctx, ev, sr, "create refused: "+err.Error(), err)
+	}
+	failpoint.Hit(failpoint.SubmitAfterCreate)
+	return d.bind(ctx, job, ev, sr, b, "created")
+}
+
+// bind records the shard's batch with a SUBMITTED appended directly after
+// the submitter's own SUBMITTING: only the holder binds, and only while it
+// still holds the shard. A holder that lost the shard after its create went
+// out records the batch beside the ledger instead, so that status cancels
+// it (and collect keeps its results as a duplicate submission) if the shard
+// ends up bound to another batch.
+func (d *Driver) bind(ctx context.Context, job lake.Digest, ev lake.Event, sr ShardResult, b *providers.Batch, action string) (ShardResult, error) {
 	detail := map[string]string{"target": d.Target, "provider_status": b.Status, "action": action}
 	if len(b.Duplicates) > 0 {
 		// More than one batch exists for this shard (created outside this
-		// protocol or before it): bind the oldest and leave the rest for a person.
+		// protocol, or by a holder that lost a race): bind the oldest, record
+		// the others for status to cancel and collect.
 		detail["duplicate_batches"] = strings.Join(b.Duplicates, ",")
+		for _, id := range b.Duplicates {
+			if err := d.Ledger.RecordBatch(ctx, job, sr.ShardID, id, "found_duplicate"); err != nil {
+				return sr, err
+			}
+		}
 	}
-	ev, err = d.Ledger.Transition(ctx, job, s.ShardID, lake.Submitted, 0, b.ID, detail)
+	bev, err := d.Ledger.AppendAfter(ctx, ev, lake.Submitted, 0, b.ID, detail)
+	if errors.Is(err, lake.ErrConflict) {
+		if rerr := d.Ledger.RecordBatch(context.WithoutCancel(ctx), job, sr.ShardID, b.ID, "created_after_lease_lost"); rerr != nil {
+			return sr, errors.Join(err, rerr)
+		}
+		sr.ProviderJobID, sr.ProviderStatus = b.ID, b.Status
+		sr.Action = "lease_lost"
+		sr.Detail = fmt.Sprintf("batch %s (%s) could not be bound: %v; it is recorded, and status cancels it if the shard is bound to another batch", b.ID, action, err)
+		return sr, nil
+	}
 	if err != nil {
 		return sr, err
 	}
-	sr.State, sr.ProviderJobID, sr.ProviderStatus, sr.Action = ev.State, b.ID, b.Status, action
+	sr.State, sr.ProviderJobID, sr.ProviderStatus, sr.Action = bev.State, b.ID, b.Status, action
+	return sr, nil
+}
+
+// lostCreate handles a create whose answer was lost: the batch may exist. The
+// submitter looks it up itself (with backoff while the provider's listing
+// catches up) and binds it if found. If it still cannot tell, it records the
+// unknown outcome and releases the shard with a settle time (the provider's
+// listing delay), after which any submitter looks it up before creating.
+func (d *Driver) lostCreate(ctx context.Context, job lake.Digest, m *lake.Manifest, s lake.ManifestShard, ev lake.Event, sr ShardResult, since time.Time, cerr error) (ShardResult, error) {
+	budget := d.lostLookup()
+	start := time.Now()
+	wait := min(250*time.Millisecond, budget)
+	lookups := 0
+	var why error = cerr
+	for budget > 0 && time.Since(start)+wait <= budget {
+		select {
+		case <-ctx.Done():
+			return sr, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+		lookups++
+		b, err := d.Client.Find(ctx, m.JobKey, s.ShardID, since)
+		if err == nil && b != nil {
+			return d.bind(ctx, job, ev, sr, b, "found")
+		}
+		if errors.Is(err, providers.ErrUnknownOutcome) {
+			why = errors.Join(cerr, err)
+			break // a candidate that cannot be verified yet: waiting here does not help
+		}
+		if err != nil {
+			why = errors.Join(cerr, err)
+		}
+	}
+	settle := d.settle()
+	detail := map[string]string{"target": d.Target, "unknown": why.Error(), "lookups": strconv.Itoa(lookups), "settle": settle.String()}
+	rev, err := d.Ledger.Release(context.WithoutCancel(ctx), ev, settle, detail)
+	sr.Action = "unknown"
+	if err != nil {
+		sr.Detail = fmt.Sprintf("create answer lost (%v), batch not found in %d lookups, and the release failed (%v): the shard is free when its lease expires", cerr, lookups, err)
+		return sr, nil
+	}
+	sr.Detail = fmt.Sprintf("create answer lost (%v); batch not found in %d lookups over %s; the shard is released: any submitter looks it up from %s (settle %s, the provider's listing delay)",
+		cerr, lookups, time.Since(start).Round(time.Millisecond), rev.LeaseExpires.Format(time.RFC3339), settle)
 	return sr, nil
 }
 
 // giveUp releases the lease after a definite failure (no batch was created),
 // so the next run need not wait for it to expire.
-func (d *Driver) giveUp(ctx context.Context, job lake.Digest, sr ShardResult, why string, err error) (ShardResult, error) {
-	d.Ledger.Transition(context.WithoutCancel(ctx), job, sr.ShardID, lake.Submitting, -1, "", map[string]string{"target": d.Target, "error": why})
+func (d *Driver) giveUp(ctx context.Context, ev lake.Event, sr ShardResult, why string, err error) (ShardResult, error) {
+	d.Ledger.Release(context.WithoutCancel(ctx), ev, 0, map[string]string{"target": d.Target, "error": why})
 	return sr, err
 }
+
+// DefaultLostLookup bounds a submitter's own lookups after a lost create answer.
+const DefaultLostLookup = 20 * time.Second
+
+// DefaultSettle is, per target, how long a shard whose create outcome is
+// unknown stays released-but-settling before another submitter looks it up:
+// long enough for a batch created just before to show in the provider's
+// listing.
+var DefaultSettle = map[string]time.Duration{
+	"openai":    time.Minute,
+	"anthropic": time.Minute,
+	"gemini":    time.Minute,
+	"bedrock":   90 * time.Second,
+	"sim":       0,
+	// batchlake run's fake OpenAI server on loopback lists at once.
+	"sim-server": 0,
+}
+
+func (d *Driver) settle() time.Duration {
+	if d.Settle > 0 {
+		return d.Settle
+	}
+	if v, ok := DefaultSettle[d.Target]; ok {
+		return v
+	}
+	return time.Minute
+}
+
+func (d *Driver) lostLookup() time.Duration {
+	switch {
+	case d.LostLookup < 0:
+		return 0
+	case d.LostLookup == 0:
+		return DefaultLostLookup
+	}
+	return d.LostLookup
+}
+
+// guard is how long before its lease runs out a holder stops its own
+// provider calls.
+func (d *Driver) guard() time.Duration { return d.Lease / 10 }
 
 func (d *Driver) skew() time.Duration {
 	if d.ClockSkew == 0 {
