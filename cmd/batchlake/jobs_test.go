@@ -94,7 +94,7 @@ func TestJobsAndJobPrefixes(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond) // created_at must order the new job first
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "openai", "--input", small, "--tenant", "beta", "--prompt-version", "v1", "--progress", "never")
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", small, "--tenant", "beta", "--prompt-version", "v1", "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("plan: exit %d %v", code, pl)
 	}
@@ -357,7 +357,7 @@ func TestCancelReportsStateAfter(t *testing.T) {
 	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 6)[:5], "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("plan: exit %d %v", code, pl)
 	}

@@ -352,6 +352,11 @@ func TestSQLCannotWrite(t *testing.T) {
 // escaped, as Go escapes them; csv and json keep the exact value.
 func TestSQLTableEscapesControls(t *testing.T) {
 	lk := filepath.Join(t.TempDir(), "lake")
+	// sql reads an existing lake only: plan one job first.
+	in := writeFile(t, "in.jsonl", []byte(requestLine("r1", "hi")+"\n"))
+	if code, _, errs := runCLI("plan", "--lake", lk, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"); code != exitOK {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
 	q := `SELECT chr(27) || '[2J' || chr(27) || ']0;pwned' || chr(7) AS "t` + "\x1b" + `itle",
 		'a' || chr(10) || 'b' || chr(13) || 'c' || chr(9) || 'd' AS lines, chr(155) || '31m' AS c1, chr(8238) || 'txt' AS bidi,
 		'plain é' AS ok`
