@@ -327,9 +327,8 @@ var DefaultSettle = map[string]time.Duration{
 	"anthropic": time.Minute,
 	"gemini":    time.Minute,
 	"bedrock":   90 * time.Second,
-	"sim":       0,
-	// batchlake run's fake OpenAI server on loopback lists at once.
-	"sim-server": 0,
+	// The simulator (and run's fake OpenAI server on loopback) lists at once.
+	"sim": 0,
 }
 
 func (d *Driver) settle() time.Duration {
