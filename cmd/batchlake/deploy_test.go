@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1096,6 +1097,46 @@ func TestAirflowProviderEnv(t *testing.T) {
 			if !slices.Contains(have, v) {
 				t.Errorf("PROVIDER_ENV[%s] lacks %s (submit --help)", p, v)
 			}
+		}
+	}
+}
+
+// TestAirflowMissingParams runs the DAG's check of a run's params: a run
+// without a lake, or a new job without its input, tenant or prompt version,
+// fails in its first task instead of planning into ./lake on the worker.
+func TestAirflowMissingParams(t *testing.T) {
+	dag := filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py")
+	full := map[string]any{"lake": "s3://b/lake", "input": "/data/in.jsonl", "tenant": "acme", "prompt_version": "v1", "job": ""}
+	with := func(k string, v any) map[string]any {
+		m := maps.Clone(full)
+		m[k] = v
+		return m
+	}
+	cases := []struct {
+		name   string
+		params map[string]any
+		want   []string
+	}{
+		{"a new job, all given", full, []string{}},
+		{"no lake", with("lake", ""), []string{"lake"}},
+		{"no input", with("input", ""), []string{"input"}},
+		{"no tenant", with("tenant", ""), []string{"tenant"}},
+		{"no prompt version", with("prompt_version", ""), []string{"prompt_version"}},
+		{"a planned job needs only the lake", map[string]any{"job": "ab12", "lake": "s3://b/lake", "input": ""}, []string{}},
+		{"a planned job without a lake", map[string]any{"job": "ab12", "lake": ""}, []string{"lake"}},
+	}
+	var in []map[string]any
+	for _, c := range cases {
+		in = append(in, c.params)
+	}
+	raw := runPython(t, dagFunctions+"print(json.dumps([ns['missing_params'](p) for p in json.load(sys.stdin)]))", in, dag, "missing_params")
+	var got [][]string
+	if err := json.Unmarshal(raw, &got); err != nil || len(got) != len(cases) {
+		t.Fatalf("python printed %s (%v)", raw, err)
+	}
+	for i, c := range cases {
+		if !slices.Equal(got[i], c.want) {
+			t.Errorf("%s: missing %q, want %q", c.name, got[i], c.want)
 		}
 	}
 }

@@ -104,6 +104,14 @@ def after_merge(returncode: int, stdout: str) -> dict:
     return decision
 
 
+def missing_params(params: dict) -> list:
+    """The params a run needs and lacks: the lake always (every task reads it;
+    empty, it would be ./lake on the worker), and for a new job (no job) the
+    input, tenant and prompt version."""
+    need = ["lake"] if params.get("job") else ["lake", "input", "tenant", "prompt_version"]
+    return [k for k in need if not params.get(k)]
+
+
 class NotYet(Exception):
     """Exit 75 in a task (not a sensor): Airflow retries the task."""
 
@@ -146,6 +154,9 @@ def batchlake_job():
     @task(retries=3)
     def plan(params=None) -> str:
         """The job key: planned from params.input, or params.job as given."""
+        missing = missing_params(params)
+        if missing:
+            raise AirflowFailException(f"set the DAG run's params {', '.join(missing)}")
         if params["job"]:
             return params["job"]
         return batchlake(["plan", "--lake", params["lake"], "--provider", params["provider"], "--model", params["model"],
