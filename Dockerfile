@@ -23,7 +23,8 @@ FROM debian:${DEBIAN_RELEASE}-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --uid 10001 --user-group --create-home --home-dir /home/batchlake --shell /usr/sbin/nologin batchlake
+    && groupadd --gid 10001 batchlake \
+    && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/batchlake --shell /usr/sbin/nologin batchlake
 COPY --from=build /out/batchlake /usr/local/bin/batchlake
 USER 10001:10001
 WORKDIR /home/batchlake

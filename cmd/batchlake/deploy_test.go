@@ -704,6 +704,27 @@ var paramRef = regexp.MustCompile(`\{\{\s*(inputs|workflow)\.parameters\.([A-Za-
 // does not have).
 func TestArgoRenders(t *testing.T) {
 	tpls, params, texts := argoFile(t)
+	var sc struct {
+		Spec struct {
+			SecurityContext struct {
+				RunAsNonRoot bool `yaml:"runAsNonRoot"`
+				RunAsUser    int  `yaml:"runAsUser"`
+			} `yaml:"securityContext"`
+		} `yaml:"spec"`
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "argo", "batchlake-workflowtemplate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Spec.SecurityContext.RunAsNonRoot || sc.Spec.SecurityContext.RunAsUser == 0 {
+		t.Errorf("pods' securityContext %+v: want runAsNonRoot and the image's non-root uid", sc.Spec.SecurityContext)
+	}
+	if user := imageUser(t); strconv.Itoa(sc.Spec.SecurityContext.RunAsUser) != user {
+		t.Errorf("pods run as uid %d, the image's USER is %s", sc.Spec.SecurityContext.RunAsUser, user)
+	}
 	for _, want := range []string{"image", "input-claim", "input", "lake", "tenant", "prompt-version", "provider", "model", "partitions"} {
 		if _, ok := params[want]; !ok {
 			t.Errorf("the workflow has no parameter %q", want)
@@ -1252,6 +1273,20 @@ func dockerfile(t *testing.T) [][]string {
 		}
 	}
 	return stages
+}
+
+// imageUser is the uid of the Dockerfile's run stage USER.
+func imageUser(t *testing.T) string {
+	t.Helper()
+	stages := dockerfile(t)
+	for _, l := range stages[len(stages)-1] {
+		if u, ok := strings.CutPrefix(l, "USER "); ok {
+			uid, _, _ := strings.Cut(strings.TrimSpace(u), ":")
+			return uid
+		}
+	}
+	t.Fatal("the Dockerfile's run stage has no USER")
+	return ""
 }
 
 // TestDockerfile checks the Dockerfile's facts without a Docker engine: a
