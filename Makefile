@@ -57,5 +57,11 @@ reliability: ## the long race, crash and hostile-input suites, and docs/reliabil
 	BATCHLAKE_LONG=1 BATCHLAKE_RELIABILITY_OUT=$(CURDIR)/reliability.jsonl $(GO) test -tags $(TAGS) -timeout 30m ./lake/ ./providers/... ./cmd/...
 	$(GO) run ./cmd/blreliability -in reliability.jsonl -out docs/reliability.md
 
+# ---- image (docs/deploy.md) --------------------------------------------------------
+IMAGE ?= batchlake:latest
+.PHONY: image
+image: ## the container image (Dockerfile): make image [IMAGE=registry/batchlake:tag]
+	docker build -t $(IMAGE) .
+
 clean:
 	rm -rf bin $(DEMO)
