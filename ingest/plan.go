@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
 )
@@ -67,7 +68,7 @@ type PlanOptions struct {
 
 // What plan does with records below the minimum (PlanOptions.BelowMin).
 const (
-	// BelowMinRefuse fails the plan with a UsageError naming the minimum.
+	// BelowMinRefuse fails the plan with an errkind.UsageError naming the minimum.
 	BelowMinRefuse = "refuse"
 	// BelowMinAllow plans anyway: for an account or model whose quota is
 	// lower than MinRecords says.
@@ -132,21 +133,21 @@ func (o *PlanOptions) check() error {
 		miss = append(miss, "--prompt-version")
 	}
 	if len(miss) > 0 {
-		return &UsageError{Msg: "plan: missing required flag(s) " + strings.Join(miss, ", ")}
+		return &errkind.UsageError{Msg: "plan: missing required flag(s) " + strings.Join(miss, ", ")}
 	}
 	if err := lake.ValidTenant(o.Tenant); err != nil {
-		return &UsageError{Msg: "plan: --" + err.Error()}
+		return &errkind.UsageError{Msg: "plan: --" + err.Error()}
 	}
 	if o.ShardMaxRecords < 0 || o.ShardMaxBytes < 0 {
-		return &UsageError{Msg: "plan: shard limits must be positive"}
+		return &errkind.UsageError{Msg: "plan: shard limits must be positive"}
 	}
 	if o.MinRecords < 0 {
-		return &UsageError{Msg: "plan: --min-records must not be negative"}
+		return &errkind.UsageError{Msg: "plan: --min-records must not be negative"}
 	}
 	switch o.BelowMin {
 	case "", BelowMinRefuse, BelowMinAllow, BelowMinHold:
 	default:
-		return &UsageError{Msg: fmt.Sprintf("plan: --below-min %q: want refuse or allow", o.BelowMin)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("plan: --below-min %q: want refuse or allow", o.BelowMin)}
 	}
 	return nil
 }
@@ -191,7 +192,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	}
 	file, err := os.Open(o.Input)
 	if err != nil {
-		return nil, &UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
 	}
 	defer file.Close()
 
@@ -205,7 +206,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	fileHash := sha256.New()
 	type parsed struct {
 		rec InputRecord
-		err *InputError
+		err *errkind.InputError
 		rid lake.Digest // the record id, hashed on the parsing cores
 		lin *Lineage
 		out int32 // lineOutputLimit, found on the parsing cores too
@@ -267,7 +268,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		}
 		r := p.rec
 		if r.Model == "" && o.Model == "" {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "model", Msg: "the line names no model: pass --model"})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "model", Msg: "the line names no model: pass --model"})
 			return nil
 		}
 		if r.Model == "" { // Bedrock and Gemini lines name no model: the job's is part of their config
@@ -276,23 +277,23 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		if model == "" {
 			model, endpoint, modelLine = r.Model, r.Endpoint, ln.No
 		} else if r.Model != model {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
 			return nil
 		} else if r.Endpoint != endpoint {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
 			return nil
 		}
 		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), out: p.out, req: r.RequestDigest, cfg: r.ConfigHash}
 		if o.Lineage != nil {
 			if p.lin == nil {
-				bad.add(&InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
+				bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
 				return nil
 			}
 			pr.key, pr.lin = p.lin.BusinessKey, p.lin
 		}
 		pr.rid = p.rid
 		if pr.lin != nil && pr.rid.Hex() != pr.lin.RecordID {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
 			return nil
 		}
 		sameKeys = sameKeys && pr.key == pr.customID
@@ -323,12 +324,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	})
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
-			return nil, &InputError{File: name, Msg: err.Error()}
+			return nil, &errkind.InputError{File: name, Msg: err.Error()}
 		}
 		return nil, fmt.Errorf("plan %s: %w", name, err)
 	}
 	if recs.n == 0 && bad.Total == 0 {
-		bad.add(&InputError{File: name, Msg: "no requests in file"})
+		bad.add(&errkind.InputError{File: name, Msg: "no requests in file"})
 	}
 	if err := recs.sort(); err != nil {
 		return nil, err
@@ -403,7 +404,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			case BelowMinHold:
 				held = below
 			default:
-				return nil, &UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
+				return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
 					name, below, o.MinRecords, f.Name())}
 			}
 		}
@@ -484,7 +485,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		return func(r *planRec) {
 			k := get(r)
 			if !first && k == prev {
-				into.add(&InputError{File: name, Line: r.line, Field: field, Msg: fmt.Sprintf("duplicate %q, first on line %d", k, prevLine)})
+				into.add(&errkind.InputError{File: name, Line: r.line, Field: field, Msg: fmt.Sprintf("duplicate %q, first on line %d", k, prevLine)})
 			}
 			first, prev, prevLine = false, k, r.line
 		}
@@ -674,7 +675,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			records, bytes = 0, 0
 		}
 		if size > o.ShardMaxBytes {
-			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
+			return &errkind.InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
 		}
 		row := lake.ExpectedRow{
 			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, RecordID: r.rid.Hex(),

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -90,7 +90,7 @@ func (r *PartitionResult) settings() map[string]string {
 // custom_id). Running it again returns the stored result with Unchanged set.
 func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition) (*PartitionResult, error) {
 	if err := p.Valid(); err != nil {
-		return nil, &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "reconcile --partition: " + err.Error()}
 	}
 	if o.AllowRunning {
 		return nil, errAllowRunningPartition
@@ -217,7 +217,7 @@ func writePartitionOut(dir string, r *PartitionResult) error {
 func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error) {
 	defer limitGoHeap()()
 	if n < 0 || n > lake.MaxPartitions {
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
 	}
 	if o.AllowRunning {
 		return nil, errAllowRunningPartition
@@ -245,7 +245,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	var outcomes, costs []string
 	for _, p := range parts {
 		if have := p.settings(); !maps.Equal(have, want) {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
 		}
 		if p.JobKey != in.m.JobKey || p.Report != in.runKey || p.Version != PartitionVersion {
 			return nil, fmt.Errorf("reconcile --merge: partition result %s is for job %s run %s (version %d): %w", p.Key, p.JobKey, p.Report, p.Version, lake.ErrCorrupt)
@@ -409,7 +409,7 @@ func findPartitions(ctx context.Context, l *lake.Lake, in *runInputs, n int, wan
 			}
 		}
 		msg += otherRuns(ctx, l, others, want)
-		return nil, &ingest.UsageError{Msg: msg}
+		return nil, &errkind.UsageError{Msg: msg}
 	}
 	var out []*PartitionResult
 	for k := range n {

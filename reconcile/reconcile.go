@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -46,7 +47,7 @@ type Options struct {
 	// (inFlight): what has arrived is classified, but no missing record is
 	// retried or sent to the manual queue (disposition pending), and the
 	// shards in flight are left to status and collect (no ledger event).
-	// Without it such a job is refused with lake.ErrNotYet (exit 75).
+	// Without it such a job is refused with errkind.ErrNotYet (exit 75).
 	AllowRunning bool
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
@@ -172,18 +173,6 @@ var Categories = []string{"first_success", "duplicate_submission", "quality_fail
 // ErrIdentity means the report's counts do not add up: a bug, never output.
 var ErrIdentity = errors.New("reconcile: counts do not add up")
 
-// ExitCode is the command's exit code for this report (docs/contract.md).
-func (r *Report) ExitCode() int {
-	switch {
-	case r.Unknown > 0 || r.Duplicate > 0:
-		return 11
-	case r.State == lake.Completed:
-		return 0
-	default:
-		return 10
-	}
-}
-
 // Run reconciles a job. Running it again over the same files and settings
 // returns the stored report with Unchanged set and writes nothing.
 func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
@@ -274,7 +263,7 @@ type runInputs struct {
 func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) {
 	job, err := lake.ParseDigest(o.JobKey)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "reconcile: --job: " + err.Error()}
 	}
 	if o.OutDir != "" {
 		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir); err != nil {
@@ -289,14 +278,14 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	}
 	m, err := l.GetManifest(ctx, job)
 	if errors.Is(err, lake.ErrNotFound) {
-		return nil, &ingest.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
+		return nil, &errkind.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
 	}
 	if err != nil {
 		return nil, err
 	}
 	rules, err := ParseRules(o.Retryable)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: err.Error()}
+		return nil, &errkind.UsageError{Msg: err.Error()}
 	}
 	if o.Prices == nil {
 		if o.Prices, err = LoadPrices("", nil); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
@@ -101,7 +102,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if m, err := l.GetManifest(ctx, mustJob(plan.JobKey)); err != nil {
 				return err
 			} else if m.Provider != drv.Target {
-				return &ingest.UsageError{Msg: fmt.Sprintf("run --provider %s: job %s was already planned for provider %s; a job's steps talk to its own provider", pf.target, m.JobKey, m.Provider)}
+				return &errkind.UsageError{Msg: fmt.Sprintf("run --provider %s: job %s was already planned for provider %s; a job's steps talk to its own provider", pf.target, m.JobKey, m.Provider)}
 			}
 			g.log.Info("plan: "+plan.Message, "job", plan.JobKey[:12], "records", plan.Records, "shards", len(plan.Shards))
 			res := runResult{JobKey: plan.JobKey, Records: plan.Records}

@@ -255,7 +255,7 @@ func mergeStdout(t *testing.T, p exitPath, job string) string {
 			// Missing records past --max-attempts: PARTIAL, all to the manual queue.
 			rep.FailedRetryable, rep.Missing, rep.ManualRecords, rep.Succeeded = 0, 3, 3, 7
 		}
-		if got := rep.ExitCode(); got != p.code {
+		if got := reportCode(&rep); got != p.code {
 			t.Fatalf("the stub report exits %d, the case wants %d", got, p.code)
 		}
 		printJSON(&buf, rep)

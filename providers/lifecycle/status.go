@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -158,7 +159,7 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 	}
 	if d.Shard != "" {
 		if _, ok := m.Shard(d.Shard); !ok {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
 		}
 	}
 	res := &Result{JobKey: m.JobKey}
