@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +40,10 @@ type PlanOptions struct {
 	Now                 func() time.Time
 	// Progress, if set, is told the bytes of the input read so far.
 	Progress Progress
+	// MemoryLimit, if set, is told the soft limit on Go memory, in bytes,
+	// the plan wants while it reads and sorts: it sets the process's limit
+	// (debug.SetMemoryLimit), which is the caller's to own and to restore.
+	MemoryLimit func(bytes int64)
 
 	// Child jobs (retry): identities come from the parent's lineage, keyed by
 	// the new custom id, instead of from the lines.
@@ -238,13 +241,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	defer func() { spec.abort() }()
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
-	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
+	// which a busy machine's lagging GC turns into 4x.
 	// Carried lines (below) raise it by what a run may hold of them.
 	var memLimit int64
-	if os.Getenv("GOMEMLIMIT") == "" {
+	if o.MemoryLimit != nil {
 		memLimit = int64(min(est, runMax))*200 + 192<<20
-		prev := debug.SetMemoryLimit(memLimit)
-		defer debug.SetMemoryLimit(prev)
+		o.MemoryLimit(memLimit)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
 		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
@@ -314,7 +316,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		if carryOutOfOrder && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
 			if memLimit > 0 {
-				debug.SetMemoryLimit(memLimit + int64(defaultRunBytes))
+				o.MemoryLimit(memLimit + int64(defaultRunBytes))
 				memLimit = 0
 			}
 		} else {

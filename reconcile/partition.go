@@ -215,7 +215,7 @@ func writePartitionOut(dir string, r *PartitionResult) error {
 // A missing partition, or results made with other inputs or settings, is a
 // usage error that names them.
 func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error) {
-	defer limitGoHeap()()
+	limitGoHeap(o)
 	if n < 0 || n > lake.MaxPartitions {
 		return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +48,10 @@ type Options struct {
 	// shards in flight are left to status and collect (no ledger event).
 	// Without it such a job is refused with errkind.ErrNotYet (exit 75).
 	AllowRunning bool
+	// MemoryLimit, if set, is told the soft limit on Go memory, in bytes,
+	// reconcile wants (GoHeapLimit): it sets the process's limit
+	// (debug.SetMemoryLimit), which is the caller's to own and to restore.
+	MemoryLimit func(bytes int64)
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
@@ -176,7 +179,7 @@ var ErrIdentity = errors.New("reconcile: counts do not add up")
 // Run reconciles a job. Running it again over the same files and settings
 // returns the stored report with Unchanged set and writes nothing.
 func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
-	defer limitGoHeap()()
+	limitGoHeap(o)
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
@@ -709,19 +712,16 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 	return &r, nil
 }
 
-// goHeapLimit is the soft limit (debug.SetMemoryLimit) on reconcile's Go
+// goHeapLimit is the soft limit (Options.MemoryLimit) on reconcile's Go
 // memory. Its live heap (the Parquet writers' row groups, row batches in
 // flight: fixed sizes, not the job's) measured 60-70 MB at 1M records, and
 // without a limit the collector let garbage double that; DuckDB's own memory
 // is governed by --memory-limit.
 const goHeapLimit = 128 << 20
 
-// limitGoHeap sets goHeapLimit unless GOMEMLIMIT is set, and returns the
-// function that restores the previous limit.
-func limitGoHeap() (restore func()) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
+// limitGoHeap asks for goHeapLimit, if the caller listens.
+func limitGoHeap(o Options) {
+	if o.MemoryLimit != nil {
+		o.MemoryLimit(goHeapLimit)
 	}
-	prev := debug.SetMemoryLimit(goHeapLimit)
-	return func() { debug.SetMemoryLimit(prev) }
 }

@@ -78,7 +78,10 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			o.MinRecords = minRecordsFor(o.MinRecords, o.Provider)
 			var done func()
 			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
+			heap := new(goHeap)
+			o.MemoryLimit = heap.limit
 			res, err := ingest.Plan(ctx, l, o)
+			heap.restore()
 			done()
 			if err != nil {
 				return err

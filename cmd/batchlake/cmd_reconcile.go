@@ -154,7 +154,10 @@ missing or run with other settings or files exits 2 and names it.`,
 					return reconcile.Merge(ctx, l, o, partitions)
 				}
 			}
+			heap := new(goHeap)
+			o.MemoryLimit = heap.limit
 			rep, err := run(ctx, l, o)
+			heap.restore()
 			if err != nil {
 				return err
 			}

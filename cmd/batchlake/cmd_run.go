@@ -95,7 +95,10 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			// is a simulated job (OpenAI's file format, a job key of its own).
 			po.Provider = pf.target
 			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
+			heap := new(goHeap)
+			po.MemoryLimit = heap.limit
 			plan, err := ingest.Plan(ctx, l, po)
+			heap.restore()
 			if err != nil {
 				return err
 			}
@@ -131,7 +134,8 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 					res.Pending = last.RetryRecords
 					break
 				}
-				rr, err := reconcile.Retry(ctx, l, d, g.tmpDir)
+				rr, err := reconcile.RetryWith(ctx, l, d, reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit})
+				heap.restore()
 				if err != nil {
 					return err
 				}
@@ -212,7 +216,10 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 	if out != "" {
 		o.OutDir = out + "/" + job.Hex()
 	}
+	heap := new(goHeap)
+	o.MemoryLimit = heap.limit
 	rep, err := reconcile.Run(ctx, drv.Lake, o)
+	heap.restore()
 	if err != nil {
 		return nil, err
 	}
