@@ -50,21 +50,13 @@ type PartitionResult struct {
 	Files           Files  `json:"files"`
 	// Counts of this partition's records and lines (they add up to the
 	// merged report's).
-	Expected        int64                  `json:"expected"`
-	Succeeded       int64                  `json:"succeeded"`
-	FailedRetryable int64                  `json:"failed_retryable"`
-	FailedPermanent int64                  `json:"failed_permanent"`
-	QualityFailed   int64                  `json:"quality_failed"`
-	Missing         int64                  `json:"missing"`
-	Unknown         int64                  `json:"unknown"`
-	Duplicate       int64                  `json:"duplicate"`
-	Quarantined     int64                  `json:"quarantined"`
-	RetryRecords    int64                  `json:"retry_records"`
-	ManualRecords   int64                  `json:"manual_records"`
-	UnpricedLines   int64                  `json:"unpriced_lines"`
-	Truncated       int64                  `json:"truncated"`
-	SchemaFailed    int64                  `json:"schema_failed_lines"`
-	CostUSD         map[string]json.Number `json:"cost_usd"`
+	Counts
+	RetryRecords  int64                  `json:"retry_records"`
+	ManualRecords int64                  `json:"manual_records"`
+	UnpricedLines int64                  `json:"unpriced_lines"`
+	Truncated     int64                  `json:"truncated"`
+	SchemaFailed  int64                  `json:"schema_failed_lines"`
+	CostUSD       map[string]json.Number `json:"cost_usd"`
 	// The partition's outcomes and line_costs tables (content-addressed
 	// Parquet objects, every column of reconcile.sql's tables).
 	OutcomesFile string    `json:"outcomes_file"`
@@ -149,8 +141,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	}
 	res := &PartitionResult{Version: PartitionVersion, JobKey: in.m.JobKey, Partition: p.String(), K: p.K, N: p.N, Report: in.runKey, Key: key,
 		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, AcceptTruncated: rep.AcceptTruncated, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
-		Files: rep.Files, Expected: rep.Expected, Succeeded: rep.Succeeded, FailedRetryable: rep.FailedRetryable, FailedPermanent: rep.FailedPermanent,
-		QualityFailed: rep.QualityFailed, Missing: rep.Missing, Unknown: rep.Unknown, Duplicate: rep.Duplicate, Quarantined: rep.Quarantined,
+		Files: rep.Files, Counts: rep.Counts,
 		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, Truncated: rep.Truncated, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err

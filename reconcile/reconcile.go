@@ -57,34 +57,40 @@ type Options struct {
 	merged bool
 }
 
+// Counts are a report's counts of records and lines: a job's (Report), or
+// one partition's (PartitionResult), which add up to the merged report's.
+type Counts struct {
+	Expected        int64 `json:"expected"`
+	Succeeded       int64 `json:"succeeded"`
+	FailedRetryable int64 `json:"failed_retryable"`
+	FailedPermanent int64 `json:"failed_permanent"`
+	QualityFailed   int64 `json:"quality_failed"`
+	Missing         int64 `json:"missing"`
+	Unknown         int64 `json:"unknown"`
+	Duplicate       int64 `json:"duplicate"`
+	Quarantined     int64 `json:"quarantined"`
+}
+
 // Report is the reconcile report (docs/contract.md).
 type Report struct {
-	JobKey          string                 `json:"job_key"`
-	State           lake.State             `json:"state"`
-	Expected        int64                  `json:"expected"`
-	Succeeded       int64                  `json:"succeeded"`
-	FailedRetryable int64                  `json:"failed_retryable"`
-	FailedPermanent int64                  `json:"failed_permanent"`
-	QualityFailed   int64                  `json:"quality_failed"`
-	Missing         int64                  `json:"missing"`
-	Unknown         int64                  `json:"unknown"`
-	Duplicate       int64                  `json:"duplicate"`
-	Quarantined     int64                  `json:"quarantined"`
-	Closed          bool                   `json:"closed"`
-	RetryRecords    int64                  `json:"retry_records"`
-	ManualRecords   int64                  `json:"manual_records"`
-	RetryShards     []string               `json:"retry_shards"`
-	RetryLineage    string                 `json:"retry_lineage,omitempty"`
-	CostUSD         map[string]json.Number `json:"cost_usd"`
-	Files           Files                  `json:"files"`
-	Tenant          string                 `json:"tenant"`
-	Provider        string                 `json:"provider"`
-	Attempt         int                    `json:"attempt"`
-	MaxAttempts     int                    `json:"max_attempts"`
-	QualityGate     string                 `json:"quality_gate,omitempty"`
-	RetryRules      string                 `json:"retry_rules"`
-	Prices          string                 `json:"prices_sha256"`
-	UnpricedLines   int64                  `json:"unpriced_lines"`
+	JobKey string     `json:"job_key"`
+	State  lake.State `json:"state"`
+	Counts
+	Closed        bool                   `json:"closed"`
+	RetryRecords  int64                  `json:"retry_records"`
+	ManualRecords int64                  `json:"manual_records"`
+	RetryShards   []string               `json:"retry_shards"`
+	RetryLineage  string                 `json:"retry_lineage,omitempty"`
+	CostUSD       map[string]json.Number `json:"cost_usd"`
+	Files         Files                  `json:"files"`
+	Tenant        string                 `json:"tenant"`
+	Provider      string                 `json:"provider"`
+	Attempt       int                    `json:"attempt"`
+	MaxAttempts   int                    `json:"max_attempts"`
+	QualityGate   string                 `json:"quality_gate,omitempty"`
+	RetryRules    string                 `json:"retry_rules"`
+	Prices        string                 `json:"prices_sha256"`
+	UnpricedLines int64                  `json:"unpriced_lines"`
 	// UnpricedModels are the models of the unpriced lines (tokens but no
 	// row of the price table), with how many lines each.
 	UnpricedModels []UnpricedModel `json:"unpriced_models"`
