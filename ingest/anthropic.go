@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -53,7 +54,7 @@ func ValidAnthropicID(id string) bool {
 	return true
 }
 
-func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	f, ierr := topFields(line, "custom_id", "params")
 	if ierr != nil {
 		return InputRecord{}, ierr
@@ -64,7 +65,7 @@ func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *I
 		return rec, ierr
 	}
 	if !ValidAnthropicID(id) {
-		return rec, &InputError{Field: "custom_id", Msg: fmt.Sprintf("%q does not match ^[a-zA-Z0-9_-]{1,64}$ (Anthropic allows only letters, digits, '_' and '-', at most 64)", abbrev([]byte(id)))}
+		return rec, &errkind.InputError{Field: "custom_id", Msg: fmt.Sprintf("%q does not match ^[a-zA-Z0-9_-]{1,64}$ (Anthropic allows only letters, digits, '_' and '-', at most 64)", abbrev([]byte(id)))}
 	}
 	rec.CustomID = id
 	params, ierr := objectField(f[1], "params")
@@ -77,27 +78,27 @@ func (anthropicFormat) ParseInput(line []byte, keyField string) (InputRecord, *I
 	// Anthropic validates params only when the batch ends; refuse at plan
 	// time what is certain to come back errored (§2.1).
 	if raw, ok := params["max_tokens"]; !ok {
-		return rec, &InputError{Field: "params.max_tokens", Msg: "missing"}
+		return rec, &errkind.InputError{Field: "params.max_tokens", Msg: "missing"}
 	} else if n, err := jsonInt(raw); err != nil || n < 1 {
-		return rec, &InputError{Field: "params.max_tokens", Msg: "want an integer of at least 1, got " + abbrev(raw)}
+		return rec, &errkind.InputError{Field: "params.max_tokens", Msg: "want an integer of at least 1, got " + abbrev(raw)}
 	}
 	if raw, ok := params["stream"]; ok && string(raw) != "null" {
 		if stream, err := jsonBool(raw); err != nil || stream {
-			return rec, &InputError{Field: "params.stream", Msg: "streaming is not allowed in a batch"}
+			return rec, &errkind.InputError{Field: "params.stream", Msg: "streaming is not allowed in a batch"}
 		}
 	}
 	var msgs []json.RawMessage
 	if err := json.Unmarshal(params["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return rec, &InputError{Field: "params.messages", Msg: "want a non-empty array"}
+		return rec, &errkind.InputError{Field: "params.messages", Msg: "want a non-empty array"}
 	}
 	rec.Endpoint = anthropicEndpoint
 	cfg, err := canonicalWithout(params, anthropicContentFields...)
 	if err != nil {
-		return rec, &InputError{Field: "params", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "params", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(anthropicEndpoint, string(cfg))
 	if rec.RequestDigest, err = requestDigest(f[1], "POST", anthropicEndpoint); err != nil {
-		return rec, &InputError{Field: "params", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "params", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "custom_id", id); ierr != nil {
 		return rec, ierr

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -96,7 +97,7 @@ func bedrockInvocationType(body map[string]json.RawMessage) string {
 	return BedrockInvokeModel
 }
 
-func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	f, ierr := topFields(line, "recordId", "modelInput")
 	if ierr != nil {
 		return InputRecord{}, ierr
@@ -112,7 +113,7 @@ func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inp
 		return rec, ierr
 	}
 	if err := checkID(id); err != nil {
-		return rec, &InputError{Field: "recordId", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "recordId", Msg: err.Error()}
 	}
 	rec.CustomID = id
 	body, ierr := objectField(f[1], "modelInput")
@@ -120,16 +121,16 @@ func (bedrockFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inp
 		return rec, ierr
 	}
 	if _, ok := body["modelId"]; ok {
-		return rec, &InputError{Field: "modelInput.modelId", Msg: "not allowed: the model is set once per job (plan --model); Bedrock rejects the record"}
+		return rec, &errkind.InputError{Field: "modelInput.modelId", Msg: "not allowed: the model is set once per job (plan --model); Bedrock rejects the record"}
 	}
 	rec.Endpoint = bedrockInvocationType(body)
 	cfg, err := canonicalWithout(body, bedrockContentFields...)
 	if err != nil {
-		return rec, &InputError{Field: "modelInput", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "modelInput", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(rec.Endpoint, string(cfg))
 	if rec.RequestDigest, err = requestDigest(f[1], rec.Endpoint); err != nil {
-		return rec, &InputError{Field: "modelInput", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "modelInput", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "recordId", id); ierr != nil {
 		return rec, ierr

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -25,7 +26,7 @@ type SummaryCheck struct {
 func CheckBedrockSummary(ctx context.Context, l *lake.Lake, name string, data []byte, paths []string, expected int64) (*SummaryCheck, error) {
 	sm, err := ParseBedrockManifest(data)
 	if err != nil {
-		return nil, &InputError{File: name, Msg: err.Error()}
+		return nil, &errkind.InputError{File: name, Msg: err.Error()}
 	}
 	d, err := l.PutObject(ctx, data)
 	if err != nil {

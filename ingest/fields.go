@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -15,13 +16,13 @@ import (
 // matched exactly: unlike decoding into a struct, "RecordID" is not
 // "recordId", so a line means one thing to plan, to WithCustomID and to the
 // provider.
-func topFields(line []byte, names ...string) ([]json.RawMessage, *InputError) {
+func topFields(line []byte, names ...string) ([]json.RawMessage, *errkind.InputError) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
-		return nil, &InputError{Msg: "not valid JSON: " + err.Error()}
+		return nil, &errkind.InputError{Msg: "not valid JSON: " + err.Error()}
 	}
 	if obj == nil {
-		return nil, &InputError{Msg: "want a JSON object"}
+		return nil, &errkind.InputError{Msg: "want a JSON object"}
 	}
 	out := make([]json.RawMessage, len(names))
 	for i, n := range names {
@@ -31,20 +32,20 @@ func topFields(line []byte, names ...string) ([]json.RawMessage, *InputError) {
 }
 
 // objectField decodes raw as a JSON object; field names it in the error.
-func objectField(raw json.RawMessage, field string) (map[string]json.RawMessage, *InputError) {
+func objectField(raw json.RawMessage, field string) (map[string]json.RawMessage, *errkind.InputError) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, &InputError{Field: field, Msg: "missing"}
+		return nil, &errkind.InputError{Field: field, Msg: "missing"}
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return nil, &InputError{Field: field, Msg: "want a JSON object, got " + abbrev(raw)}
+		return nil, &errkind.InputError{Field: field, Msg: "want a JSON object, got " + abbrev(raw)}
 	}
 	return obj, nil
 }
 
 // businessKey is the line's custom id, or the value at keyField when one is
 // given and differs from the id field.
-func businessKey(line []byte, keyField, idField, id string) (string, *InputError) {
+func businessKey(line []byte, keyField, idField, id string) (string, *errkind.InputError) {
 	if keyField == "" || keyField == idField {
 		return id, nil
 	}

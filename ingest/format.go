@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -31,7 +32,7 @@ type Format interface {
 	// Name is the provider name used on the command line and in the lake.
 	Name() string
 	// ParseInput validates one input line; field errors name the JSON field.
-	ParseInput(line []byte, keyField string) (InputRecord, *InputError)
+	ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError)
 	// ParseResult normalises one output or error line. An error means the line
 	// is quarantined with that reason.
 	ParseResult(line []byte, channel string) (lake.AttemptRow, error)
@@ -64,7 +65,7 @@ func FormatFor(provider string) (Format, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, &UsageError{Msg: fmt.Sprintf("unknown provider %q (have %s)", provider, strings.Join(names, ", "))}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("unknown provider %q (have %s)", provider, strings.Join(names, ", "))}
 	}
 	return f, nil
 }

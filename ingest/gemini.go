@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -37,7 +38,7 @@ const geminiEndpoint = "generateContent"
 // systemInstruction, generationConfig, tools and safety settings are config.
 var geminiContentFields = []string{"contents"}
 
-func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	f, ierr := topFields(line, "key", "request")
 	if ierr != nil {
 		return InputRecord{}, ierr
@@ -51,7 +52,7 @@ func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inpu
 		return rec, ierr
 	}
 	if err := checkID(id); err != nil {
-		return rec, &InputError{Field: "key", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "key", Msg: err.Error()}
 	}
 	rec.CustomID = id
 	req, ierr := objectField(f[1], "request")
@@ -60,7 +61,7 @@ func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inpu
 	}
 	var contents []json.RawMessage
 	if err := json.Unmarshal(req["contents"], &contents); err != nil || len(contents) == 0 {
-		return rec, &InputError{Field: "request.contents", Msg: "want a non-empty array"}
+		return rec, &errkind.InputError{Field: "request.contents", Msg: "want a non-empty array"}
 	}
 	if raw, ok := req["model"]; ok {
 		m, ierr := stringField(raw, "request.model")
@@ -72,11 +73,11 @@ func (geminiFormat) ParseInput(line []byte, keyField string) (InputRecord, *Inpu
 	rec.Endpoint = geminiEndpoint
 	cfg, err := canonicalWithout(req, geminiContentFields...)
 	if err != nil {
-		return rec, &InputError{Field: "request", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "request", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(geminiEndpoint, string(cfg))
 	if rec.RequestDigest, err = requestDigest(f[1], geminiEndpoint); err != nil {
-		return rec, &InputError{Field: "request", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "request", Msg: err.Error()}
 	}
 	if rec.BusinessKey, ierr = businessKey(line, keyField, "key", id); ierr != nil {
 		return rec, ierr

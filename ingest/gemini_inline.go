@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // Gemini's inline input is one JSON document, not
@@ -38,7 +40,7 @@ var errNotInline = errors.New("not a Gemini inline-requests document")
 func geminiInlineInput(path, tmpDir string) (string, error) {
 	in, err := os.Open(path)
 	if err != nil {
-		return "", &UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
 	}
 	defer in.Close()
 	out, err := os.CreateTemp(tmpDir, "batchlake-gemini-inline-*.jsonl")
@@ -58,7 +60,7 @@ func geminiInlineInput(path, tmpDir string) (string, error) {
 		if errors.Is(cerr, errNotInline) {
 			return "", nil
 		}
-		var ie *InputError
+		var ie *errkind.InputError
 		if errors.As(cerr, &ie) {
 			ie.File = filepath.Base(path)
 		}
@@ -74,7 +76,7 @@ var inlineKeys = []string{"requests", "inputConfig", "input_config", "batch"}
 // convertGeminiInline writes the requests of an inline document as
 // {key, request} lines and returns how many. It returns errNotInline
 // (having written nothing) when the first JSON value is not an object with
-// one of inlineKeys. Structural problems are *InputError naming the field.
+// one of inlineKeys. Structural problems are *errkind.InputError naming the field.
 func convertGeminiInline(r io.Reader, w io.Writer) (int, error) {
 	dec := json.NewDecoder(io.LimitReader(r, maxInlineDoc))
 	var top map[string]json.RawMessage
@@ -90,7 +92,7 @@ func convertGeminiInline(r io.Reader, w io.Writer) (int, error) {
 		return 0, errNotInline
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return 0, &InputError{Msg: "an inline-requests document must be one JSON object, with nothing after it"}
+		return 0, &errkind.InputError{Msg: "an inline-requests document must be one JSON object, with nothing after it"}
 	}
 	list, field, err := inlineList(top)
 	if err != nil {
@@ -98,10 +100,10 @@ func convertGeminiInline(r io.Reader, w io.Writer) (int, error) {
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(list, &elems); err != nil {
-		return 0, &InputError{Field: field, Msg: "want an array of {request, metadata: {key}}"}
+		return 0, &errkind.InputError{Field: field, Msg: "want an array of {request, metadata: {key}}"}
 	}
 	if len(elems) == 0 {
-		return 0, &InputError{Field: field, Msg: "no requests"}
+		return 0, &errkind.InputError{Field: field, Msg: "no requests"}
 	}
 	var buf bytes.Buffer
 	for _, e := range elems {
@@ -116,7 +118,7 @@ func convertGeminiInline(r io.Reader, w io.Writer) (int, error) {
 		if err := json.Unmarshal(e, &el); err != nil || !isObject(e) {
 			// Passed on as it is: plan reports it on its line.
 			if err := json.Compact(&buf, e); err != nil {
-				return 0, &InputError{Field: field, Msg: err.Error()}
+				return 0, &errkind.InputError{Field: field, Msg: err.Error()}
 			}
 		} else {
 			buf.WriteByte('{')
@@ -129,7 +131,7 @@ func convertGeminiInline(r io.Reader, w io.Writer) (int, error) {
 			if len(el.Request) == 0 {
 				buf.WriteString("null")
 			} else if err := json.Compact(&buf, el.Request); err != nil {
-				return 0, &InputError{Field: field, Msg: err.Error()}
+				return 0, &errkind.InputError{Field: field, Msg: err.Error()}
 			}
 			buf.WriteByte('}')
 		}
@@ -157,18 +159,18 @@ func inlineList(top map[string]json.RawMessage) (json.RawMessage, string, error)
 		}
 		var next map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &next); err != nil || next == nil {
-			return nil, path + step, &InputError{Field: path + step, Msg: "want a JSON object"}
+			return nil, path + step, &errkind.InputError{Field: path + step, Msg: "want a JSON object"}
 		}
 		obj, path = next, path+step+"."
 	}
 	raw, ok := obj["requests"]
 	if !ok {
-		return nil, path + "requests", &InputError{Field: path + "requests", Msg: "missing"}
+		return nil, path + "requests", &errkind.InputError{Field: path + "requests", Msg: "missing"}
 	}
 	if isObject(raw) {
 		var inner map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &inner); err != nil {
-			return nil, path + "requests", &InputError{Field: path + "requests", Msg: err.Error()}
+			return nil, path + "requests", &errkind.InputError{Field: path + "requests", Msg: err.Error()}
 		}
 		return inner["requests"], path + "requests.requests", nil
 	}

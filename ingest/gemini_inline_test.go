@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // The inline document testdata/gemini_inline/requests.json holds the same
@@ -94,7 +96,7 @@ func TestGeminiInlineErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Plan(context.Background(), newLake(t), PlanOptions{Provider: "gemini", Model: "gemini-2.5-flash", Input: in, Tenant: "acme", PromptVersion: "p1", TmpDir: t.TempDir()})
-			if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want bad input naming %q", err, tc.want)
 			}
 		})

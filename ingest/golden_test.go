@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -46,9 +47,9 @@ func exampleKind(name string) (format, kind string) {
 }
 
 type goldenInput struct {
-	Line   int          `json:"line"`
-	Record *InputRecord `json:"record,omitempty"`
-	Error  *InputError  `json:"error,omitempty"`
+	Line   int                 `json:"line"`
+	Record *InputRecord        `json:"record,omitempty"`
+	Error  *errkind.InputError `json:"error,omitempty"`
 }
 
 type goldenResult struct {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // SampleLines is how many lines of a result file ingest's match check reads
@@ -35,7 +37,7 @@ func SampleIDs(path, provider, channel string, max int) (*IDSample, error) {
 	}
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, &UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
 	defer fh.Close()
 	s := &IDSample{File: filepath.Base(path)}

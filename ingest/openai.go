@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -42,7 +43,7 @@ type openaiInputLine struct {
 
 const maxCustomIDBytes = 512
 
-func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	if !noFastJSON {
 		if rec, ok := fastParseInput(line, keyField); ok {
 			return rec, nil
@@ -178,10 +179,10 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 }
 
 // slowParseInput is ParseInput with encoding/json: the reference.
-func slowParseInput(line []byte, keyField string) (InputRecord, *InputError) {
+func slowParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	var in openaiInputLine
 	if err := json.Unmarshal(line, &in); err != nil {
-		return InputRecord{}, &InputError{Msg: "not valid JSON: " + err.Error()}
+		return InputRecord{}, &errkind.InputError{Msg: "not valid JSON: " + err.Error()}
 	}
 	var rec InputRecord
 	id, ierr := stringField(in.CustomID, "custom_id")
@@ -189,22 +190,22 @@ func slowParseInput(line []byte, keyField string) (InputRecord, *InputError) {
 		return rec, ierr
 	}
 	if !utf8.Valid(in.CustomID) { // json.Unmarshal would silently turn bad bytes into U+FFFD
-		return rec, &InputError{Field: "custom_id", Msg: "not valid UTF-8"}
+		return rec, &errkind.InputError{Field: "custom_id", Msg: "not valid UTF-8"}
 	}
 	if err := checkID(id); err != nil {
-		return rec, &InputError{Field: "custom_id", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "custom_id", Msg: err.Error()}
 	}
 	rec.CustomID = id
 	if in.Method != "POST" {
-		return rec, &InputError{Field: "method", Msg: fmt.Sprintf("want \"POST\", got %q", in.Method)}
+		return rec, &errkind.InputError{Field: "method", Msg: fmt.Sprintf("want \"POST\", got %q", in.Method)}
 	}
 	if !openaiEndpoints[in.URL] {
-		return rec, &InputError{Field: "url", Msg: fmt.Sprintf("%q is not an OpenAI batch endpoint", in.URL)}
+		return rec, &errkind.InputError{Field: "url", Msg: fmt.Sprintf("%q is not an OpenAI batch endpoint", in.URL)}
 	}
 	rec.Endpoint = in.URL
 	var body map[string]json.RawMessage
 	if len(in.Body) == 0 || json.Unmarshal(in.Body, &body) != nil || body == nil {
-		return rec, &InputError{Field: "body", Msg: "want a JSON object"}
+		return rec, &errkind.InputError{Field: "body", Msg: "want a JSON object"}
 	}
 	model, ierr := stringField(body["model"], "body.model")
 	if ierr != nil {
@@ -213,13 +214,13 @@ func slowParseInput(line []byte, keyField string) (InputRecord, *InputError) {
 	rec.Model = model
 	cfg, err := canonicalWithout(body, contentFields...)
 	if err != nil {
-		return rec, &InputError{Field: "body", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "body", Msg: err.Error()}
 	}
 	rec.ConfigHash = lake.HashFields(in.URL, string(cfg))
 	var compact bytes.Buffer
 	compact.Grow(len(in.Body))
 	if err := json.Compact(&compact, in.Body); err != nil {
-		return rec, &InputError{Field: "body", Msg: err.Error()}
+		return rec, &errkind.InputError{Field: "body", Msg: err.Error()}
 	}
 	rec.RequestDigest = lake.NewFieldHasher().AddString(in.Method).AddString(in.URL).Add(compact.Bytes()).Sum()
 	if keyField == "" || keyField == "custom_id" {
@@ -253,44 +254,44 @@ func checkID(id string) error {
 	return nil
 }
 
-func stringField(raw json.RawMessage, field string) (string, *InputError) {
+func stringField(raw json.RawMessage, field string) (string, *errkind.InputError) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", &InputError{Field: field, Msg: "missing"}
+		return "", &errkind.InputError{Field: field, Msg: "missing"}
 	}
 	s, ok := plainString(raw)
 	if !ok {
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", &InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
+			return "", &errkind.InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
 		}
 	}
 	if s == "" {
-		return "", &InputError{Field: field, Msg: "empty"}
+		return "", &errkind.InputError{Field: field, Msg: "empty"}
 	}
 	return s, nil
 }
 
 // lookupKey finds a dotted path (a.b.c) in a JSON line; the value must be a
 // string or a number.
-func lookupKey(line []byte, path string) (string, *InputError) {
+func lookupKey(line []byte, path string) (string, *errkind.InputError) {
 	cur := json.RawMessage(line)
 	for _, part := range strings.Split(path, ".") {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(cur, &obj); err != nil {
-			return "", &InputError{Field: path, Msg: "missing (not inside an object)"}
+			return "", &errkind.InputError{Field: path, Msg: "missing (not inside an object)"}
 		}
 		v, ok := obj[part]
 		if !ok {
-			return "", &InputError{Field: path, Msg: "missing"}
+			return "", &errkind.InputError{Field: path, Msg: "missing"}
 		}
 		cur = v
 	}
 	if !utf8.Valid(cur) {
-		return "", &InputError{Field: path, Msg: "not valid UTF-8"}
+		return "", &errkind.InputError{Field: path, Msg: "not valid UTF-8"}
 	}
 	var s string
 	if json.Unmarshal(cur, &s) == nil {
 		if s == "" {
-			return "", &InputError{Field: path, Msg: "empty"}
+			return "", &errkind.InputError{Field: path, Msg: "empty"}
 		}
 		return s, nil
 	}
@@ -298,7 +299,7 @@ func lookupKey(line []byte, path string) (string, *InputError) {
 	if json.Unmarshal(cur, &n) == nil {
 		return n.String(), nil
 	}
-	return "", &InputError{Field: path, Msg: "want a string or number, got " + abbrev(cur)}
+	return "", &errkind.InputError{Field: path, Msg: "want a string or number, got " + abbrev(cur)}
 }
 
 func abbrev(b []byte) string {

@@ -11,11 +11,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
 )
@@ -40,6 +40,10 @@ type PlanOptions struct {
 	Now                 func() time.Time
 	// Progress, if set, is told the bytes of the input read so far.
 	Progress Progress
+	// MemoryLimit, if set, is told the soft limit on Go memory, in bytes,
+	// the plan wants while it reads and sorts: it sets the process's limit
+	// (debug.SetMemoryLimit), which is the caller's to own and to restore.
+	MemoryLimit func(bytes int64)
 
 	// Child jobs (retry): identities come from the parent's lineage, keyed by
 	// the new custom id, instead of from the lines.
@@ -67,7 +71,7 @@ type PlanOptions struct {
 
 // What plan does with records below the minimum (PlanOptions.BelowMin).
 const (
-	// BelowMinRefuse fails the plan with a UsageError naming the minimum.
+	// BelowMinRefuse fails the plan with an errkind.UsageError naming the minimum.
 	BelowMinRefuse = "refuse"
 	// BelowMinAllow plans anyway: for an account or model whose quota is
 	// lower than MinRecords says.
@@ -132,21 +136,21 @@ func (o *PlanOptions) check() error {
 		miss = append(miss, "--prompt-version")
 	}
 	if len(miss) > 0 {
-		return &UsageError{Msg: "plan: missing required flag(s) " + strings.Join(miss, ", ")}
+		return &errkind.UsageError{Msg: "plan: missing required flag(s) " + strings.Join(miss, ", ")}
 	}
 	if err := lake.ValidTenant(o.Tenant); err != nil {
-		return &UsageError{Msg: "plan: --" + err.Error()}
+		return &errkind.UsageError{Msg: "plan: --" + err.Error()}
 	}
 	if o.ShardMaxRecords < 0 || o.ShardMaxBytes < 0 {
-		return &UsageError{Msg: "plan: shard limits must be positive"}
+		return &errkind.UsageError{Msg: "plan: shard limits must be positive"}
 	}
 	if o.MinRecords < 0 {
-		return &UsageError{Msg: "plan: --min-records must not be negative"}
+		return &errkind.UsageError{Msg: "plan: --min-records must not be negative"}
 	}
 	switch o.BelowMin {
 	case "", BelowMinRefuse, BelowMinAllow, BelowMinHold:
 	default:
-		return &UsageError{Msg: fmt.Sprintf("plan: --below-min %q: want refuse or allow", o.BelowMin)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("plan: --below-min %q: want refuse or allow", o.BelowMin)}
 	}
 	return nil
 }
@@ -191,7 +195,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	}
 	file, err := os.Open(o.Input)
 	if err != nil {
-		return nil, &UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
 	}
 	defer file.Close()
 
@@ -205,7 +209,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	fileHash := sha256.New()
 	type parsed struct {
 		rec InputRecord
-		err *InputError
+		err *errkind.InputError
 		rid lake.Digest // the record id, hashed on the parsing cores
 		lin *Lineage
 		out int32 // lineOutputLimit, found on the parsing cores too
@@ -237,13 +241,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	defer func() { spec.abort() }()
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
-	// which a busy machine's lagging GC turns into 4x. GOMEMLIMIT, if set, wins.
+	// which a busy machine's lagging GC turns into 4x.
 	// Carried lines (below) raise it by what a run may hold of them.
 	var memLimit int64
-	if os.Getenv("GOMEMLIMIT") == "" {
+	if o.MemoryLimit != nil {
 		memLimit = int64(min(est, runMax))*200 + 192<<20
-		prev := debug.SetMemoryLimit(memLimit)
-		defer debug.SetMemoryLimit(prev)
+		o.MemoryLimit(memLimit)
 	}
 	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
 		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
@@ -267,7 +270,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		}
 		r := p.rec
 		if r.Model == "" && o.Model == "" {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "model", Msg: "the line names no model: pass --model"})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "model", Msg: "the line names no model: pass --model"})
 			return nil
 		}
 		if r.Model == "" { // Bedrock and Gemini lines name no model: the job's is part of their config
@@ -276,23 +279,23 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		if model == "" {
 			model, endpoint, modelLine = r.Model, r.Endpoint, ln.No
 		} else if r.Model != model {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
 			return nil
 		} else if r.Endpoint != endpoint {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
 			return nil
 		}
 		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), out: p.out, req: r.RequestDigest, cfg: r.ConfigHash}
 		if o.Lineage != nil {
 			if p.lin == nil {
-				bad.add(&InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
+				bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "custom_id", Msg: fmt.Sprintf("%q has no lineage record", r.CustomID)})
 				return nil
 			}
 			pr.key, pr.lin = p.lin.BusinessKey, p.lin
 		}
 		pr.rid = p.rid
 		if pr.lin != nil && pr.rid.Hex() != pr.lin.RecordID {
-			bad.add(&InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
 			return nil
 		}
 		sameKeys = sameKeys && pr.key == pr.customID
@@ -313,7 +316,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		if carryOutOfOrder && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
 			if memLimit > 0 {
-				debug.SetMemoryLimit(memLimit + int64(defaultRunBytes))
+				o.MemoryLimit(memLimit + int64(defaultRunBytes))
 				memLimit = 0
 			}
 		} else {
@@ -323,12 +326,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	})
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
-			return nil, &InputError{File: name, Msg: err.Error()}
+			return nil, &errkind.InputError{File: name, Msg: err.Error()}
 		}
 		return nil, fmt.Errorf("plan %s: %w", name, err)
 	}
 	if recs.n == 0 && bad.Total == 0 {
-		bad.add(&InputError{File: name, Msg: "no requests in file"})
+		bad.add(&errkind.InputError{File: name, Msg: "no requests in file"})
 	}
 	if err := recs.sort(); err != nil {
 		return nil, err
@@ -403,7 +406,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			case BelowMinHold:
 				held = below
 			default:
-				return nil, &UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
+				return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
 					name, below, o.MinRecords, f.Name())}
 			}
 		}
@@ -484,7 +487,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		return func(r *planRec) {
 			k := get(r)
 			if !first && k == prev {
-				into.add(&InputError{File: name, Line: r.line, Field: field, Msg: fmt.Sprintf("duplicate %q, first on line %d", k, prevLine)})
+				into.add(&errkind.InputError{File: name, Line: r.line, Field: field, Msg: fmt.Sprintf("duplicate %q, first on line %d", k, prevLine)})
 			}
 			first, prev, prevLine = false, k, r.line
 		}
@@ -674,7 +677,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			records, bytes = 0, 0
 		}
 		if size > o.ShardMaxBytes {
-			return &InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
+			return &errkind.InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
 		}
 		row := lake.ExpectedRow{
 			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, RecordID: r.rid.Hex(),

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 func bedrockLine(i int) string {
@@ -114,7 +116,7 @@ func TestPlanBelowMinimum(t *testing.T) {
 			o.MinRecords, o.BelowMin = DefaultMinRecords("bedrock"), c.policy
 			res, err := Plan(context.Background(), l, o)
 			if c.wantErr {
-				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "minimum of 100") || !strings.Contains(err.Error(), "--below-min allow") {
+				if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "minimum of 100") || !strings.Contains(err.Error(), "--below-min allow") {
 					t.Fatalf("plan of 50 records, minimum 100: %v; want a usage error naming the minimum", err)
 				}
 				if k := keys(t, l); len(k) != 0 {

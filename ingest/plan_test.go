@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -176,8 +177,8 @@ func TestPlanRefusesBadInput(t *testing.T) {
 			if err == nil {
 				t.Fatal("plan accepted bad input")
 			}
-			if !errors.Is(err, ErrBadInput) {
-				t.Errorf("error %v is not ErrBadInput (exit 2)", err)
+			if !errors.Is(err, errkind.ErrBadInput) {
+				t.Errorf("error %v is not errkind.ErrBadInput (exit 2)", err)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {

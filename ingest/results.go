@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
 )
@@ -67,7 +68,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	}
 	raw, size, err := lake.HashFile(o.Path)
 	if err != nil {
-		return res, &UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
 	res.RawSHA256 = raw.Hex()
 	markerKey := lake.IngestKey(job, o.Channel, raw)
@@ -150,7 +151,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	failpoint.Hit(failpoint.IngestAfterRaw)
 	if err != nil {
 		if errors.Is(err, ErrLineTooLong) {
-			return res, &InputError{File: name, Msg: err.Error()}
+			return res, &errkind.InputError{File: name, Msg: err.Error()}
 		}
 		return res, fmt.Errorf("ingest %s: %w", name, err)
 	}

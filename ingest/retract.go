@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -32,7 +33,7 @@ type RetractResult struct {
 func Retract(ctx context.Context, l *lake.Lake, m *lake.Manifest, raw, reason string, now time.Time) (*RetractResult, error) {
 	d, err := lake.ParseDigest(raw)
 	if err != nil {
-		return nil, &UsageError{Msg: fmt.Sprintf("ingest --retract %s: want the sha256 of an ingested file (64 lower-case hex digits, as in the report's files or the attempts view's raw_sha256)", raw)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("ingest --retract %s: want the sha256 of an ingested file (64 lower-case hex digits, as in the report's files or the attempts view's raw_sha256)", raw)}
 	}
 	job, err := lake.ParseDigest(m.JobKey)
 	if err != nil {
@@ -55,7 +56,7 @@ func Retract(ctx context.Context, l *lake.Lake, m *lake.Manifest, raw, reason st
 	}
 	rec.FileName = res.FileName
 	if len(rec.Ingests) == 0 {
-		return nil, &UsageError{Msg: fmt.Sprintf("ingest --retract %s: no file with this sha256 was ingested into job %s (the report's files and the attempts view's raw_sha256 name the files that were)", d.Hex(), m.JobKey)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("ingest --retract %s: no file with this sha256 was ingested into job %s (the report's files and the attempts view's raw_sha256 name the files that were)", d.Hex(), m.JobKey)}
 	}
 	var prior lake.Retraction
 	if err := l.GetJSON(ctx, res.Retraction, lake.FormatRetraction, &prior); err == nil {

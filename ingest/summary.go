@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -18,7 +19,7 @@ const ChannelSummary = "summary"
 // bytes again writes nothing.
 func RecordSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, name, providerJobID string, data []byte, now time.Time) error {
 	if _, err := ParseBedrockManifest(data); err != nil {
-		return &InputError{File: name, Msg: err.Error()}
+		return &errkind.InputError{File: name, Msg: err.Error()}
 	}
 	raw, err := l.PutObject(ctx, data)
 	if err != nil {

@@ -12,10 +12,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// ErrNotYet means a step may not run yet and should be tried again later
-// (exit 75): reconcile of a job whose tracked batches are still running.
-var ErrNotYet = errors.New("not yet")
-
 // Detail keys of the ledger event that supersedes an unsubmitted retry
 // child: a newer retry of the same parent moves each of its VALIDATED shards
 // to CANCELLED with these.

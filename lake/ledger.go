@@ -90,6 +90,15 @@ type Event struct {
 	Nonce string `json:"nonce,omitempty"`
 }
 
+// Detail keys of a batch's aggregate usage as the provider reports it, kept
+// on its shard's status events so that reconcile can cross-check the
+// provider's totals against the lines.
+const (
+	DetailUsageInput  = "usage_input_tokens"
+	DetailUsageCached = "usage_cached_input_tokens"
+	DetailUsageOutput = "usage_output_tokens"
+)
+
 // ErrConflict means another writer appended the same sequence number first.
 var ErrConflict = errors.New("ledger: another writer won this transition")
 

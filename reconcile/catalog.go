@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -37,7 +37,7 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 	if strings.Contains(abs, "?") {
 		// DuckDB reads a '?' in a database path as the start of options
 		// (its write-ahead log would go to another folder).
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("catalog --out %q: DuckDB cannot open a database whose path holds '?'; choose another path", out)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --out %q: DuckDB cannot open a database whose path holds '?'; choose another path", out)}
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func GuardOutput(l *lake.Lake, cacheDir, flag, path string) error {
 	}
 	for _, g := range guarded {
 		if within(path, g) {
-			return &ingest.UsageError{Msg: fmt.Sprintf("%s %q: inside %s, which only batchlake's own write-once writes may change; choose a path outside the lake and the cache", flag, path, g)}
+			return &errkind.UsageError{Msg: fmt.Sprintf("%s %q: inside %s, which only batchlake's own write-once writes may change; choose a path outside the lake and the cache", flag, path, g)}
 		}
 	}
 	return nil

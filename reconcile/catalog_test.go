@@ -11,7 +11,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // TestCatalog: the catalog database opens in a fresh DuckDB and its views
@@ -117,7 +117,7 @@ func TestEngineOddPaths(t *testing.T) {
 			_, err = Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: odd}, Scope{})
 			if strings.Contains(out, "?") {
 				// DuckDB itself cuts a database path at '?'.
-				if !errors.Is(err, ingest.ErrBadInput) {
+				if !errors.Is(err, errkind.ErrBadInput) {
 					t.Fatalf("catalog --out %q: %v, want a usage error", out, err)
 				}
 				return

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	lakesql "github.com/batchlake/batchlake/sql"
 )
 
@@ -24,7 +24,7 @@ func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant strin
 		d = strings.TrimSpace(d)
 		col, ok := costDimensions[d]
 		if !ok {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, category, attempt, provider, record", d)}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, category, attempt, provider, record", d)}
 		}
 		sel = append(sel, col+" AS "+d)
 		group = append(group, col)

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // CheckPredicate refuses a --quality-gate that is anything but a predicate
@@ -22,7 +22,7 @@ import (
 // ("true) OR (true" is checked as, and runs as, (true OR true)).
 func CheckPredicate(ctx context.Context, e *Engine, pred string) (string, error) {
 	bad := func(why string) error {
-		return &ingest.UsageError{Msg: fmt.Sprintf("--quality-gate %q: %s; want a predicate over the result row, e.g. \"finish_reason <> 'length'\"", pred, why)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("--quality-gate %q: %s; want a predicate over the result row, e.g. \"finish_reason <> 'length'\"", pred, why)}
 	}
 	if strings.ContainsAny(pred, ";\x00") {
 		return "", bad("contains ';' or a NUL byte")

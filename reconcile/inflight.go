@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 )
@@ -67,12 +67,12 @@ func notYetError(m *lake.Manifest, flight []string) error {
 	}
 	return fmt.Errorf("reconcile: job %s: %d of %d shards have batches not finished or not sent (%s); their records would be counted missing and retried while they may still succeed. "+
 		"Run status and collect until every batch is terminal, then reconcile (or reconcile --allow-running for what has arrived: no missing record is retried): %w",
-		m.JobKey, len(flight), len(m.Shards), strings.Join(names, ", "), lake.ErrNotYet)
+		m.JobKey, len(flight), len(m.Shards), strings.Join(names, ", "), errkind.ErrNotYet)
 }
 
 // errAllowRunningPartition: partitions and their merge need every batch
 // finished; --allow-running is for a single reconcile.
-var errAllowRunningPartition = &ingest.UsageError{Msg: "reconcile: --allow-running goes with a single reconcile, not --partition or --merge (they need every batch finished)"}
+var errAllowRunningPartition = &errkind.UsageError{Msg: "reconcile: --allow-running goes with a single reconcile, not --partition or --merge (they need every batch finished)"}
 
 // holdMissing keeps the records with no result line yet out of the retry
 // set and the manual queue (disposition pending): their batch may still

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
@@ -78,8 +79,8 @@ func TestInFlight(t *testing.T) {
 				t.Errorf("in flight %v, want %v", got, want)
 			}
 			_, err = Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
-			if len(want) > 0 && !errors.Is(err, lake.ErrNotYet) {
-				t.Errorf("reconcile with shards in flight: %v, want lake.ErrNotYet", err)
+			if len(want) > 0 && !errors.Is(err, errkind.ErrNotYet) {
+				t.Errorf("reconcile with shards in flight: %v, want errkind.ErrNotYet", err)
 			}
 			if len(want) == 0 && err != nil {
 				t.Errorf("reconcile with nothing in flight: %v", err)

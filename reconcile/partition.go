@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -50,21 +50,13 @@ type PartitionResult struct {
 	Files           Files  `json:"files"`
 	// Counts of this partition's records and lines (they add up to the
 	// merged report's).
-	Expected        int64                  `json:"expected"`
-	Succeeded       int64                  `json:"succeeded"`
-	FailedRetryable int64                  `json:"failed_retryable"`
-	FailedPermanent int64                  `json:"failed_permanent"`
-	QualityFailed   int64                  `json:"quality_failed"`
-	Missing         int64                  `json:"missing"`
-	Unknown         int64                  `json:"unknown"`
-	Duplicate       int64                  `json:"duplicate"`
-	Quarantined     int64                  `json:"quarantined"`
-	RetryRecords    int64                  `json:"retry_records"`
-	ManualRecords   int64                  `json:"manual_records"`
-	UnpricedLines   int64                  `json:"unpriced_lines"`
-	Truncated       int64                  `json:"truncated"`
-	SchemaFailed    int64                  `json:"schema_failed_lines"`
-	CostUSD         map[string]json.Number `json:"cost_usd"`
+	Counts
+	RetryRecords  int64                  `json:"retry_records"`
+	ManualRecords int64                  `json:"manual_records"`
+	UnpricedLines int64                  `json:"unpriced_lines"`
+	Truncated     int64                  `json:"truncated"`
+	SchemaFailed  int64                  `json:"schema_failed_lines"`
+	CostUSD       map[string]json.Number `json:"cost_usd"`
 	// The partition's outcomes and line_costs tables (content-addressed
 	// Parquet objects, every column of reconcile.sql's tables).
 	OutcomesFile string    `json:"outcomes_file"`
@@ -90,7 +82,7 @@ func (r *PartitionResult) settings() map[string]string {
 // custom_id). Running it again returns the stored result with Unchanged set.
 func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition) (*PartitionResult, error) {
 	if err := p.Valid(); err != nil {
-		return nil, &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "reconcile --partition: " + err.Error()}
 	}
 	if o.AllowRunning {
 		return nil, errAllowRunningPartition
@@ -149,8 +141,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	}
 	res := &PartitionResult{Version: PartitionVersion, JobKey: in.m.JobKey, Partition: p.String(), K: p.K, N: p.N, Report: in.runKey, Key: key,
 		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, AcceptTruncated: rep.AcceptTruncated, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
-		Files: rep.Files, Expected: rep.Expected, Succeeded: rep.Succeeded, FailedRetryable: rep.FailedRetryable, FailedPermanent: rep.FailedPermanent,
-		QualityFailed: rep.QualityFailed, Missing: rep.Missing, Unknown: rep.Unknown, Duplicate: rep.Duplicate, Quarantined: rep.Quarantined,
+		Files: rep.Files, Counts: rep.Counts,
 		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, Truncated: rep.Truncated, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err
@@ -215,9 +206,9 @@ func writePartitionOut(dir string, r *PartitionResult) error {
 // A missing partition, or results made with other inputs or settings, is a
 // usage error that names them.
 func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error) {
-	defer limitGoHeap()()
+	limitGoHeap(o)
 	if n < 0 || n > lake.MaxPartitions {
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: --partitions %d: want 1..%d (or 0 to find it)", n, lake.MaxPartitions)}
 	}
 	if o.AllowRunning {
 		return nil, errAllowRunningPartition
@@ -245,7 +236,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	var outcomes, costs []string
 	for _, p := range parts {
 		if have := p.settings(); !maps.Equal(have, want) {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
 		}
 		if p.JobKey != in.m.JobKey || p.Report != in.runKey || p.Version != PartitionVersion {
 			return nil, fmt.Errorf("reconcile --merge: partition result %s is for job %s run %s (version %d): %w", p.Key, p.JobKey, p.Report, p.Version, lake.ErrCorrupt)
@@ -409,7 +400,7 @@ func findPartitions(ctx context.Context, l *lake.Lake, in *runInputs, n int, wan
 			}
 		}
 		msg += otherRuns(ctx, l, others, want)
-		return nil, &ingest.UsageError{Msg: msg}
+		return nil, &errkind.UsageError{Msg: msg}
 	}
 	var out []*PartitionResult
 	for k := range n {

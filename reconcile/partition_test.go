@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -316,7 +316,7 @@ func TestMergeRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Merge(ctx, l, o, c.n)
-			if err == nil || !errors.Is(err, ingest.ErrBadInput) {
+			if err == nil || !errors.Is(err, errkind.ErrBadInput) {
 				t.Fatalf("merge: %v, want a usage error", err)
 			}
 			for _, w := range c.want {
@@ -328,14 +328,14 @@ func TestMergeRefuses(t *testing.T) {
 	}
 	// A merge with other settings than every partition's finds none of its run.
 	other.MaxAttempts = 4
-	if _, err := Merge(ctx, l, other, 0); !errors.Is(err, ingest.ErrBadInput) ||
+	if _, err := Merge(ctx, l, other, 0); !errors.Is(err, errkind.ErrBadInput) ||
 		!strings.Contains(err.Error(), "no partition results of this run") || !strings.Contains(err.Error(), `max_attempts "3" (this merge: "4")`) {
 		t.Errorf("merge with other settings: %v", err)
 	}
 	if keys, _ := l.List(ctx, lake.ReportPrefix(mustJob(t, m))); len(keys) != 0 {
 		t.Errorf("a refused merge wrote %v", keys)
 	}
-	if _, err := RunPartition(ctx, l, o, lake.Partition{K: 3, N: 3}); !errors.Is(err, ingest.ErrBadInput) {
+	if _, err := RunPartition(ctx, l, o, lake.Partition{K: 3, N: 3}); !errors.Is(err, errkind.ErrBadInput) {
 		t.Errorf("partition 3/3: %v, want a usage error", err)
 	}
 	// With the missing partition run, the merge goes through.

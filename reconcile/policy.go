@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -35,11 +35,11 @@ func ParseCostCap(s string) (string, error) {
 	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || r.Sign() <= 0 {
-		return "", &ingest.UsageError{Msg: fmt.Sprintf("--max-record-cost-usd %q: want a positive decimal, e.g. 0.25", s)}
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("--max-record-cost-usd %q: want a positive decimal, e.g. 0.25", s)}
 	}
 	scaled := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil)))
 	if !scaled.IsInt() {
-		return "", &ingest.UsageError{Msg: fmt.Sprintf("--max-record-cost-usd %q: at most 18 decimal places", s)}
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("--max-record-cost-usd %q: at most 18 decimal places", s)}
 	}
 	return trimDecimal(r.FloatString(18)), nil
 }

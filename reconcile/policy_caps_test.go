@@ -150,7 +150,7 @@ func TestRetryNotBeforeIsDataNotIdentity(t *testing.T) {
 		t.Errorf("report retry_not_before %v (%v), want %v", rep.RetryNotBefore, err, want)
 	}
 	// Retry again: the child exists, nothing changes, its time stays.
-	rr, err := RetryWith(context.Background(), with.l, mustDigest(with.m1.JobKey), with.dir, 2*time.Hour)
+	rr, err := RetryWith(context.Background(), with.l, mustDigest(with.m1.JobKey), RetryOptions{TmpDir: with.dir, NotBefore: 2 * time.Hour})
 	if err != nil || rr.Child.Created || rr.NotBefore == nil || !rr.NotBefore.Equal(want) {
 		t.Errorf("retry again: %v %+v", err, rr)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	lakesql "github.com/batchlake/batchlake/sql"
@@ -96,7 +97,7 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 	r.Comment = '#'
 	header, err := r.Read()
 	if err != nil {
-		return nil, &ingest.InputError{File: name, Line: 1, Msg: "no header: " + errString(err)}
+		return nil, &errkind.InputError{File: name, Line: 1, Msg: "no header: " + errString(err)}
 	}
 	col := map[string]int{}
 	for i, h := range header {
@@ -104,7 +105,7 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 	}
 	for _, c := range priceColumns {
 		if _, ok := col[c]; !ok {
-			return nil, &ingest.InputError{File: name, Line: 1, Field: c, Msg: "missing column"}
+			return nil, &errkind.InputError{File: name, Line: 1, Field: c, Msg: "missing column"}
 		}
 	}
 	seen := map[string]int{}
@@ -114,7 +115,7 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			break
 		}
 		if err != nil {
-			return nil, &ingest.InputError{File: name, Msg: err.Error()}
+			return nil, &errkind.InputError{File: name, Msg: err.Error()}
 		}
 		line, _ := r.FieldPos(0) // the file's line, comments counted
 		get := func(c string) string {
@@ -125,16 +126,16 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 		}
 		p := Price{Provider: get("provider"), Model: get("model")}
 		if p.Provider == "" || p.Model == "" {
-			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "provider/model", Msg: "empty"}
+			return nil, &errkind.InputError{File: name, Line: int64(line), Field: "provider/model", Msg: "empty"}
 		}
 		if v := get("effective_from"); v != "" {
 			if p.EffectiveFrom, err = parseEffective(v); err != nil {
-				return nil, &ingest.InputError{File: name, Line: int64(line), Field: "effective_from", Msg: fmt.Sprintf("want a date (2026-03-01) or an RFC 3339 time, got %q", v)}
+				return nil, &errkind.InputError{File: name, Line: int64(line), Field: "effective_from", Msg: fmt.Sprintf("want a date (2026-03-01) or an RFC 3339 time, got %q", v)}
 			}
 		}
 		k := p.Provider + "\x00" + p.Model + "\x00" + p.EffectiveFrom.String()
 		if first, dup := seen[k]; dup {
-			return nil, &ingest.InputError{File: name, Line: int64(line), Field: "model", Msg: fmt.Sprintf("%s/%s effective from %q again, first on line %d", p.Provider, p.Model, get("effective_from"), first)}
+			return nil, &errkind.InputError{File: name, Line: int64(line), Field: "model", Msg: fmt.Sprintf("%s/%s effective from %q again, first on line %d", p.Provider, p.Model, get("effective_from"), first)}
 		}
 		seen[k] = line
 		// Each cell in column order; an optional cell left empty takes its
@@ -160,7 +161,7 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			}
 			v, ok := new(big.Rat).SetString(cell)
 			if !ok || v.Sign() < 0 || v.Cmp(f.max) > 0 {
-				return nil, &ingest.InputError{File: name, Line: int64(line), Field: f.col,
+				return nil, &errkind.InputError{File: name, Line: int64(line), Field: f.col,
 					Msg: fmt.Sprintf("want a decimal from 0 to %s, got %q", f.max.RatString(), cell)}
 			}
 			*f.dst = v

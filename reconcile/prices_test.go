@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
@@ -73,7 +74,7 @@ func TestLoadPricesOptionalColumns(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pt, err := LoadPrices("p.csv", []byte(head+c.rows))
-			var ie *ingest.InputError
+			var ie *errkind.InputError
 			switch {
 			case c.field == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -46,41 +46,51 @@ type Options struct {
 	// (inFlight): what has arrived is classified, but no missing record is
 	// retried or sent to the manual queue (disposition pending), and the
 	// shards in flight are left to status and collect (no ledger event).
-	// Without it such a job is refused with lake.ErrNotYet (exit 75).
+	// Without it such a job is refused with errkind.ErrNotYet (exit 75).
 	AllowRunning bool
+	// MemoryLimit, if set, is told the soft limit on Go memory, in bytes,
+	// reconcile wants (GoHeapLimit): it sets the process's limit
+	// (debug.SetMemoryLimit), which is the caller's to own and to restore.
+	MemoryLimit func(bytes int64)
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
 }
 
+// Counts are a report's counts of records and lines: a job's (Report), or
+// one partition's (PartitionResult), which add up to the merged report's.
+type Counts struct {
+	Expected        int64 `json:"expected"`
+	Succeeded       int64 `json:"succeeded"`
+	FailedRetryable int64 `json:"failed_retryable"`
+	FailedPermanent int64 `json:"failed_permanent"`
+	QualityFailed   int64 `json:"quality_failed"`
+	Missing         int64 `json:"missing"`
+	Unknown         int64 `json:"unknown"`
+	Duplicate       int64 `json:"duplicate"`
+	Quarantined     int64 `json:"quarantined"`
+}
+
 // Report is the reconcile report (docs/contract.md).
 type Report struct {
-	JobKey          string                 `json:"job_key"`
-	State           lake.State             `json:"state"`
-	Expected        int64                  `json:"expected"`
-	Succeeded       int64                  `json:"succeeded"`
-	FailedRetryable int64                  `json:"failed_retryable"`
-	FailedPermanent int64                  `json:"failed_permanent"`
-	QualityFailed   int64                  `json:"quality_failed"`
-	Missing         int64                  `json:"missing"`
-	Unknown         int64                  `json:"unknown"`
-	Duplicate       int64                  `json:"duplicate"`
-	Quarantined     int64                  `json:"quarantined"`
-	Closed          bool                   `json:"closed"`
-	RetryRecords    int64                  `json:"retry_records"`
-	ManualRecords   int64                  `json:"manual_records"`
-	RetryShards     []string               `json:"retry_shards"`
-	RetryLineage    string                 `json:"retry_lineage,omitempty"`
-	CostUSD         map[string]json.Number `json:"cost_usd"`
-	Files           Files                  `json:"files"`
-	Tenant          string                 `json:"tenant"`
-	Provider        string                 `json:"provider"`
-	Attempt         int                    `json:"attempt"`
-	MaxAttempts     int                    `json:"max_attempts"`
-	QualityGate     string                 `json:"quality_gate,omitempty"`
-	RetryRules      string                 `json:"retry_rules"`
-	Prices          string                 `json:"prices_sha256"`
-	UnpricedLines   int64                  `json:"unpriced_lines"`
+	JobKey string     `json:"job_key"`
+	State  lake.State `json:"state"`
+	Counts
+	Closed        bool                   `json:"closed"`
+	RetryRecords  int64                  `json:"retry_records"`
+	ManualRecords int64                  `json:"manual_records"`
+	RetryShards   []string               `json:"retry_shards"`
+	RetryLineage  string                 `json:"retry_lineage,omitempty"`
+	CostUSD       map[string]json.Number `json:"cost_usd"`
+	Files         Files                  `json:"files"`
+	Tenant        string                 `json:"tenant"`
+	Provider      string                 `json:"provider"`
+	Attempt       int                    `json:"attempt"`
+	MaxAttempts   int                    `json:"max_attempts"`
+	QualityGate   string                 `json:"quality_gate,omitempty"`
+	RetryRules    string                 `json:"retry_rules"`
+	Prices        string                 `json:"prices_sha256"`
+	UnpricedLines int64                  `json:"unpriced_lines"`
 	// UnpricedModels are the models of the unpriced lines (tokens but no
 	// row of the price table), with how many lines each.
 	UnpricedModels []UnpricedModel `json:"unpriced_models"`
@@ -172,22 +182,10 @@ var Categories = []string{"first_success", "duplicate_submission", "quality_fail
 // ErrIdentity means the report's counts do not add up: a bug, never output.
 var ErrIdentity = errors.New("reconcile: counts do not add up")
 
-// ExitCode is the command's exit code for this report (docs/contract.md).
-func (r *Report) ExitCode() int {
-	switch {
-	case r.Unknown > 0 || r.Duplicate > 0:
-		return 11
-	case r.State == lake.Completed:
-		return 0
-	default:
-		return 10
-	}
-}
-
 // Run reconciles a job. Running it again over the same files and settings
 // returns the stored report with Unchanged set and writes nothing.
 func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
-	defer limitGoHeap()()
+	limitGoHeap(o)
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
@@ -274,7 +272,7 @@ type runInputs struct {
 func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) {
 	job, err := lake.ParseDigest(o.JobKey)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: "reconcile: --job: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "reconcile: --job: " + err.Error()}
 	}
 	if o.OutDir != "" {
 		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir); err != nil {
@@ -289,14 +287,14 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	}
 	m, err := l.GetManifest(ctx, job)
 	if errors.Is(err, lake.ErrNotFound) {
-		return nil, &ingest.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
+		return nil, &errkind.UsageError{Msg: lake.JobNotFound(o.JobKey, l.URL).Error()}
 	}
 	if err != nil {
 		return nil, err
 	}
 	rules, err := ParseRules(o.Retryable)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: err.Error()}
+		return nil, &errkind.UsageError{Msg: err.Error()}
 	}
 	if o.Prices == nil {
 		if o.Prices, err = LoadPrices("", nil); err != nil {
@@ -720,19 +718,16 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 	return &r, nil
 }
 
-// goHeapLimit is the soft limit (debug.SetMemoryLimit) on reconcile's Go
+// goHeapLimit is the soft limit (Options.MemoryLimit) on reconcile's Go
 // memory. Its live heap (the Parquet writers' row groups, row batches in
 // flight: fixed sizes, not the job's) measured 60-70 MB at 1M records, and
 // without a limit the collector let garbage double that; DuckDB's own memory
 // is governed by --memory-limit.
 const goHeapLimit = 128 << 20
 
-// limitGoHeap sets goHeapLimit unless GOMEMLIMIT is set, and returns the
-// function that restores the previous limit.
-func limitGoHeap() (restore func()) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
+// limitGoHeap asks for goHeapLimit, if the caller listens.
+func limitGoHeap(o Options) {
+	if o.MemoryLimit != nil {
+		o.MemoryLimit(goHeapLimit)
 	}
-	prev := debug.SetMemoryLimit(goHeapLimit)
-	return func() { debug.SetMemoryLimit(prev) }
 }

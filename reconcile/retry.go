@@ -41,14 +41,24 @@ func childDigest(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return
 // attempt n+1, the same record ids, new custom ids, lineage kept. Running it
 // again yields the same child job key and writes nothing.
 func Retry(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string) (*RetryResult, error) {
-	return RetryWith(ctx, l, job, tmpDir, 0)
+	return RetryWith(ctx, l, job, RetryOptions{TmpDir: tmpDir})
 }
 
-// RetryWith is Retry with a not-before window: the child may be submitted
-// no earlier than now + notBefore, or the reconcile's --retry-not-before
-// time if that is later. The time is recorded in the child's manifest (not
-// part of its job key); a child already planned keeps the time it has.
-func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string, notBefore time.Duration) (*RetryResult, error) {
+// RetryOptions are the settings of RetryWith.
+type RetryOptions struct {
+	TmpDir string
+	// NotBefore is a not-before window: the child may be submitted no
+	// earlier than now + NotBefore, or the reconcile's --retry-not-before
+	// time if that is later. The time is recorded in the child's manifest
+	// (not part of its job key); a child already planned keeps the time it
+	// has.
+	NotBefore time.Duration
+	// MemoryLimit is passed to the child's plan (ingest.PlanOptions).
+	MemoryLimit func(bytes int64)
+}
+
+// RetryWith is Retry with settings: a not-before window and a memory limit.
+func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOptions) (*RetryResult, error) {
 	m, err := l.GetManifest(ctx, job)
 	if err != nil {
 		return nil, err
@@ -95,7 +105,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 	// The child's input is the retry shards, concatenated.
 	// A fixed name: the child's manifest records it (input_file_name), so a
 	// random temp name would make every retry's manifest bytes differ.
-	dir, err := os.MkdirTemp(tmpDir, "batchlake-retry-*")
+	dir, err := os.MkdirTemp(o.TmpDir, "batchlake-retry-*")
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +143,8 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 		return res, nil
 	}
 	nb := rep.RetryNotBefore
-	if notBefore > 0 {
-		if t := timeNow().Add(notBefore).UTC().Truncate(time.Second); nb == nil || t.After(*nb) {
+	if o.NotBefore > 0 {
+		if t := timeNow().Add(o.NotBefore).UTC().Truncate(time.Second); nb == nil || t.After(*nb) {
 			nb = &t
 		}
 	}
@@ -155,7 +165,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, tmpDir string
 		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
-		TmpDir: tmpDir, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
+		TmpDir: o.TmpDir, MemoryLimit: o.MemoryLimit, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retry: plan child of %s: %w", m.JobKey[:12], err)

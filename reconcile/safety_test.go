@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -52,7 +52,7 @@ func TestQualityGate(t *testing.T) {
 				if err == nil {
 					t.Fatal("accepted")
 				}
-				if !errors.Is(err, ingest.ErrBadInput) || !strings.Contains(err.Error(), "--quality-gate") {
+				if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "--quality-gate") {
 					t.Fatalf("error %v: want a --quality-gate usage error", err)
 				}
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	lakesql "github.com/batchlake/batchlake/sql"
 )
@@ -33,17 +33,17 @@ type OutputSchema struct {
 func LoadOutputSchema(name string, data []byte) (*OutputSchema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return nil, &ingest.InputError{File: name, Msg: "not valid JSON: " + err.Error()}
+		return nil, &errkind.InputError{File: name, Msg: "not valid JSON: " + err.Error()}
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noExternalRefs{})
 	url := "batchlake:///" + lake.Sum(data).Hex() + ".json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, &ingest.InputError{File: name, Msg: err.Error()}
+		return nil, &errkind.InputError{File: name, Msg: err.Error()}
 	}
 	sch, err := c.Compile(url)
 	if err != nil {
-		return nil, &ingest.InputError{File: name, Msg: "not a usable JSON Schema: " + err.Error()}
+		return nil, &errkind.InputError{File: name, Msg: "not a usable JSON Schema: " + err.Error()}
 	}
 	return &OutputSchema{Name: name, Digest: lake.Sum(data), schema: sch}, nil
 }

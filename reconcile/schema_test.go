@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 )
 
 // TestOutputSchema: with --output-schema, success lines whose output is not
@@ -54,7 +54,7 @@ func TestOutputSchema(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"type":`, `{"type":"no-such-type"}`} {
-		if _, err := LoadOutputSchema("bad.json", []byte(bad)); !errors.Is(err, ingest.ErrBadInput) {
+		if _, err := LoadOutputSchema("bad.json", []byte(bad)); !errors.Is(err, errkind.ErrBadInput) {
 			t.Errorf("schema %s: error %v, want bad input", bad, err)
 		}
 	}
@@ -79,7 +79,7 @@ func TestOutputSchemaRefsStayInside(t *testing.T) {
 			if err == nil {
 				t.Fatal("a $ref out of the document was accepted")
 			}
-			if !errors.Is(err, ingest.ErrBadInput) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "PATH=") {
+			if !errors.Is(err, errkind.ErrBadInput) || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "PATH=") {
 				t.Fatalf("error %v: want bad input that quotes nothing it read", err)
 			}
 		})

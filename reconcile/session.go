@@ -11,7 +11,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -36,7 +36,7 @@ func OpenSession(ctx context.Context, l *lake.Lake, o EngineOptions, scope Scope
 }
 
 // ErrNotReadOnly refuses user SQL that is not a single query.
-var ErrNotReadOnly = fmt.Errorf("only a single SELECT statement is allowed: %w", ingest.ErrBadInput)
+var ErrNotReadOnly = fmt.Errorf("only a single SELECT statement is allowed: %w", errkind.ErrBadInput)
 
 // Query runs user SQL after checking that it is a single query (checkSelect).
 func (e *Engine) Query(ctx context.Context, q string) (*sql.Rows, error) {
@@ -46,7 +46,7 @@ func (e *Engine) Query(ctx context.Context, q string) (*sql.Rows, error) {
 	}
 	rows, err := e.DB.QueryContext(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("sql: %v: %w", err, ingest.ErrBadInput)
+		return nil, fmt.Errorf("sql: %v: %w", err, errkind.ErrBadInput)
 	}
 	return rows, nil
 }
@@ -85,7 +85,7 @@ func (e *Engine) checkSelect(ctx context.Context, q string) error {
 		if tree.ErrorType == "not implemented" {
 			return refuse("is not a SELECT (statements that write, attach, set, call, explain or load are refused)")
 		}
-		return fmt.Errorf("sql: %s: %w", tree.ErrorMessage, ingest.ErrBadInput)
+		return fmt.Errorf("sql: %s: %w", tree.ErrorMessage, errkind.ErrBadInput)
 	}
 	if n := len(tree.Statements); n != 1 {
 		return refuse(fmt.Sprintf("has %d statements", n))
@@ -105,7 +105,7 @@ func (e *Engine) checkSelect(ctx context.Context, q string) error {
 		}
 		st, err := c.Prepare(q)
 		if err != nil {
-			return fmt.Errorf("sql: %v: %w", err, ingest.ErrBadInput)
+			return fmt.Errorf("sql: %v: %w", err, errkind.ErrBadInput)
 		}
 		defer st.Close()
 		ds, ok := st.(*duckdb.Stmt)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 )
 
 // Tokens are token totals. CachedInputTokens is nil where the provider's
@@ -54,7 +53,7 @@ func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Man
 		}
 		for i := len(evs) - 1; i >= 0; i-- {
 			d := evs[i].Detail
-			if d[lifecycle.UsageInput] == "" {
+			if d[lake.DetailUsageInput] == "" {
 				continue
 			}
 			var t Tokens
@@ -63,7 +62,7 @@ func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Man
 			for _, f := range []struct {
 				k string
 				v *int64
-			}{{lifecycle.UsageInput, &t.InputTokens}, {lifecycle.UsageCached, &cached}, {lifecycle.UsageOutput, &t.OutputTokens}} {
+			}{{lake.DetailUsageInput, &t.InputTokens}, {lake.DetailUsageCached, &cached}, {lake.DetailUsageOutput, &t.OutputTokens}} {
 				if *f.v, err = strconv.ParseInt(d[f.k], 10, 64); err != nil {
 					perr = fmt.Errorf("ledger %s/%s seq %d: %s %q: %w", m.JobKey[:12], s.ShardID, evs[i].Seq, f.k, d[f.k], err)
 				}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/lifecycle"
@@ -49,12 +49,12 @@ func (b *bedrockFlags) client(g *globals, l *lake.Lake) (*bedrockbatch.Client, e
 		cfg.Input, cfg.Output = cmp.Or(cfg.Input, in), cmp.Or(cfg.Output, out)
 	}
 	if b.step == "submit" && cfg.RoleARN == "" {
-		return nil, &ingest.UsageError{Msg: "--provider bedrock: submit needs the service role: set --bedrock-role-arn or BATCHLAKE_BEDROCK_ROLE_ARN"}
+		return nil, &errkind.UsageError{Msg: "--provider bedrock: submit needs the service role: set --bedrock-role-arn or BATCHLAKE_BEDROCK_ROLE_ARN"}
 	}
 	// The context only bounds loading the AWS configuration (SSO, IMDS).
 	c, err := bedrockbatch.New(context.Background(), cfg)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: "--provider bedrock: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "--provider bedrock: " + err.Error()}
 	}
 	return c, nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
@@ -19,11 +19,11 @@ func catalogCmd(ctx context.Context, g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return &ingest.UsageError{Msg: "catalog: missing required flag --out"}
+				return &errkind.UsageError{Msg: "catalog: missing required flag --out"}
 			}
 			if tenant != "" {
 				if err := lake.ValidTenant(tenant); err != nil {
-					return &ingest.UsageError{Msg: "--tenant: " + err.Error()}
+					return &errkind.UsageError{Msg: "--tenant: " + err.Error()}
 				}
 			}
 			l, err := g.open(ctx)

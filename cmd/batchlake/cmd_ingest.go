@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
@@ -37,13 +38,13 @@ it stays archived.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if retract != "" && (output != "" || errs != "" || summary != "") {
-				return &ingest.UsageError{Msg: "ingest: --retract undoes an ingest; give it without --output, --errors and --summary"}
+				return &errkind.UsageError{Msg: "ingest: --retract undoes an ingest; give it without --output, --errors and --summary"}
 			}
 			if retract == "" && output == "" && errs == "" {
-				return &ingest.UsageError{Msg: "ingest: give --output and/or --errors (or --retract SHA256)"}
+				return &errkind.UsageError{Msg: "ingest: give --output and/or --errors (or --retract SHA256)"}
 			}
 			if minMatch < 0 || minMatch > 1 {
-				return &ingest.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
+				return &errkind.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
 			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
@@ -68,7 +69,7 @@ it stays archived.`,
 			}
 			if shard != "" {
 				if _, ok := m.Shard(shard); !ok {
-					return &ingest.UsageError{Msg: "ingest: --shard " + shard + " is not a shard of this job"}
+					return &errkind.UsageError{Msg: "ingest: --shard " + shard + " is not a shard of this job"}
 				}
 			}
 			res := struct {
@@ -189,7 +190,7 @@ func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake
 	job, _ := lake.ParseDigest(m.JobKey)
 	raw, _, err := lake.HashFile(f.path)
 	if err != nil {
-		return &ingest.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
 	if ok, err := l.Exists(ctx, lake.IngestKey(job, f.channel, raw)); err != nil || ok {
 		return err
@@ -215,18 +216,18 @@ func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake
 	default:
 		msg += fmt.Sprintf("; none is an id of the lake's %d other job(s) either", likely.Searched)
 	}
-	return &ingest.UsageError{Msg: msg + ". Nothing was written; --force ingests it into this job anyway"}
+	return &errkind.UsageError{Msg: msg + ". Nothing was written; --force ingests it into this job anyway"}
 }
 
 // checkBedrockSummary archives a manifest.json.out content-addressed and
 // compares its counts with what the output and error files' lines add up to.
 func checkBedrockSummary(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, output, errs, providerJobID string, expected int64) (*ingest.SummaryCheck, error) {
 	if m.Provider != "bedrock" {
-		return nil, &ingest.UsageError{Msg: "ingest --summary: only Bedrock jobs have a manifest.json.out; this job is " + m.Provider}
+		return nil, &errkind.UsageError{Msg: "ingest --summary: only Bedrock jobs have a manifest.json.out; this job is " + m.Provider}
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: "ingest --summary: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "ingest --summary: " + err.Error()}
 	}
 	// Archived with an ingest record (channel summary), so reconcile reports
 	// the summary's token totals beside the lines' (provider_totals).

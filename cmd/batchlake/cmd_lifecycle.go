@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
@@ -96,7 +97,7 @@ func envInt64(k string, def int64) int64 {
 // in the manifest; a --provider given must agree.
 func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.Driver, error) {
 	if p.target != "" && p.target != m.Provider {
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
 			p.target, m.JobKey, m.Provider, m.Provider)}
 	}
 	q := *p
@@ -113,7 +114,7 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	case "openai":
 		oc, err := openaibatch.New(openaibatch.Config{Logger: g.log})
 		if err != nil {
-			return nil, &ingest.UsageError{Msg: "--provider openai: " + err.Error()}
+			return nil, &errkind.UsageError{Msg: "--provider openai: " + err.Error()}
 		}
 		c = oc
 	case "bedrock":
@@ -125,18 +126,18 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	case "anthropic":
 		ac, err := anthropicbatch.New(anthropicbatch.Config{Logger: g.log, Shards: lifecycle.LakeShards{Lake: l}, TmpDir: g.tmpDir})
 		if err != nil {
-			return nil, &ingest.UsageError{Msg: "--provider anthropic: " + err.Error()}
+			return nil, &errkind.UsageError{Msg: "--provider anthropic: " + err.Error()}
 		}
 		c = ac
 	case "gemini":
 		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0),
 			UploadMIMETypes: envList("BATCHLAKE_GEMINI_UPLOAD_MIME")})
 		if err != nil {
-			return nil, &ingest.UsageError{Msg: "--provider gemini: " + err.Error()}
+			return nil, &errkind.UsageError{Msg: "--provider gemini: " + err.Error()}
 		}
 		c = gc
 	default:
-		return nil, &ingest.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai, anthropic, gemini or bedrock", p.target)}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("--provider %q: want sim, openai, anthropic, gemini or bedrock", p.target)}
 	}
 	g2 := lake.NewLedger(l, "")
 	g2.TakeoverMargin = p.takeoverMargin
@@ -182,7 +183,7 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 			defer l.Close()
 			m, err := l.GetManifest(ctx, d)
 			if errors.Is(err, lake.ErrNotFound) {
-				return &ingest.UsageError{Msg: fmt.Sprintf("%s: no job %s in lake %s (run plan first)", use, d.Hex(), l.URL)}
+				return &errkind.UsageError{Msg: fmt.Sprintf("%s: no job %s in lake %s (run plan first)", use, d.Hex(), l.URL)}
 			}
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
@@ -20,7 +21,7 @@ func loadPriceFlag(path string) (*reconcile.PriceTable, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ingest.UsageError{Msg: "--prices: " + err.Error()}
+		return nil, &errkind.UsageError{Msg: "--prices: " + err.Error()}
 	}
 	return reconcile.LoadPrices(filepath.Base(path), b)
 }
@@ -43,7 +44,7 @@ func refuseHeld(ctx context.Context, l *lake.Lake, job lake.Digest, allow string
 	if err != nil || m.Held == "" || allow == ingest.BelowMinAllow {
 		return err
 	}
-	return &ingest.UsageError{Msg: fmt.Sprintf("submit: job %s is held: %s. %s fails batch jobs below its minimum of %d records: "+
+	return &errkind.UsageError{Msg: fmt.Sprintf("submit: job %s is held: %s. %s fails batch jobs below its minimum of %d records: "+
 		"nothing was sent. Add these records to a larger job, or pass --below-min allow if your account's quota for %s is lower",
 		m.JobKey[:12], m.Held, m.Provider, m.MinRecords, m.Model)}
 }
@@ -62,7 +63,7 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Estimate.InputTokens < 0 || o.Estimate.OutputTokens < 0 {
-				return &ingest.UsageError{Msg: "plan: --est-input-tokens and --est-output-tokens must not be negative"}
+				return &errkind.UsageError{Msg: "plan: --est-input-tokens and --est-output-tokens must not be negative"}
 			}
 			pt, err := loadPriceFlag(prices)
 			if err != nil {
@@ -77,7 +78,10 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			o.MinRecords = minRecordsFor(o.MinRecords, o.Provider)
 			var done func()
 			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
+			heap := new(goHeap)
+			o.MemoryLimit = heap.limit
 			res, err := ingest.Plan(ctx, l, o)
+			heap.restore()
 			done()
 			if err != nil {
 				return err

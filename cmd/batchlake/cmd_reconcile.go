@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
@@ -43,10 +43,10 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, AcceptTruncated: r.acceptTrunc, TmpDir: g.tmpDir,
 		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
 	if r.maxTokens < 0 {
-		return o, &ingest.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
+		return o, &errkind.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
 	}
 	if r.notBefore < 0 {
-		return o, &ingest.UsageError{Msg: "--retry-not-before: want a non-negative duration"}
+		return o, &errkind.UsageError{Msg: "--retry-not-before: want a non-negative duration"}
 	}
 	o.Caps.Tokens, o.RetryNotBefore = r.maxTokens, r.notBefore
 	var err error
@@ -59,7 +59,7 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 	if r.schema != "" {
 		b, err := os.ReadFile(r.schema)
 		if err != nil {
-			return o, &ingest.UsageError{Msg: "--output-schema: " + err.Error()}
+			return o, &errkind.UsageError{Msg: "--output-schema: " + err.Error()}
 		}
 		if o.OutputSchema, err = reconcile.LoadOutputSchema(filepath.Base(r.schema), b); err != nil {
 			return o, err
@@ -68,7 +68,7 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 	if r.prices != "" {
 		b, err := os.ReadFile(r.prices)
 		if err != nil {
-			return o, &ingest.UsageError{Msg: "--prices: " + err.Error()}
+			return o, &errkind.UsageError{Msg: "--prices: " + err.Error()}
 		}
 		if o.Prices, err = reconcile.LoadPrices(filepath.Base(r.prices), b); err != nil {
 			return o, err
@@ -121,10 +121,10 @@ missing or run with other settings or files exits 2 and names it.`,
 			}
 			o.OutDir, o.Lease, o.AllowRunning = out, lease, allowRunning
 			if partition != "" && (merge || partitions != 0) {
-				return &ingest.UsageError{Msg: "reconcile: --partition runs one partition; --merge (with --partitions) combines them: give one or the other"}
+				return &errkind.UsageError{Msg: "reconcile: --partition runs one partition; --merge (with --partitions) combines them: give one or the other"}
 			}
 			if partitions != 0 && !merge {
-				return &ingest.UsageError{Msg: "reconcile: --partitions goes with --merge"}
+				return &errkind.UsageError{Msg: "reconcile: --partitions goes with --merge"}
 			}
 			l, err := g.open(ctx)
 			if err != nil {
@@ -134,7 +134,7 @@ missing or run with other settings or files exits 2 and names it.`,
 			if partition != "" {
 				p, err := lake.ParsePartition(partition)
 				if err != nil {
-					return &ingest.UsageError{Msg: "reconcile --partition: " + err.Error()}
+					return &errkind.UsageError{Msg: "reconcile --partition: " + err.Error()}
 				}
 				res, err := reconcile.RunPartition(ctx, l, o, p)
 				if err != nil {
@@ -154,13 +154,16 @@ missing or run with other settings or files exits 2 and names it.`,
 					return reconcile.Merge(ctx, l, o, partitions)
 				}
 			}
+			heap := new(goHeap)
+			o.MemoryLimit = heap.limit
 			rep, err := run(ctx, l, o)
+			heap.restore()
 			if err != nil {
 				return err
 			}
 			logReport(g, rep)
 			printJSON(g.stdout, rep)
-			if code := rep.ExitCode(); code != 0 {
+			if code := reportCode(rep); code != exitOK {
 				return exitErr{code}
 			}
 			return nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
@@ -40,7 +40,7 @@ the JSON of exactly the numbers on the page.`,
 			defer done()
 			s, err := e.Summarize(ctx, e.Lake(), d)
 			if errors.Is(err, lake.ErrNotFound) {
-				return &ingest.UsageError{Msg: err.Error()}
+				return &errkind.UsageError{Msg: err.Error()}
 			}
 			if err != nil {
 				return err

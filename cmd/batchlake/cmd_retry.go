@@ -23,7 +23,9 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			res, err := reconcile.RetryWith(ctx, l, d, g.tmpDir, notBefore)
+			heap := new(goHeap)
+			res, err := reconcile.RetryWith(ctx, l, d, reconcile.RetryOptions{TmpDir: g.tmpDir, NotBefore: notBefore, MemoryLimit: heap.limit})
+			heap.restore()
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
@@ -94,14 +95,17 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			// is a simulated job (OpenAI's file format, a job key of its own).
 			po.Provider = pf.target
 			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
+			heap := new(goHeap)
+			po.MemoryLimit = heap.limit
 			plan, err := ingest.Plan(ctx, l, po)
+			heap.restore()
 			if err != nil {
 				return err
 			}
 			if m, err := l.GetManifest(ctx, mustJob(plan.JobKey)); err != nil {
 				return err
 			} else if m.Provider != drv.Target {
-				return &ingest.UsageError{Msg: fmt.Sprintf("run --provider %s: job %s was already planned for provider %s; a job's steps talk to its own provider", pf.target, m.JobKey, m.Provider)}
+				return &errkind.UsageError{Msg: fmt.Sprintf("run --provider %s: job %s was already planned for provider %s; a job's steps talk to its own provider", pf.target, m.JobKey, m.Provider)}
 			}
 			g.log.Info("plan: "+plan.Message, "job", plan.JobKey[:12], "records", plan.Records, "shards", len(plan.Shards))
 			res := runResult{JobKey: plan.JobKey, Records: plan.Records}
@@ -130,7 +134,8 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 					res.Pending = last.RetryRecords
 					break
 				}
-				rr, err := reconcile.Retry(ctx, l, d, g.tmpDir)
+				rr, err := reconcile.RetryWith(ctx, l, d, reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit})
+				heap.restore()
 				if err != nil {
 					return err
 				}
@@ -211,7 +216,10 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 	if out != "" {
 		o.OutDir = out + "/" + job.Hex()
 	}
+	heap := new(goHeap)
+	o.MemoryLimit = heap.limit
 	rep, err := reconcile.Run(ctx, drv.Lake, o)
+	heap.restore()
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
@@ -33,7 +33,7 @@ func (g *globals) engineOptions() reconcile.EngineOptions {
 func (g *globals) session(ctx context.Context, tenant string) (*reconcile.Engine, func(), error) {
 	if tenant != "" {
 		if err := lake.ValidTenant(tenant); err != nil {
-			return nil, nil, &ingest.UsageError{Msg: "--tenant: " + err.Error()}
+			return nil, nil, &errkind.UsageError{Msg: "--tenant: " + err.Error()}
 		}
 	}
 	l, err := g.open(ctx)
@@ -113,7 +113,7 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 	case "json":
 		out = []json.RawMessage{}
 	default:
-		return &ingest.UsageError{Msg: "--format: want table, csv, json or arrow"}
+		return &errkind.UsageError{Msg: "--format: want table, csv, json or arrow"}
 	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/reconcile"
 )
@@ -157,5 +157,5 @@ func writeStringRows(w io.Writer, rows [][]string, format string) error {
 		printJSON(w, out)
 		return nil
 	}
-	return &ingest.UsageError{Msg: "--format: want table, csv or json"}
+	return &errkind.UsageError{Msg: "--format: want table, csv or json"}
 }

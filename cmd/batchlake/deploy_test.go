@@ -265,7 +265,7 @@ func mergeStdout(t *testing.T, p exitPath, job string) string {
 	var buf strings.Builder
 	switch p.code {
 	case 0, 10, 11:
-		rep := reconcile.Report{JobKey: job, State: lake.Completed, Expected: 10, Succeeded: 10, RetryRecords: p.retry,
+		rep := reconcile.Report{JobKey: job, State: lake.Completed, Counts: reconcile.Counts{Expected: 10, Succeeded: 10}, RetryRecords: p.retry,
 			RetryShards: []string{}, Report: "reports/" + job + "/" + strings.Repeat("ab", 32) + ".json"}
 		if p.code != 0 {
 			rep.State, rep.Succeeded, rep.FailedRetryable = lake.Partial, 10-p.retry, p.retry
@@ -280,7 +280,7 @@ func mergeStdout(t *testing.T, p exitPath, job string) string {
 			// Missing records past --max-attempts: PARTIAL, all to the manual queue.
 			rep.FailedRetryable, rep.Missing, rep.ManualRecords, rep.Succeeded = 0, 3, 3, 7
 		}
-		if got := rep.ExitCode(); got != p.code {
+		if got := reportCode(&rep); got != p.code {
 			t.Fatalf("the stub report exits %d, the case wants %d", got, p.code)
 		}
 		printJSON(&buf, rep)

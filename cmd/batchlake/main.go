@@ -20,8 +20,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 // Exit codes, documented in README.md and docs/contract.md.
@@ -88,7 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// exitCode is the one place errors become exit codes.
+// exitCode is the one place errors become exit codes (with reportCode, its
+// table for a reconcile report).
 func exitCode(err error) int {
 	var ee exitErr
 	switch {
@@ -100,11 +102,11 @@ func exitCode(err error) int {
 		// Another worker holds the step or won the same transition a moment
 		// ago (a concurrent reconcile or submit): not an error, try again later.
 		return exitTempFail
-	case errors.Is(err, lake.ErrNotYet):
+	case errors.Is(err, errkind.ErrNotYet):
 		// The step must wait for something else to finish first (reconcile
 		// of a job whose batches are still running).
 		return exitTempFail
-	case errors.Is(err, ingest.ErrBadInput):
+	case errors.Is(err, errkind.ErrBadInput):
 		return exitUsage
 	case errors.Is(err, lake.ErrNoLake), errors.Is(err, lake.ErrJobNotFound), errors.Is(err, lake.ErrBadJobKey), errors.As(err, new(*lake.AmbiguousJobError)):
 		// A lake or job that is not there: the user named the wrong one.
@@ -113,6 +115,20 @@ func exitCode(err error) int {
 		return exitUsage
 	default:
 		return exitError
+	}
+}
+
+// reportCode is the exit code of a reconcile report, from the facts it
+// states: lines a person must look at (unknown ids, duplicates) beat a
+// partial job.
+func reportCode(rep *reconcile.Report) int {
+	switch {
+	case rep.Unknown > 0 || rep.Duplicate > 0:
+		return exitReview
+	case rep.State == lake.Completed:
+		return exitOK
+	default:
+		return exitPartial
 	}
 }
 
@@ -147,11 +163,11 @@ func (g *globals) open(ctx context.Context) (*lake.Lake, error) {
 
 func jobDigest(s string) (lake.Digest, error) {
 	if s == "" {
-		return lake.Digest{}, &ingest.UsageError{Msg: "missing required flag --job"}
+		return lake.Digest{}, &errkind.UsageError{Msg: "missing required flag --job"}
 	}
 	d, err := lake.ParseDigest(s)
 	if err != nil {
-		return d, &ingest.UsageError{Msg: "--job: " + err.Error()}
+		return d, &errkind.UsageError{Msg: "--job: " + err.Error()}
 	}
 	return d, nil
 }
@@ -186,7 +202,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			case "text", "":
 				h = slog.NewTextHandler(stderr, nil)
 			default:
-				return &ingest.UsageError{Msg: "--log-format: want text or json"}
+				return &errkind.UsageError{Msg: "--log-format: want text or json"}
 			}
 			g.log = slog.New(h)
 			// The packages' own warnings (reconcile's fallbacks) in the same format.
@@ -194,7 +210,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			switch g.progress {
 			case "auto", "always", "never":
 			default:
-				return &ingest.UsageError{Msg: "--progress: want never, always or auto"}
+				return &errkind.UsageError{Msg: "--progress: want never, always or auto"}
 			}
 			return g.checkLakeAndJob(ctx, cmd)
 		},

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -21,7 +21,7 @@ import (
 // planned for a real provider, and a real provider never serves a sim job.
 func (d *Driver) checkProvider(m *lake.Manifest) error {
 	if d.Target != m.Provider {
-		return &ingest.UsageError{Msg: fmt.Sprintf("job %s was planned for provider %s, but this step talks to %s: run it with --provider %s (or without --provider)",
+		return &errkind.UsageError{Msg: fmt.Sprintf("job %s was planned for provider %s, but this step talks to %s: run it with --provider %s (or without --provider)",
 			m.JobKey, m.Provider, d.Target, m.Provider)}
 	}
 	return nil
@@ -71,7 +71,7 @@ func wrongBindingError(m *lake.Manifest, ws []wrongBinding) error {
 		}
 		names = append(names, fmt.Sprintf("%s -> %s batch %s", w.shard, w.target, b))
 	}
-	return &ingest.UsageError{Msg: fmt.Sprintf("job %s was planned for provider %s, but %d of its shards are bound to batches of another provider (%s): their results never count for this job. "+
+	return &errkind.UsageError{Msg: fmt.Sprintf("job %s was planned for provider %s, but %d of its shards are bound to batches of another provider (%s): their results never count for this job. "+
 		"Run `batchlake cancel --job %s` to close those shards (no provider is called; stop a real batch at its provider yourself, a simulated one costs nothing), "+
 		"then plan the records again as a new job (for example with another --dataset-version) and submit that one",
 		m.JobKey, m.Provider, len(ws), strings.Join(names, ", "), m.JobKey)}
@@ -114,7 +114,7 @@ func (d *Driver) checkSubmit(ctx context.Context, m *lake.Manifest) error {
 		if err != nil {
 			return err
 		}
-		return &ingest.UsageError{Msg: fmt.Sprintf("job %s is a retry of %s that a newer retry superseded: submit job %s instead (it holds the records still to do)",
+		return &errkind.UsageError{Msg: fmt.Sprintf("job %s is a retry of %s that a newer retry superseded: submit job %s instead (it holds the records still to do)",
 			m.JobKey, m.ParentJobKey, newest)}
 	}
 	unsent, err := d.unsent(ctx, m)
@@ -219,6 +219,6 @@ func checkNoneSucceeded(ctx context.Context, l *lake.Lake, m *lake.Manifest) err
 		where = append(where, fmt.Sprintf("%d in job %s", n, j))
 	}
 	sort.Strings(where)
-	return &ingest.UsageError{Msg: fmt.Sprintf("job %s would send %d of its %d records again that have already succeeded (%s): it is a stale retry child; nothing was submitted. Run `batchlake retry --job %s` again for a child of the records still to do",
+	return &errkind.UsageError{Msg: fmt.Sprintf("job %s would send %d of its %d records again that have already succeeded (%s): it is a stale retry child; nothing was submitted. Run `batchlake retry --job %s` again for a child of the records still to do",
 		m.JobKey, len(done), len(ids), strings.Join(where, ", "), m.ParentJobKey)}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
@@ -79,7 +80,7 @@ func TestSimulatorServesOnlySimJobs(t *testing.T) {
 		t.Run("driver says "+target, func(t *testing.T) {
 			d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: sim.New(l, 1), Target: target, Lease: time.Minute, TmpDir: dir}
 			res, err := d.Submit(ctx, mustDigest(t, real.JobKey))
-			if !errors.Is(err, ingest.ErrBadInput) {
+			if !errors.Is(err, errkind.ErrBadInput) {
 				t.Fatalf("submit of an openai job through the simulator: %+v, %v; want a usage error", res, err)
 			}
 			if !strings.Contains(err.Error(), "openai") || !strings.Contains(err.Error(), "sim") {
@@ -139,7 +140,7 @@ func TestWrongKindBinding(t *testing.T) {
 
 	for name, step := range map[string]func(context.Context, lake.Digest) (*Result, error){"submit": d.Submit, "collect": d.Collect, "status": d.Status} {
 		res, err := step(ctx, job)
-		if !errors.Is(err, ingest.ErrBadInput) {
+		if !errors.Is(err, errkind.ErrBadInput) {
 			t.Fatalf("%s: %+v, %v; want a usage error about the simulated batch", name, res, err)
 		}
 		for _, want := range []string{bad, "batch_sim_0123", "sim", "batchlake cancel --job " + m.JobKey, "plan the records again"} {
@@ -163,7 +164,7 @@ func TestWrongKindBinding(t *testing.T) {
 		t.Errorf("status after the wrong binding was closed: %v", err)
 	}
 	// Collect still never reads the simulated batch's results.
-	if _, err := d.Collect(ctx, job); !errors.Is(err, ingest.ErrBadInput) {
+	if _, err := d.Collect(ctx, job); !errors.Is(err, errkind.ErrBadInput) {
 		t.Errorf("collect after cancel: %v, want the usage error", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -87,7 +88,7 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		to := stateOf(b.Status)
 		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
 		usage := UsageDetail(b.Usage)
-		changed := to != last.State || b.Status != last.Detail["provider_status"] || usage[UsageInput] != last.Detail[UsageInput]
+		changed := to != last.State || b.Status != last.Detail["provider_status"] || usage[lake.DetailUsageInput] != last.Detail[lake.DetailUsageInput]
 		if !changed && counts != last.Detail["counts"] {
 			// Counts alone move on nearly every poll of a running batch:
 			// recorded once the batch is terminal, or as progress at most
@@ -158,7 +159,7 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 	}
 	if d.Shard != "" {
 		if _, ok := m.Shard(d.Shard); !ok {
-			return nil, &ingest.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
 		}
 	}
 	res := &Result{JobKey: m.JobKey}
@@ -359,19 +360,11 @@ func bindingOf(ws []wrongBinding, shard string) *wrongBinding {
 	return nil
 }
 
-// Ledger detail keys of a batch's aggregate usage (providers.Usage), kept so
-// that reconcile can cross-check the provider's totals against the lines.
-const (
-	UsageInput  = "usage_input_tokens"
-	UsageCached = "usage_cached_input_tokens"
-	UsageOutput = "usage_output_tokens"
-)
-
 // UsageDetail renders a batch's usage as ledger detail (none when nil).
 func UsageDetail(u *providers.Usage) map[string]string {
 	if u == nil {
 		return nil
 	}
-	return map[string]string{UsageInput: strconv.FormatInt(u.InputTokens, 10),
-		UsageCached: strconv.FormatInt(u.CachedInputTokens, 10), UsageOutput: strconv.FormatInt(u.OutputTokens, 10)}
+	return map[string]string{lake.DetailUsageInput: strconv.FormatInt(u.InputTokens, 10),
+		lake.DetailUsageCached: strconv.FormatInt(u.CachedInputTokens, 10), lake.DetailUsageOutput: strconv.FormatInt(u.OutputTokens, 10)}
 }

@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
@@ -43,14 +44,14 @@ func New(l *lake.Lake, seed uint64) *Client {
 func (c *Client) serves(ctx context.Context, jobKey string) error {
 	job, err := lake.ParseDigest(jobKey)
 	if err != nil {
-		return &ingest.UsageError{Msg: fmt.Sprintf("sim: batch metadata names no job (%q): the simulator serves only jobs planned with --provider sim", jobKey)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("sim: batch metadata names no job (%q): the simulator serves only jobs planned with --provider sim", jobKey)}
 	}
 	m, err := c.lake.GetManifest(ctx, job)
 	if err != nil {
 		return fmt.Errorf("sim: job %s: %w", jobKey, err)
 	}
 	if m.Provider != ingest.SimProvider {
-		return &ingest.UsageError{Msg: fmt.Sprintf("sim: job %s was planned for provider %s; the simulator serves only jobs planned with --provider sim", jobKey, m.Provider)}
+		return &errkind.UsageError{Msg: fmt.Sprintf("sim: job %s was planned for provider %s; the simulator serves only jobs planned with --provider sim", jobKey, m.Provider)}
 	}
 	return nil
 }

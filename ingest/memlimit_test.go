@@ -1,0 +1,46 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// TestPlanAsksForMemoryLimit: plan asks its caller for a soft limit of what
+// one run of records needs (192 MiB and up), and for a run's worth of bytes
+// more once it carries out-of-order lines; it never sets the process's
+// limit itself (cmd does).
+func TestPlanAsksForMemoryLimit(t *testing.T) {
+	cases := []struct {
+		name  string
+		order func(i, n int) int
+		want  int // calls
+	}{
+		{"sorted input: one ask", func(i, n int) int { return i }, 1},
+		{"out of order: raised once", func(i, n int) int { return n - 1 - i }, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 20
+			var lines []string
+			for i := range n {
+				lines = append(lines, openaiLine(fmt.Sprintf("r%02d", c.order(i, n)), "gpt-4o-mini", "x"))
+			}
+			o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+			var asks []int64
+			o.MemoryLimit = func(b int64) { asks = append(asks, b) }
+			if _, err := Plan(context.Background(), newLake(t), o); err != nil {
+				t.Fatal(err)
+			}
+			if len(asks) != c.want {
+				t.Fatalf("plan asked for limits %v, want %d asks", asks, c.want)
+			}
+			if asks[0] < 192<<20 {
+				t.Errorf("first ask %d, want at least 192 MiB", asks[0])
+			}
+			if c.want == 2 && asks[1] != asks[0]+int64(defaultRunBytes) {
+				t.Errorf("raised to %d, want %d + a run's bytes (%d)", asks[1], asks[0], defaultRunBytes)
+			}
+		})
+	}
+}
