@@ -140,6 +140,10 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	}
 	estimated, notBilled := NewDecimal(), NewDecimal()
 	var shipped *PriceTable
+	settled, err := e.SettledNotBilled(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i := range s.Generations {
 		g := &s.Generations[i]
 		d, err := lake.ParseDigest(g.JobKey)
@@ -172,9 +176,25 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
 		g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
 		g.Missing = rep.Missing
-		if rep.Estimate != nil {
-			estimated.Add(string(rep.Estimate.CostUSD))
-			notBilled.Add(string(rep.Estimate.NotBilledUSD))
+		if est := rep.Estimate; est != nil {
+			if st, ok := settled[g.JobKey]; ok {
+				// A later attempt answered some of the records this job
+				// committed: what is left is priced with the shipped table.
+				m, err := l.GetManifest(ctx, d)
+				if err != nil {
+					return nil, err
+				}
+				if shipped == nil {
+					if shipped, err = LoadPrices("", nil); err != nil {
+						return nil, err
+					}
+				}
+				c := *est
+				c.Settle(st, shipped, m)
+				est = &c
+			}
+			estimated.Add(string(est.CostUSD))
+			notBilled.Add(string(est.NotBilledUSD))
 		}
 	}
 	s.EstimatedUSD, s.CommittedNotBilledUSD = estimated.String(), notBilled.String()
@@ -218,7 +238,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	for _, c := range []struct {
 		dim string
 		out *[]CostLine
-	}{{"category", &s.CostCategory}, {"model_version", &s.CostModel}} {
+	}{{"category", &s.CostCategory}, {"model_family", &s.CostModel}} {
 		if stmts, err = lakesql.Render("family_costs.sql", map[string]string{"Dim": c.dim}); err != nil {
 			return nil, err
 		}

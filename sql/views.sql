@@ -22,8 +22,17 @@ SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 CREATE OR REPLACE {{.Kind}} outcomes AS
 SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
 
+-- model_family groups a model's dated versions under one name: the price
+-- table's model that priced the line (gpt-4o-mini for gpt-4o-mini-2024-07-18),
+-- or, for a line no row priced, model_version without its trailing version
+-- suffixes: a date (-2024-07-18, -20241022, @20241022), a 3- or 4-digit
+-- snapshot (-0125, -002) and a Bedrock revision (-v1:0), stripped as often as
+-- they repeat.
 CREATE OR REPLACE {{.Kind}} costs AS
-SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd)
+SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd),
+       coalesce(nullif(price_model, ''),
+                regexp_replace(model_version, '([-@]([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|[0-9]{3,4}|v[0-9]+(:[0-9]+)?))+$', ''))
+           AS model_family
 FROM read_parquet({{.Costs}}, union_by_name = true);
 
 -- Each record's latest state across every generation of retries.
