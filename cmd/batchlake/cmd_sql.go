@@ -56,8 +56,8 @@ func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 		Use:   "sql [--format table|csv|json|arrow] [\"SELECT …\" | - | --file q.sql]",
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
-quarantine, outcomes, records, costs, ledger, accepted and manual. The session is read-only by
-construction: DuckDB's parser must find exactly one query before anything runs
+quarantine, outcomes, records, costs, ledger, accepted, manual, ingests and
+batches. The session is read-only by construction: DuckDB's parser must find exactly one query before anything runs
 (no COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, LOAD or EXPLAIN; no table function
 but range, generate_series and unnest), and DuckDB may read nothing but the
 lake files behind the views.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // demoLake runs the simulator's whole loop on the demo requests (three
@@ -199,5 +200,67 @@ func TestCommittedNotBilledSettledByRetry(t *testing.T) {
 		if v := r["committed_not_billed_usd"].(json.Number).String(); v != "0" {
 			t.Errorf("cost --estimate %v: committed_not_billed_usd %s, want 0", r["job_key"], v)
 		}
+	}
+}
+
+// TestAttemptsCarryBusinessKeyAndTimes: every line of the attempts view has
+// its record's business_key and the time its raw file was ingested, and a
+// line from a provider batch the time that batch completed; so every attempt
+// of one record is one filter, and cost per day one GROUP BY on costs.
+func TestAttemptsCarryBusinessKeyAndTimes(t *testing.T) {
+	before := time.Now().UTC().Add(-time.Second)
+	lk, _ := demoLake(t)
+	after := time.Now().UTC().Add(time.Second)
+	one := func(q string) map[string]any {
+		t.Helper()
+		code, rows, stderr := sqlJSON(t, "", "--lake", lk, q)
+		if code != exitOK || len(rows) != 1 {
+			t.Fatalf("%s: exit %d %v\n%s", q, code, rows, stderr)
+		}
+		return rows[0]
+	}
+	// Lines whose id the job knows: the business key is the expected row's.
+	r := one(`SELECT count(*) AS n,
+	    count(*) FILTER (WHERE a.business_key IS DISTINCT FROM e.business_key OR a.business_key IS NULL) AS wrong_key,
+	    count(*) FILTER (WHERE a.ingested_at IS NULL OR a.batch_completed_at IS NULL) AS no_time,
+	    count(*) FILTER (WHERE a.batch_completed_at > a.ingested_at) AS completed_after_ingest,
+	    epoch_ms(min(a.ingested_at)) AS first, epoch_ms(max(a.ingested_at)) AS last,
+	    count(DISTINCT a.ingested_at) AS times
+	  FROM attempts a JOIN expected e ON e.job_key = a.job_key AND e.custom_id = a.custom_id`)
+	if r["n"].(json.Number).String() == "0" {
+		t.Fatal("no attempt lines")
+	}
+	for _, k := range []string{"wrong_key", "no_time", "completed_after_ingest"} {
+		if v := r[k].(json.Number).String(); v != "0" {
+			t.Errorf("%s: %s lines", k, v)
+		}
+	}
+	for _, k := range []string{"first", "last"} {
+		ms, err := r[k].(json.Number).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.UnixMilli(ms).UTC()
+		if at.Before(before) || at.After(after) {
+			t.Errorf("%s ingested_at %s is outside the run (%s to %s)", k, at, before, after)
+		}
+	}
+	// Three generations, at least one ingest each: as many distinct times.
+	if n, _ := r["times"].(json.Number).Int64(); n < 3 {
+		t.Errorf("%d distinct ingest times over three generations", n)
+	}
+	// Every attempt of one retried record, by its business key alone.
+	r = one(`SELECT business_key, attempts FROM records WHERE attempts >= 2 ORDER BY record_id LIMIT 1`)
+	bk := r["business_key"].(string)
+	r = one(`SELECT count(DISTINCT attempt) AS n FROM attempts WHERE business_key = '` + strings.ReplaceAll(bk, "'", "''") + `'`)
+	if r["n"] == nil || r["n"].(json.Number).String() != "2" && r["n"].(json.Number).String() != "3" {
+		t.Errorf("attempts of %q by business_key: %v distinct attempts, want its 2 or more", bk, r["n"])
+	}
+	// Cost per day off the costs view alone adds up to the total.
+	r = one(`SELECT CAST(sum(usd) AS VARCHAR) AS by_day, (SELECT CAST(sum(cost_usd) AS VARCHAR) FROM costs) AS total,
+	    count(*) FILTER (WHERE day IS NULL) AS no_day
+	  FROM (SELECT CAST(ingested_at AS DATE) AS day, sum(cost_usd) AS usd FROM costs GROUP BY ALL)`)
+	if r["by_day"] != r["total"] || r["no_day"].(json.Number).String() != "0" {
+		t.Errorf("cost per day %v", r)
 	}
 }
