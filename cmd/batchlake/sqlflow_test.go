@@ -183,8 +183,23 @@ func TestCommittedNotBilledSettledByRetry(t *testing.T) {
 	if rep["pending"].(json.Number).String() != "0" {
 		t.Fatalf("the demo family has %v pending; the test needs none", rep["pending"])
 	}
-	if got := rep["committed_not_billed_usd"]; got != "0" {
+	if got := rep["committed_not_billed_usd"]; got != json.Number("0") {
 		t.Errorf("report committed_not_billed_usd %v, want 0 (every missing record succeeded in a retry)", got)
+	}
+	// USD is a JSON number everywhere in the report, never a string.
+	usd := []any{rep["cost_total_usd"], rep["estimated_usd"], rep["committed_not_billed_usd"]}
+	for _, k := range []string{"cost_by_category", "cost_by_model", "manual_queue"} {
+		for _, x := range rep[k].([]any) {
+			usd = append(usd, x.(map[string]any)["cost_usd"])
+		}
+	}
+	for i, v := range usd {
+		if _, ok := v.(json.Number); !ok {
+			t.Errorf("report USD value %d is %T %v, want a JSON number", i, v, v)
+		}
+	}
+	if len(rep["manual_queue"].([]any)) == 0 {
+		t.Error("the demo's manual queue is empty: its cost_usd went unchecked")
 	}
 	// The first job's own report counted missing records: without them the
 	// test would prove nothing.
