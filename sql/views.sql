@@ -39,8 +39,11 @@ LEFT JOIN (SELECT job_key, provider_job_id, min(completed_at) AS completed_at FR
 CREATE OR REPLACE {{.Kind}} quarantine AS
 SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 
+-- The files keep cost_usd as exact decimal text; the view is DECIMAL, as
+-- in costs, so sum(cost_usd) needs no cast.
 CREATE OR REPLACE {{.Kind}} outcomes AS
-SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
+SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd)
+FROM read_parquet({{.Outcomes}}, union_by_name = true);
 
 -- model_family groups a model's dated versions under one name: the price
 -- table's model that priced the line (gpt-4o-mini for gpt-4o-mini-2024-07-18),

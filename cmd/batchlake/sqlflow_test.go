@@ -221,7 +221,8 @@ func TestCommittedNotBilledSettledByRetry(t *testing.T) {
 // TestAttemptsCarryBusinessKeyAndTimes: every line of the attempts view has
 // its record's business_key and the time its raw file was ingested, and a
 // line from a provider batch the time that batch completed; so every attempt
-// of one record is one filter, and cost per day one GROUP BY on costs.
+// of one record is one filter, and cost per day one GROUP BY on costs. Money
+// is DECIMAL in every view, so sums need no cast.
 func TestAttemptsCarryBusinessKeyAndTimes(t *testing.T) {
 	before := time.Now().UTC().Add(-time.Second)
 	lk, _ := demoLake(t)
@@ -270,6 +271,16 @@ func TestAttemptsCarryBusinessKeyAndTimes(t *testing.T) {
 	r = one(`SELECT count(DISTINCT attempt) AS n FROM attempts WHERE business_key = '` + strings.ReplaceAll(bk, "'", "''") + `'`)
 	if r["n"] == nil || r["n"].(json.Number).String() != "2" && r["n"].(json.Number).String() != "3" {
 		t.Errorf("attempts of %q by business_key: %v distinct attempts, want its 2 or more", bk, r["n"])
+	}
+	// Money is DECIMAL in every view: sums need no cast, and the records'
+	// costs add up to the lines'.
+	r = one(`SELECT typeof(any_value(o.cost_usd)) AS o_type, typeof(any_value(c.cost_usd)) AS c_type,
+	    CAST((SELECT sum(cost_usd) FROM outcomes) AS VARCHAR) AS outcomes_usd,
+	    CAST((SELECT sum(cost_usd) FROM records) AS VARCHAR) AS records_usd,
+	    CAST((SELECT sum(cost_usd) FROM costs WHERE record_id <> '') AS VARCHAR) AS lines_usd
+	  FROM outcomes o, (SELECT cost_usd FROM costs LIMIT 1) c`)
+	if r["o_type"] != "DECIMAL(38,18)" || r["c_type"] != "DECIMAL(38,18)" || r["outcomes_usd"] != r["records_usd"] || r["outcomes_usd"] != r["lines_usd"] {
+		t.Errorf("money in the views: %v", r)
 	}
 	// Cost per day off the costs view alone adds up to the total.
 	r = one(`SELECT CAST(sum(usd) AS VARCHAR) AS by_day, (SELECT CAST(sum(cost_usd) AS VARCHAR) FROM costs) AS total,
