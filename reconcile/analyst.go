@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -22,7 +23,8 @@ type ManualRow struct {
 	Reason      string `json:"reason"`
 	Attempts    int64  `json:"attempts"`
 	LastJobKey  string `json:"last_job_key"`
-	CostUSD     string `json:"cost_usd"`
+	// Exact decimal, a JSON number.
+	CostUSD json.Number `json:"cost_usd"`
 }
 
 // ManualQueue returns the manual view's rows for a job and its retry
@@ -46,7 +48,7 @@ func (e *Engine) ManualQueue(ctx context.Context, job, tenant string, fn func(Ma
 		}
 		r.CostUSD = "0"
 		if cost != nil {
-			r.CostUSD = trimDecimal(*cost)
+			r.CostUSD = json.Number(trimDecimal(*cost))
 		}
 		if err := fn(r); err != nil {
 			return err
@@ -72,9 +74,9 @@ type Generation struct {
 
 // CostLine is the cost of one category or model.
 type CostLine struct {
-	Key     string `json:"key"`
-	Lines   int64  `json:"lines"`
-	CostUSD string `json:"cost_usd"`
+	Key     string      `json:"key"`
+	Lines   int64       `json:"lines"`
+	CostUSD json.Number `json:"cost_usd"` // exact decimal
 }
 
 // AttemptsBin is one bar of the attempts-per-record histogram.
@@ -94,11 +96,11 @@ type JobSummary struct {
 	Manual      int64        `json:"manual"`
 	Pending     int64        `json:"pending"`
 	Generations []Generation `json:"generations"`
-	CostTotal   string       `json:"cost_total_usd"`
+	CostTotal   json.Number  `json:"cost_total_usd"`
 	// Plan's estimates of the family's jobs, priced, and the part of them not
 	// billed yet (records with no result line): an estimate, not a bill.
-	EstimatedUSD          string        `json:"estimated_usd"`
-	CommittedNotBilledUSD string        `json:"committed_not_billed_usd"`
+	EstimatedUSD          json.Number   `json:"estimated_usd"`
+	CommittedNotBilledUSD json.Number   `json:"committed_not_billed_usd"`
 	CostCategory          []CostLine    `json:"cost_by_category"`
 	CostModel             []CostLine    `json:"cost_by_model"`
 	Attempts              []AttemptsBin `json:"attempts_per_record"`
@@ -140,6 +142,10 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	}
 	estimated, notBilled := NewDecimal(), NewDecimal()
 	var shipped *PriceTable
+	settled, err := e.SettledNotBilled(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i := range s.Generations {
 		g := &s.Generations[i]
 		d, err := lake.ParseDigest(g.JobKey)
@@ -172,12 +178,28 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
 		g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
 		g.Missing = rep.Missing
-		if rep.Estimate != nil {
-			estimated.Add(string(rep.Estimate.CostUSD))
-			notBilled.Add(string(rep.Estimate.NotBilledUSD))
+		if est := rep.Estimate; est != nil {
+			if st, ok := settled[g.JobKey]; ok {
+				// A later attempt answered some of the records this job
+				// committed: what is left is priced with the shipped table.
+				m, err := l.GetManifest(ctx, d)
+				if err != nil {
+					return nil, err
+				}
+				if shipped == nil {
+					if shipped, err = LoadPrices("", nil); err != nil {
+						return nil, err
+					}
+				}
+				c := *est
+				c.Settle(st, shipped, m)
+				est = &c
+			}
+			estimated.Add(string(est.CostUSD))
+			notBilled.Add(string(est.NotBilledUSD))
 		}
 	}
-	s.EstimatedUSD, s.CommittedNotBilledUSD = estimated.String(), notBilled.String()
+	s.EstimatedUSD, s.CommittedNotBilledUSD = json.Number(estimated.String()), json.Number(notBilled.String())
 
 	if stmts, err = lakesql.Render("family_records.sql", nil); err != nil {
 		return nil, err
@@ -218,7 +240,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	for _, c := range []struct {
 		dim string
 		out *[]CostLine
-	}{{"category", &s.CostCategory}, {"model_version", &s.CostModel}} {
+	}{{"category", &s.CostCategory}, {"model_family", &s.CostModel}} {
 		if stmts, err = lakesql.Render("family_costs.sql", map[string]string{"Dim": c.dim}); err != nil {
 			return nil, err
 		}
@@ -227,13 +249,14 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		}
 		for rows.Next() {
 			var cl CostLine
-			if err := rows.Scan(&cl.Key, &cl.Lines, &cl.CostUSD); err != nil {
+			var cost string
+			if err := rows.Scan(&cl.Key, &cl.Lines, &cost); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			cl.CostUSD = trimDecimal(cl.CostUSD)
+			cl.CostUSD = json.Number(trimDecimal(cost))
 			if c.dim == "category" {
-				if x, ok := new(big.Rat).SetString(cl.CostUSD); ok {
+				if x, ok := new(big.Rat).SetString(cost); ok {
 					total.Add(total, x)
 				}
 			}
@@ -244,7 +267,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 			return nil, err
 		}
 	}
-	s.CostTotal = trimDecimal(total.FloatString(18))
+	s.CostTotal = json.Number(trimDecimal(total.FloatString(18)))
 
 	err = e.ManualQueue(ctx, s.JobKey, "", func(r ManualRow) error {
 		if len(s.ManualShown) < ManualShownMax {

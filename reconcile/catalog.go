@@ -66,7 +66,7 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, sco
 		return nil, err
 	}
 	return &CatalogResult{Database: abs, Files: len(files), Sidecar: side,
-		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger", "accepted", "manual"}}, nil
+		Views: []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs", "ledger", "accepted", "manual", "ingests", "batches"}}, nil
 }
 
 // GuardOutput refuses (as bad usage) an output path of a command (flag

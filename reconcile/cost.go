@@ -10,9 +10,11 @@ import (
 	lakesql "github.com/batchlake/batchlake/sql"
 )
 
-// costDimensions maps a --by name to its column in the costs view.
+// costDimensions maps a --by name to its column in the costs view: model is
+// the model's family (the costs view's model_family), model_version the exact
+// version the provider answered with.
 var costDimensions = map[string]string{
-	"tenant": "tenant", "job": "job_key", "model": "model_version", "category": "category",
+	"tenant": "tenant", "job": "job_key", "model": "model_family", "model_version": "model_version", "category": "category",
 	"attempt": "attempt", "provider": "provider", "record": "record_id",
 }
 
@@ -24,7 +26,7 @@ func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant strin
 		d = strings.TrimSpace(d)
 		col, ok := costDimensions[d]
 		if !ok {
-			return nil, &errkind.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, category, attempt, provider, record", d)}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, model_version, category, attempt, provider, record", d)}
 		}
 		sel = append(sel, col+" AS "+d)
 		group = append(group, col)

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"strings"
 	"time"
@@ -117,4 +118,48 @@ func estimate(ctx context.Context, e *Engine, t *PriceTable, m *lake.Manifest, b
 	est.CostUSD = json.Number(EstimateCost(p, est.InputTokens, est.OutputTokens))
 	est.NotBilledUSD = json.Number(EstimateCost(p, est.NotBilledInputTokens, est.NotBilledOutputTokens))
 	return est, nil
+}
+
+// Settled is the part of a job's committed-but-not-billed estimate that
+// later attempts answered: records missing in the job's latest report that a
+// later attempt of the same record has a result line for.
+type Settled struct {
+	Records, InputTokens, OutputTokens int64
+}
+
+// SettledNotBilled returns, per job key, what later attempts settled of the
+// job's committed-but-not-billed estimate (settled_not_billed.sql).
+func (e *Engine) SettledNotBilled(ctx context.Context) (map[string]Settled, error) {
+	rows, err := e.QueryFile(ctx, "settled_not_billed.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Settled{}
+	for rows.Next() {
+		var k string
+		var s Settled
+		if err := rows.Scan(&k, &s.Records, &s.InputTokens, &s.OutputTokens); err != nil {
+			return nil, fmt.Errorf("sql settled_not_billed.sql: %w", err)
+		}
+		out[k] = s
+	}
+	return out, rows.Err()
+}
+
+// Settle takes what later attempts answered out of the estimate's committed
+// but not billed part. What is left is priced as the estimate was, at the
+// job's plan time, by t (nothing left: exactly 0).
+func (est *Estimate) Settle(s Settled, t *PriceTable, m *lake.Manifest) {
+	if s.Records == 0 {
+		return
+	}
+	est.NotBilledRecords = max(est.NotBilledRecords-s.Records, 0)
+	est.NotBilledInputTokens = max(est.NotBilledInputTokens-s.InputTokens, 0)
+	est.NotBilledOutputTokens = max(est.NotBilledOutputTokens-s.OutputTokens, 0)
+	if est.NotBilledRecords == 0 || est.NotBilledInputTokens == 0 && est.NotBilledOutputTokens == 0 {
+		est.NotBilledUSD = "0"
+		return
+	}
+	est.NotBilledUSD = json.Number(EstimateCost(t.PriceFor(m.Provider, m.Model, m.CreatedAt), est.NotBilledInputTokens, est.NotBilledOutputTokens))
 }

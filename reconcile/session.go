@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
+	lakesql "github.com/batchlake/batchlake/sql"
 )
 
 // OpenSession starts a read-only DuckDB session over the lake's views: user
@@ -135,9 +136,13 @@ type syntaxTree struct {
 
 // parseSQL asks DuckDB's parser for q's syntax tree; nothing of q is bound or run.
 func (e *Engine) parseSQL(ctx context.Context, q string) (*syntaxTree, error) {
-	rows, err := e.QueryFile(ctx, "statement_tree.sql", map[string]string{"Query": quote(q)})
+	stmts, err := lakesql.Render("statement_tree.sql", nil)
 	if err != nil {
 		return nil, err
+	}
+	rows, err := e.DB.QueryContext(ctx, stmts[0], q)
+	if err != nil {
+		return nil, fmt.Errorf("sql statement_tree.sql: %w", err)
 	}
 	var js string
 	if rows.Next() {

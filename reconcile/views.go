@@ -11,7 +11,9 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
 )
 
 // Rows of the small tables built from the lake's JSON markers.
@@ -60,6 +62,31 @@ type reportFileRow struct {
 	FirstReconciledAt time.Time `parquet:"first_reconciled_at,timestamp"`
 }
 
+// ingestRow is one ingest record: when a raw result file of a job was
+// ingested. The attempts view takes each line's ingested_at from it.
+type ingestRow struct {
+	JobKey        string    `parquet:"job_key"`
+	Tenant        string    `parquet:"tenant"`
+	Channel       string    `parquet:"channel"`
+	RawSHA256     string    `parquet:"raw_sha256"`
+	ProviderJobID string    `parquet:"provider_job_id"`
+	Lines         int64     `parquet:"lines"`
+	IngestedAt    time.Time `parquet:"ingested_at,timestamp"`
+}
+
+// batchRow is one provider batch of a job: when batchlake first saw it
+// terminal at the provider (the ledger event of status that recorded a
+// terminal provider status; NULL while it is not). The attempts view takes
+// each line's batch_completed_at from it.
+type batchRow struct {
+	JobKey         string     `parquet:"job_key"`
+	Tenant         string     `parquet:"tenant"`
+	ShardID        string     `parquet:"shard_id"`
+	ProviderJobID  string     `parquet:"provider_job_id"`
+	ProviderStatus string     `parquet:"provider_status"`
+	CompletedAt    *time.Time `parquet:"completed_at,timestamp,optional"`
+}
+
 type ledgerRow struct {
 	JobKey        string    `parquet:"job_key"`
 	Tenant        string    `parquet:"tenant"`
@@ -95,6 +122,8 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		srows                                           []shardRow
 		lrows                                           []ledgerRow
 		frows                                           []reportFileRow
+		irows                                           []ingestRow
+		brows                                           []batchRow
 	)
 	g := lake.NewLedger(l, "")
 	for _, k := range keys {
@@ -118,6 +147,10 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 			return nil, err
 		}
 		for _, r := range recs {
+			if r.Channel == ingest.ChannelOutput || r.Channel == ingest.ChannelError {
+				irows = append(irows, ingestRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: r.Channel, RawSHA256: r.Raw.Hex(),
+					ProviderJobID: r.ProviderJobID, Lines: r.Lines, IngestedAt: r.IngestedAt})
+			}
 			if r.AttemptsFile != "" {
 				attempts = append(attempts, r.AttemptsFile)
 			}
@@ -134,6 +167,26 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 				return nil, err
 			}
 			row := shardRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, FileSHA256: s.Object.Hex(), Records: s.Records, Bytes: s.Bytes}
+			// One row per provider batch of the shard, in the order first seen.
+			batchAt := map[string]int{}
+			for _, ev := range evs {
+				if id := ev.ProviderJobID; id != "" {
+					i, ok := batchAt[id]
+					if !ok {
+						i = len(brows)
+						batchAt[id] = i
+						brows = append(brows, batchRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, ProviderJobID: id})
+					}
+					b := &brows[i]
+					if st := ev.Detail["provider_status"]; st != "" && b.CompletedAt == nil {
+						b.ProviderStatus = st
+						if (&providers.Batch{Status: st}).Terminal() {
+							at := ev.At
+							b.CompletedAt = &at
+						}
+					}
+				}
+			}
 			for _, ev := range evs {
 				if ev.ProviderJobID != "" {
 					row.ProviderJobID = ev.ProviderJobID
@@ -205,6 +258,8 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		{"Shards", func() ([]string, error) { return smallTable(smallDir, "shards", srows) }},
 		{"Ledger", func() ([]string, error) { return smallTable(smallDir, "ledger", lrows) }},
 		{"ReportFiles", func() ([]string, error) { return smallTable(smallDir, "report_files", frows) }},
+		{"Ingests", func() ([]string, error) { return smallTable(smallDir, "ingests", irows) }},
+		{"Batches", func() ([]string, error) { return smallTable(smallDir, "batches", brows) }},
 	} {
 		paths, err := t.files()
 		if err != nil {

@@ -1,30 +1,67 @@
 -- The lake's public views (docs/contract.md) over explicit lists of committed files.
 -- {{.Kind}} is TEMP VIEW for a session, VIEW for a catalog database.
+
+-- One row per ingest of a raw result file (the lake's ingest records).
+CREATE OR REPLACE {{.Kind}} ingests AS
+SELECT * FROM read_parquet({{.Ingests}}, union_by_name = true);
+
+-- One row per provider batch of a shard, with completed_at: when status
+-- first recorded it terminal at the provider (NULL while it is not).
+CREATE OR REPLACE {{.Kind}} batches AS
+SELECT * FROM read_parquet({{.Batches}}, union_by_name = true);
+
 CREATE OR REPLACE {{.Kind}} expected AS
 SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
 
 CREATE OR REPLACE {{.Kind}} attempts_raw AS
 SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true);
 
+-- Each line with its record (record_id, business_key, attempt through the
+-- job's expected rows), the time its raw file was ingested and the time its
+-- batch completed (NULL for a file ingested by hand with no batch id, or a
+-- batch not seen terminal), so one record's attempts or cost per day need
+-- no join.
 CREATE OR REPLACE {{.Kind}} attempts AS
 SELECT a.job_key, a.tenant, e.shard_id, a.provider, a.provider_job_id, a.provider_request_id, a.custom_id,
-       e.record_id, e.attempt, a.channel, a.raw_sha256, a.line_no, a.status_code, a.outcome, a.error_code,
+       e.record_id, e.business_key, e.attempt, a.channel, a.raw_sha256, a.line_no, a.status_code, a.outcome, a.error_code,
        a.error_type, a.error_message, a.model_version, a.input_tokens, a.cached_input_tokens, a.cache_write_tokens,
        a.output_tokens, a.reasoning_tokens, a.finish_reason, a.response_status, a.has_output, a.output_text, a.tool_calls,
        -- Columns added later read 0 from files written before them.
-       coalesce(a.cache_write_1h_tokens, 0) AS cache_write_1h_tokens, coalesce(a.web_search_requests, 0) AS web_search_requests
+       coalesce(a.cache_write_1h_tokens, 0) AS cache_write_1h_tokens, coalesce(a.web_search_requests, 0) AS web_search_requests,
+       i.ingested_at, b.completed_at AS batch_completed_at
 FROM attempts_raw a
-LEFT JOIN expected e ON e.job_key = a.job_key AND e.custom_id = a.custom_id;
+LEFT JOIN expected e ON e.job_key = a.job_key AND e.custom_id = a.custom_id
+LEFT JOIN ingests i ON i.job_key = a.job_key AND i.channel = a.channel AND i.raw_sha256 = a.raw_sha256
+LEFT JOIN (SELECT job_key, provider_job_id, min(completed_at) AS completed_at FROM batches
+           WHERE provider_job_id <> '' GROUP BY ALL) b
+       ON b.job_key = a.job_key AND b.provider_job_id = a.provider_job_id;
 
 CREATE OR REPLACE {{.Kind}} quarantine AS
 SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 
+-- The files keep cost_usd as exact decimal text; the view is DECIMAL, as
+-- in costs, so sum(cost_usd) needs no cast.
 CREATE OR REPLACE {{.Kind}} outcomes AS
-SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
-
-CREATE OR REPLACE {{.Kind}} costs AS
 SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd)
-FROM read_parquet({{.Costs}}, union_by_name = true);
+FROM read_parquet({{.Outcomes}}, union_by_name = true);
+
+-- model_family groups a model's dated versions under one name: the price
+-- table's model that priced the line (gpt-4o-mini for gpt-4o-mini-2024-07-18),
+-- or, for a line no row priced, model_version without its trailing version
+-- suffixes: a date (-2024-07-18, -20241022, @20241022), a 3- or 4-digit
+-- snapshot (-0125, -002) and a Bedrock revision (-v1:0), stripped as often as
+-- they repeat.
+-- ingested_at is the line's raw file's ingest time (the time it was priced
+-- at), so cost per day needs no join.
+CREATE OR REPLACE {{.Kind}} costs AS
+SELECT c.* REPLACE (CAST(c.cost_usd AS DECIMAL(38, 18)) AS cost_usd),
+       coalesce(nullif(c.price_model, ''),
+                regexp_replace(c.model_version, '([-@]([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|[0-9]{3,4}|v[0-9]+(:[0-9]+)?))+$', ''))
+           AS model_family,
+       i.ingested_at
+FROM read_parquet({{.Costs}}, union_by_name = true) c
+LEFT JOIN (SELECT job_key, raw_sha256, min(ingested_at) AS ingested_at FROM ingests GROUP BY ALL) i
+       ON i.job_key = c.job_key AND i.raw_sha256 = c.raw_sha256;
 
 -- Each record's latest state across every generation of retries.
 CREATE OR REPLACE {{.Kind}} records AS

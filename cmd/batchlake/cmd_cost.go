@@ -16,7 +16,11 @@ func costCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Cost attribution for a job, a tenant or everything, grouped by tenant, job, model, category or attempt",
 		Long: `cost sums the priced result lines of the lake (the costs view: one row per
 line, priced by the price table of the reconcile that produced it) grouped by
---by. Categories: first_success, duplicate_submission, quality_failure,
+--by. --by model groups a model's versions under its family: the price table's
+model that priced the line (gpt-4o-mini-2024-07-18 under gpt-4o-mini), or for
+an unpriced line the version without its trailing date or snapshot suffix
+(-2024-07-18, -20241022, -0125, -v1:0); --by model_version keeps each exact
+version apart. Categories: first_success, duplicate_submission, quality_failure,
 retryable_failure, permanent_failure, manual (every line of a record the retry
 policy gave up on — --max-attempts, --max-record-tokens, --max-record-cost-usd —
 in the job where it gave up), unattributed (lines with unknown ids). They
@@ -24,8 +28,8 @@ partition the lines: the categories add up to the total exactly.
 
 --estimate prints one row per job instead (with --job: the job and its retry
 descendants): plan's token estimate priced (estimated_usd), what was billed
-(billed_usd), the estimate of records with no result line yet
-(committed_not_billed_usd), and the provider's own token totals (OpenAI batch
+(billed_usd), the estimate of records with no result line yet, in this job
+or a later attempt of the record (committed_not_billed_usd), and the provider's own token totals (OpenAI batch
 usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,12 +43,16 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				if err != nil {
 					return err
 				}
-				l, err := g.open(ctx)
+				e, done, err := g.session(ctx, tenant)
 				if err != nil {
 					return err
 				}
-				defer l.Close()
-				return costEstimate(ctx, l, pt, job, tenant, g.stdout, format)
+				defer done()
+				settled, err := e.SettledNotBilled(ctx)
+				if err != nil {
+					return err
+				}
+				return costEstimate(ctx, e.Lake(), settled, pt, job, tenant, g.stdout, format)
 			}
 			e, done, err := g.session(ctx, tenant)
 			if err != nil {
@@ -75,7 +83,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 	}
 	c.Flags().StringVar(&job, "job", "", "only this job (key or unique prefix)")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
-	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model, category, attempt, provider, record")
+	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model (family), model_version, category, attempt, provider, record")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or json")
 	c.Flags().BoolVar(&estimate, "estimate", false, "per job: estimated, billed and committed-not-billed USD, and provider token totals minus the lines'")
 	c.Flags().StringVar(&prices, "prices", "", "with --estimate: price table for jobs not reconciled yet (default: the shipped one)")

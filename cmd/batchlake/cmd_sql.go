@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
@@ -49,28 +51,35 @@ func (g *globals) session(ctx context.Context, tenant string) (*reconcile.Engine
 }
 
 func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
-	var format, tenant string
+	var format, tenant, file string
 	c := &cobra.Command{
-		Use:   "sql [--format table|csv|json|arrow] \"SELECT …\"",
+		Use:   "sql [--format table|csv|json|arrow] [\"SELECT …\" | - | --file q.sql]",
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
-quarantine, outcomes, records, costs, ledger, accepted and manual. The session is read-only by
-construction: DuckDB's parser must find exactly one query before anything runs
+quarantine, outcomes, records, costs, ledger, accepted, manual, ingests and
+batches. The session is read-only by construction: DuckDB's parser must find exactly one query before anything runs
 (no COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, LOAD or EXPLAIN; no table function
 but range, generate_series and unnest), and DuckDB may read nothing but the
 lake files behind the views.
+The query is the argument, or read from --file, or from standard input when
+the argument is - or absent and standard input is not a terminal
+(batchlake sql < q.sql, or a here-document).
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			q, err := g.sqlText(args, file)
+			if err != nil {
+				return err
+			}
 			e, done, err := g.session(ctx, tenant)
 			if err != nil {
 				return err
 			}
 			defer done()
 			if format == "arrow" {
-				return e.QueryArrow(ctx, args[0], g.stdout)
+				return e.QueryArrow(ctx, q, g.stdout)
 			}
-			rows, err := e.Query(ctx, args[0])
+			rows, err := e.Query(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -80,7 +89,62 @@ lake files behind the views.
 	}
 	c.Flags().StringVar(&format, "format", "table", "output: table, csv, json or arrow (Arrow IPC stream)")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant's data")
+	c.Flags().StringVar(&file, "file", "", "read the query from this file instead of the argument")
 	return c
+}
+
+// maxQueryBytes bounds a query read from a file or standard input: a query,
+// not a data file.
+const maxQueryBytes = 1 << 20
+
+// sqlText is the query of `sql`: the argument, --file, or standard input
+// (an argument of -, or none with standard input not a terminal).
+func (g *globals) sqlText(args []string, file string) (string, error) {
+	var (
+		r    io.Reader
+		name string
+	)
+	switch {
+	case file != "" && len(args) > 0:
+		return "", &errkind.UsageError{Msg: "sql: give the query as an argument or with --file, not both"}
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return "", &errkind.UsageError{Msg: fmt.Sprintf("sql --file: %v", err)}
+		}
+		defer f.Close()
+		r, name = f, file
+	case len(args) == 1 && args[0] != "-":
+		return args[0], nil
+	case len(args) == 0 && (g.stdin == nil || isTerminal(g.stdin)):
+		return "", &errkind.UsageError{Msg: "sql: no query: give one as an argument, with --file q.sql, or on standard input (batchlake sql - < q.sql)"}
+	default:
+		if g.stdin == nil {
+			return "", &errkind.UsageError{Msg: "sql -: no standard input"}
+		}
+		r, name = g.stdin, "standard input"
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxQueryBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("sql: read %s: %w", name, err)
+	}
+	if len(b) > maxQueryBytes {
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("sql: %s holds more than %d bytes: a query, not data, is wanted", name, maxQueryBytes)}
+	}
+	if !utf8.Valid(b) {
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("sql: %s is not UTF-8 text", name)}
+	}
+	q := strings.TrimSpace(strings.TrimPrefix(string(b), "\ufeff"))
+	if q == "" {
+		return "", &errkind.UsageError{Msg: fmt.Sprintf("sql: %s holds no query", name)}
+	}
+	return q, nil
+}
+
+// isTerminal says whether r is a terminal (a person typing, not a pipe or file).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // writeRows renders a result set as an aligned table, CSV or JSON.

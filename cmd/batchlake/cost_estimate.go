@@ -33,8 +33,9 @@ var estimateColumns = []struct {
 // is committed but not billed yet, and how far the provider's own token
 // totals are from the ingested lines (provider minus lines, summed over the
 // job's batches). A job not reconciled yet has billed 0 and its whole
-// estimate committed.
-func costEstimate(ctx context.Context, l *lake.Lake, pt *reconcile.PriceTable, job, tenant string, w io.Writer, format string) error {
+// estimate committed; a record a later attempt answered (settled) is no
+// longer committed in the job that missed it.
+func costEstimate(ctx context.Context, l *lake.Lake, settled map[string]reconcile.Settled, pt *reconcile.PriceTable, job, tenant string, w io.Writer, format string) error {
 	keys, err := l.List(ctx, lake.ManifestPrefix)
 	if err != nil {
 		return err
@@ -84,6 +85,8 @@ func costEstimate(ctx context.Context, l *lake.Lake, pt *reconcile.PriceTable, j
 			reconciled = "yes"
 			if rep.Estimate != nil {
 				est = rep.Estimate
+				// Records a later attempt answered are billed there.
+				est.Settle(settled[m.JobKey], pt, m)
 			} else if est != nil {
 				est.BilledUSD = rep.CostUSD["total"]
 			}

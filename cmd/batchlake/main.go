@@ -48,6 +48,7 @@ type globals struct {
 	threads   int
 	memLimit  string
 	cacheDir  string
+	stdin     io.Reader
 	stdout    io.Writer
 	stderr    io.Writer
 	log       *slog.Logger
@@ -58,9 +59,14 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return runIO(args, os.Stdin, stdout, stderr)
+}
+
+// runIO is run with standard input given (sql reads its query from it).
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &globals{stdout: stdout, stderr: stderr}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(ctx, g, stderr)
 	root.SetArgs(args)
 	stopProfiles := startProfiles(stderr)
