@@ -4,7 +4,7 @@ TAGS    := duckdb_arrow
 BIN     := bin/batchlake
 DEMO    := demo
 
-.PHONY: all build demo test test-short fuzz bench bench-go reliability clean
+.PHONY: all build demo test test-short test-race test-timing lint tidy-check fuzz bench bench-go reliability clean
 
 all: build
 
@@ -20,20 +20,43 @@ demo: build ## the whole loop on the built-in simulator: plan, submit, collect, 
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT final_state, count(*) AS records, sum(cost_usd) AS cost_usd FROM records GROUP BY ALL\""
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT category, sum(cost_usd) AS usd FROM costs GROUP BY ALL ORDER BY usd DESC\""
 
-# The short fuzz run is bounded by a count, not a duration: Go 1.26's fuzz
-# coordinator can report a spurious "context deadline exceeded" when a
-# -fuzztime duration ends (go.dev/issue/75804, fixed in Go 1.27); it failed
-# FuzzGeminiInline here with 3s. A count has no deadline to race.
-test: ## every test, with a short run of each fuzz target
-	$(GO) vet -tags $(TAGS) ./...
-	$(GO) test -tags $(TAGS) -timeout 15m ./...
-	$(MAKE) fuzz FUZZTIME=300x
+# ---- tests ------------------------------------------------------------------
+# make test is what CI runs: lint, the module files tidy, every test (each fuzz
+# target runs its seed corpus as a plain test there), and the race detector
+# over the concurrent packages. make test-short is the quick loop while
+# editing: it skips the suites that run batchlake as a subprocess per step and
+# the long hostile inputs (each skip says why). Instrumented fuzzing is make fuzz.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+RACE_PKGS   := ./lake/... ./ingest/... ./providers/lifecycle/...
 
-test-short:
+test: lint tidy-check ## lint, go.mod tidy, every test, -race over the concurrent packages
+	$(GO) test -tags $(TAGS) -timeout 15m ./...
+	$(GO) test -tags $(TAGS) -short -race -timeout 10m $(RACE_PKGS)
+
+test-short: ## the quick loop: in-process tests of every package, no subprocess suites
 	$(GO) test -tags $(TAGS) -short -timeout 5m ./...
 
+test-race: ## the race detector over the concurrent packages (lake, ingest, lifecycle)
+	$(GO) test -tags $(TAGS) -short -race -timeout 10m $(RACE_PKGS)
+
+test-timing: ## wall time of the -short run and of the full run (warm the build cache first)
+	@echo "go test -short ./..."; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" $(GO) test -tags $(TAGS) -short -count=1 -timeout 5m ./... >/dev/null
+	@echo "go test ./..."; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" $(GO) test -tags $(TAGS) -count=1 -timeout 15m ./... >/dev/null
+
+lint: ## gofmt, go vet and staticcheck (fetched through the module proxy at a pinned version)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt -l (run gofmt -w on these):"; echo "$$out"; exit 1; fi
+	$(GO) vet -tags $(TAGS) ./...
+	$(GO) run $(STATICCHECK) -tags $(TAGS) ./...
+
+tidy-check: ## go mod tidy would change nothing in go.mod and go.sum
+	$(GO) mod tidy -diff
+
+# The fuzz run is bounded by a count or a duration; with a duration, Go 1.26's
+# fuzz coordinator can report a spurious "context deadline exceeded" when it
+# ends (go.dev/issue/75804, fixed in Go 1.27). Use FUZZTIME=Nx if that shows.
 FUZZTIME ?= 60s
-fuzz: ## every fuzz target for FUZZTIME (default 60s each; Nx for N inputs)
+fuzz: ## every fuzz target, instrumented, for FUZZTIME (default 60s each; Nx for N inputs)
 	@set -e; for pkg in $$($(GO) list -tags $(TAGS) ./...); do \
 		dir=$$($(GO) list -tags $(TAGS) -f '{{.Dir}}' $$pkg); \
 		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \

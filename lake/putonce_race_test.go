@@ -20,8 +20,11 @@ import (
 // writers "created", the last one winning.
 func TestPutOnceRace(t *testing.T) {
 	rounds := 300
-	if longRaces() {
+	switch {
+	case longRaces():
 		rounds = 30000
+	case testing.Short():
+		rounds = 60 // -short: a long race by nature; the full run repeats it 300 times
 	}
 	ctx := context.Background()
 	l, err := Open(ctx, filepath.Join(t.TempDir(), "lake"))

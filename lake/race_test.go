@@ -89,9 +89,17 @@ func raceLedgers(l *Lake, n int, prefix string, twins bool) []*Ledger {
 func TestLedgerRace(t *testing.T) {
 	const contenders = 8
 	rounds := map[string]int{"mem": 100, "file": 100, "s3": 100}
-	if longRaces() {
+	switch {
+	case longRaces():
 		for k := range rounds {
 			rounds[k] *= 10
+		}
+	case testing.Short():
+		// -short: a long race by nature (every round is 8 writers on every
+		// step); 20 rounds still contend each step on each backend, the
+		// full run's 100 are the repeated trial.
+		for k := range rounds {
+			rounds[k] = 20
 		}
 	}
 	forEachBackend(t, func(t *testing.T, l *Lake) {

@@ -720,8 +720,8 @@ func LatestReport(ctx context.Context, l *lake.Lake, job lake.Digest) (*Report, 
 
 // goHeapLimit is the soft limit (Options.MemoryLimit) on reconcile's Go
 // memory. Its live heap (the Parquet writers' row groups, row batches in
-// flight: fixed sizes, not the job's) measured 60-70 MB at 1M records, and
-// without a limit the collector let garbage double that; DuckDB's own memory
+// flight: fixed sizes, not the job's) does not grow with the job, and
+// without a limit the collector lets garbage double it; DuckDB's own memory
 // is governed by --memory-limit.
 const goHeapLimit = 128 << 20
 

@@ -13,8 +13,7 @@ import (
 // writer. Rows come in bursts: a range query's rows (chunkRows, 16 batches)
 // are converted, then DuckDB runs the next range; with two batches of slack
 // the writer sat idle through every such wait. Sixteen keep it encoding
-// through the wait (1M reconcile: writeTables 3.2–3.8 s against 4.0–4.3,
-// three alternating runs each) for at most 16 × 4096 rows held per table.
+// through the wait, for at most 16 × 4096 rows held per table.
 const pipeDepth = 16
 
 // writeTables stores the job's outcomes and costs tables. Rows are scanned in

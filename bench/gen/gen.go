@@ -169,7 +169,6 @@ type lineSpec struct {
 type blockResult struct {
 	in, out, errs []byte
 	t             Truth // counts for this block only
-	err           error
 }
 
 type job struct {

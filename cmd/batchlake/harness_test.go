@@ -1,8 +1,12 @@
 package main
 
-// Process-level test harness: the batchlake binary, built once per test run,
-// runs as a subprocess against an in-test fake OpenAI server (real HTTP on
-// loopback) and a lake in a temp folder, exactly as an orchestrator runs it.
+// Process-level test harness: the batchlake command runs as a subprocess
+// against an in-test fake OpenAI server (real HTTP on loopback) and a lake in
+// a temp folder, exactly as an orchestrator runs it. The subprocess is this
+// test binary itself, started under the name batchlake: TestMain then runs
+// the CLI's main (os.Exit(run(args))) instead of the tests, so every process
+// test shares the binary go test already linked, and no second link of the
+// DuckDB binary is paid per test run.
 
 import (
 	"bytes"
@@ -34,7 +38,14 @@ var (
 	buildDir  string
 )
 
+// cliName is the name the process tests start this test binary under; the
+// test binary itself is batchlake.test.
+const cliName = "batchlake"
+
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == cliName {
+		main()
+	}
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
@@ -42,24 +53,35 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary builds the CLI once per test run (BATCHLAKE_TEST_BIN names a
-// prebuilt one instead, to save the build while iterating).
+// binary is the batchlake command the process tests run: a symbolic link
+// named batchlake to this test binary (TestMain), made once per test run.
+// BATCHLAKE_TEST_BIN names a binary built by go build instead, to run the
+// process tests against a release build.
+//
+// Under -short every test that runs it is skipped: each step is a process
+// that opens the lake and DuckDB anew, which makes these suites the slow
+// part of the tests by nature; the full run (make test) covers them.
 func binary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs batchlake as a subprocess per step (make test runs it)")
+	}
 	buildOnce.Do(func() {
 		if p := os.Getenv("BATCHLAKE_TEST_BIN"); p != "" {
 			binPath = p
+			return
+		}
+		self, err := os.Executable()
+		if err != nil {
+			buildErr = fmt.Errorf("the test binary: %w", err)
 			return
 		}
 		buildDir, buildErr = os.MkdirTemp("", "batchlake-bin-")
 		if buildErr != nil {
 			return
 		}
-		binPath = filepath.Join(buildDir, "batchlake")
-		out, err := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binPath = filepath.Join(buildDir, cliName)
+		buildErr = os.Symlink(self, binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -231,8 +231,8 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
 	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's); on a local lake's file system the files it stores are linked, not copied")
 	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
-	// Measured at 1M records: 400 MB was faster than DuckDB's default (80% of
-	// RAM) and used half the memory; beyond it DuckDB spills to --tmp-dir.
+	// A fixed limit rather than DuckDB's default (80% of RAM): beyond it DuckDB
+	// spills to --tmp-dir. docs/performance.md has the trade-off.
 	pf.StringVar(&g.memLimit, "memory-limit", envOr("BATCHLAKE_MEMORY_LIMIT", "512MB"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT); DuckDB spills to --tmp-dir beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),

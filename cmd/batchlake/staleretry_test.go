@@ -21,11 +21,7 @@ func readLines(t *testing.T, path string) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out [][]byte
-	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		out = append(out, l)
-	}
-	return out
+	return bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 }
 
 // answerAll writes an OpenAI output file in which every one of lines

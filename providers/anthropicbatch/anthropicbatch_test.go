@@ -34,7 +34,6 @@ type clock struct {
 func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 func newClock() *clock               { return &clock{t: time.Now().UTC()} }
-func outcomeAll(string) string       { return fakeanthropic.Succeeded }
 
 // must fails the test (by panicking: a test failure with its stack) on err.
 func must[T any](v T, err error) T {

@@ -120,21 +120,6 @@ func upload(t *testing.T, c *bedrockbatch.Client, data []byte) string {
 	return uri
 }
 
-func poll(t *testing.T, c *bedrockbatch.Client, id string) *providers.Batch {
-	t.Helper()
-	for range 50 {
-		b, err := c.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Terminal() {
-			return b
-		}
-	}
-	t.Fatalf("job %s never ended", id)
-	return nil
-}
-
 // TestCreateTwiceSameToken proves the promise: a Bedrock job
 // submitted twice with the same token exists once — created twice in a
 // row, after a lost create response (answered by the SDK's retry, or by

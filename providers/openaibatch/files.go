@@ -60,6 +60,7 @@ func (c *Client) findFile(ctx context.Context, name string, size int64) (string,
 			return "", fmt.Errorf("list files: %w", c.clean(err))
 		}
 		for _, f := range page.Data {
+			//lint:ignore SA1019 the API still sets status "error" on a file it could not process; such a file must not be reused
 			if f.Filename != name || f.Bytes != size || f.Status == openai.FileObjectStatusError {
 				continue
 			}
