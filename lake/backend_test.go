@@ -83,11 +83,25 @@ func openFile(t *testing.T) *Lake {
 	return l
 }
 
+// newFakeS3 is an in-memory S3 server whose buckets exist before the first
+// request: gofakes3's auto-bucket checks, then creates, so of concurrent
+// first requests (a race test's contenders) all but one see NoSuchBucket.
+func newFakeS3(t *testing.T, buckets ...string) *gofakes3.GoFakeS3 {
+	t.Helper()
+	backend := s3mem.New()
+	for _, b := range buckets {
+		if err := backend.CreateBucket(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return gofakes3.New(backend, gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+}
+
 // openS3 starts a gofakes3 server on loopback and opens it through s3blob,
 // exactly as a user would with an s3:// lake URL.
 func openS3(t *testing.T) *Lake {
 	t.Helper()
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	faker := newFakeS3(t, "lake")
 	srv := httptest.NewServer(faker.Server())
 	t.Cleanup(srv.Close)
 	return openLake(t, s3URL(srv.URL, "lake"))

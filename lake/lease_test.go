@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // submittingLedgers returns two ledgers of different actors on one local lake
@@ -144,7 +141,7 @@ func TestAppendAfterRenews(t *testing.T) {
 // If-None-Match (overwrites although asked not to) is refused at the first
 // append with a clear error; the same store honouring it is accepted.
 func TestLedgerRefusesStoreWithoutConditionalWrites(t *testing.T) {
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	faker := newFakeS3(t, "lake-honours", "lake-ignores")
 	for _, c := range []struct {
 		name   string
 		ignore bool

@@ -15,9 +15,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )
 
 // ---- a fault-injecting proxy in front of gofakes3 ----------------------------
@@ -204,7 +201,7 @@ var testRetry = RetryPolicy{Initial: 5 * time.Millisecond, MaxInterval: 50 * tim
 
 func openFaultyS3(t *testing.T) *faultyS3 {
 	t.Helper()
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	faker := newFakeS3(t, "lake")
 	store := httptest.NewServer(faker.Server())
 	t.Cleanup(store.Close)
 	f := &faultyS3{proxy: newFaultProxy(faker.Server())}
