@@ -272,7 +272,14 @@ func awsEnv(t *testing.T) {
 func bedrockRig(t *testing.T, delay time.Duration) *rig {
 	t.Helper()
 	const model = "anthropic.claude-3-haiku-20240307-v1:0"
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	// The staging bucket exists before the two submitters' first requests:
+	// gofakes3's auto-bucket checks, then creates, so concurrent first
+	// requests could see NoSuchBucket.
+	backend := s3mem.New()
+	if err := backend.CreateBucket("staging"); err != nil {
+		t.Fatal(err)
+	}
+	faker := gofakes3.New(backend, gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	var slowOnce sync.Once
 	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/staging/in/") {
