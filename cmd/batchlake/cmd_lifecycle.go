@@ -183,13 +183,13 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 			defer l.Close()
 			m, err := l.GetManifest(ctx, d)
 			if errors.Is(err, lake.ErrNotFound) {
-				return &errkind.UsageError{Msg: fmt.Sprintf("%s: no job %s in lake %s (run plan first)", use, d.Hex(), l.URL)}
+				return lake.JobNotFound(d.Hex(), l.URL)
 			}
 			if err != nil {
 				return err
 			}
 			if use == "submit" {
-				if err := refuseHeld(ctx, l, d, belowMin); err != nil {
+				if err := refuseHeld(m, belowMin); err != nil {
 					return err
 				}
 			}

@@ -39,10 +39,9 @@ func minRecordsFor(flag int, provider string) int {
 // refuseHeld fails (exit 2) when a job is held: a retry child below the
 // provider's minimum records per batch job, which the provider would fail.
 // allow (submit --below-min allow) sends it anyway.
-func refuseHeld(ctx context.Context, l *lake.Lake, job lake.Digest, allow string) error {
-	m, err := l.GetManifest(ctx, job)
-	if err != nil || m.Held == "" || allow == ingest.BelowMinAllow {
-		return err
+func refuseHeld(m *lake.Manifest, allow string) error {
+	if m.Held == "" || allow == ingest.BelowMinAllow {
+		return nil
 	}
 	return &errkind.UsageError{Msg: fmt.Sprintf("submit: job %s is held: %s. %s fails batch jobs below its minimum of %d records: "+
 		"nothing was sent. Add these records to a larger job, or pass --below-min allow if your account's quota for %s is lower",

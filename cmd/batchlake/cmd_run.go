@@ -194,7 +194,11 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 			}
 		}
 	}
-	if err := refuseHeld(ctx, drv.Lake, job, ""); err != nil {
+	m, err := drv.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseHeld(m, ""); err != nil {
 		return nil, err
 	}
 	if err := wait("submit", drv.Submit); err != nil {
