@@ -29,6 +29,8 @@ type providerFlags struct {
 	bedrock bedrockFlags
 	// The submit protocol's timings (docs/submission.md).
 	takeoverMargin, settle, lostLookup time.Duration
+	// maxInFlight bounds the job's unfinished batches (submit and run).
+	maxInFlight int
 }
 
 // providerHelp names the providers and where their credentials come from.
@@ -49,7 +51,18 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (env BATCHLAKE_TAKEOVER_MARGIN)")
 	c.Flags().DurationVar(&p.settle, "settle", envDuration("BATCHLAKE_SETTLE", 0), "after a lost create answer the batch was not found: how long the shard waits for the provider's listing to catch up before any submitter looks it up (0: the provider's default; env BATCHLAKE_SETTLE)")
 	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", envDuration("BATCHLAKE_LOST_LOOKUP", lifecycle.DefaultLostLookup), "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
+	if c.Name() == "submit" || c.Name() == "run" {
+		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", int(envInt64("BATCHLAKE_MAX_IN_FLIGHT", 0)), "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
+	}
 	p.bedrock.register(c)
+}
+
+// check refuses settings no driver can run with.
+func (p *providerFlags) check() error {
+	if p.maxInFlight < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--max-in-flight %d: want 0 (no limit) or a positive number of batches", p.maxInFlight)}
+	}
+	return nil
 }
 
 // lostLookupSetting is --lost-lookup as lifecycle.Driver takes it: 0 turns
@@ -107,6 +120,9 @@ func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*
 
 // driver builds the lifecycle driver for a target provider.
 func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
 	var c providers.Client
 	switch p.target {
 	case "sim":
@@ -142,7 +158,7 @@ func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, err
 	g2 := lake.NewLedger(l, "")
 	g2.TakeoverMargin = p.takeoverMargin
 	return &lifecycle.Driver{Lake: l, Ledger: g2, Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir,
-		Settle: p.settle, LostLookup: p.lostLookupSetting()}, nil
+		Settle: p.settle, LostLookup: p.lostLookupSetting(), MaxInFlight: p.maxInFlight}, nil
 }
 
 const jobProviderHelp = `The provider is the job's: the one plan recorded in its manifest (plan

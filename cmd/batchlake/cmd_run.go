@@ -83,8 +83,11 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if err := pf.check(); err != nil {
+					return err
+				}
 				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir,
-					Settle: pf.settle, LostLookup: pf.lostLookupSetting()}
+					Settle: pf.settle, LostLookup: pf.lostLookupSetting(), MaxInFlight: pf.maxInFlight}
 				drv.Ledger.TakeoverMargin = pf.takeoverMargin
 				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
 			} else if drv, err = pf.driver(g, l); err != nil {
@@ -179,7 +182,7 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 			}
 			for _, sh := range res.Shards {
 				switch sh.Action {
-				case "created", "found", "unknown", "leased":
+				case "created", "found", "unknown", "leased", "waiting":
 					g.log.Info(name+": "+sh.Action, "shard", sh.ShardID, "provider_job_id", sh.ProviderJobID, "detail", sh.Detail)
 				}
 			}

@@ -443,6 +443,21 @@ func (b *batch) progress(done int) RequestCounts {
 	return rc
 }
 
+// enqueuedTokens estimates a batch's prompt tokens from its input's size.
+func enqueuedTokens(b *batch) int64 { return int64(len(b.input)) / 4 }
+
+// enqueuedTokens is what model's admitted batches (past validation, not yet
+// completed) hold against the enqueued token limit; s.mu must be held.
+func (s *Server) enqueuedTokens(model string) int64 {
+	var n int64
+	for _, o := range s.batches {
+		if o.Model == model && (o.Status == "in_progress" || o.Status == "finalizing") {
+			n += enqueuedTokens(o)
+		}
+	}
+	return n
+}
+
 // advance moves a batch on by one poll; s.mu must be held.
 func (s *Server) advance(b *batch) {
 	if b.terminal() {
@@ -464,6 +479,9 @@ func (s *Server) advance(b *batch) {
 			s.fail(b, "invalid_json_line", b.simErr.Error())
 		case len(b.ids) == 0:
 			s.fail(b, "empty_file", "The input file is empty.")
+		case s.opts.EnqueuedTokenLimit > 0 && s.enqueuedTokens(b.Model)+enqueuedTokens(b) > s.opts.EnqueuedTokenLimit:
+			s.fail(b, "token_limit_exceeded", fmt.Sprintf("Enqueued token limit reached for %s in organization org-fake. Limit: %d enqueued tokens. Please try again once some in_progress batches have been completed.",
+				cmp.Or(b.Model, "the model"), s.opts.EnqueuedTokenLimit))
 		case s.faults.FailValidation > 0:
 			s.faults.FailValidation--
 			code := cmp.Or(s.faults.FailCode, "token_limit_exceeded")

@@ -46,6 +46,12 @@ type Options struct {
 	// GET /v1/batches, as an eventually consistent listing does; GET of the
 	// batch by id sees it at once.
 	ListDelay time.Duration
+	// EnqueuedTokenLimit, if > 0, is the organisation's enqueued prompt
+	// token limit per model: a batch whose prompt tokens (estimated as input
+	// bytes / 4) would take the model's admitted batches (in_progress and
+	// finalizing) past it fails validation with token_limit_exceeded, as
+	// OpenAI's does. The create call itself succeeds.
+	EnqueuedTokenLimit int64
 }
 
 // Faults are counters of failures still to inject. Each counter is used up

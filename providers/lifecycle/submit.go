@@ -39,6 +39,13 @@ type Driver struct {
 	// Shard, if set, limits Collect to that shard of the job, so shards can
 	// be collected in parallel (collect --shard).
 	Shard string
+	// MaxInFlight, if > 0, bounds the job's batches unfinished at the
+	// provider: Submit creates batches only while fewer are in flight and
+	// leaves the other shards waiting (Pending), so a backfill stays under
+	// the provider's enqueued-token limit instead of having batches fail
+	// validation. It bounds one submitter; concurrent submitters of a job
+	// each count what the ledger and the provider show them.
+	MaxInFlight int
 }
 
 // ShardResult is what a step did to one shard.
@@ -87,7 +94,21 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{JobKey: m.JobKey}
+	inFlight, err := d.inFlight(ctx, m)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range m.Shards {
+		if d.MaxInFlight > 0 && inFlight >= d.MaxInFlight {
+			if last, err := d.Ledger.Last(ctx, job, s.ShardID); err != nil {
+				return nil, fmt.Errorf("submit %s: %w", s.ShardID, err)
+			} else if last.State == lake.Validated {
+				res.Pending = true
+				res.Shards = append(res.Shards, ShardResult{ShardID: s.ShardID, State: last.State, Action: "waiting",
+					Detail: fmt.Sprintf("%d of the job's batches in flight (--max-in-flight %d): submit again when one has finished", inFlight, d.MaxInFlight)})
+				continue
+			}
+		}
 		sr, err := d.submitShard(ctx, m, s)
 		if err != nil {
 			return nil, fmt.Errorf("submit %s: %w", s.ShardID, err)
@@ -95,9 +116,44 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 		if sr.State != lake.Submitted && sr.State != lake.Running && !terminalState(sr.State) {
 			res.Pending = true
 		}
+		if sr.Action == "created" || sr.Action == "found" {
+			inFlight++
+		}
 		res.Shards = append(res.Shards, sr)
 	}
 	return res, nil
+}
+
+// inFlight counts the job's batches unfinished at the provider, when
+// MaxInFlight asks: shards being submitted, and bound shards whose batch the
+// provider (asked now: the ledger learns of a finished batch only from
+// status) has not finished.
+func (d *Driver) inFlight(ctx context.Context, m *lake.Manifest) (int, error) {
+	if d.MaxInFlight <= 0 {
+		return 0, nil
+	}
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range m.Shards {
+		last, err := d.Ledger.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return 0, fmt.Errorf("submit %s: %w", s.ShardID, err)
+		}
+		switch last.State {
+		case lake.Submitting:
+			n++
+		case lake.Submitted, lake.Running:
+			if b, err := d.Client.Get(ctx, last.ProviderJobID); err != nil {
+				return 0, fmt.Errorf("submit %s: status of %s: %w", s.ShardID, last.ProviderJobID, err)
+			} else if !b.Terminal() {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 func terminalState(s lake.State) bool {
