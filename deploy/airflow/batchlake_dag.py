@@ -149,6 +149,7 @@ def batchlake(args: list, provider: str = "", sensor: bool = False):
          "job": Param("", type="string", description="a planned job's key (a retry's child): plan is skipped"),
          # a child's run gets it from a rendered conf, as a string
          "partitions": Param(4, type=["integer", "string"], description="reconcile partitions"),
+         "max_in_flight": Param(0, type=["integer", "string"], description="the job's batches unfinished at the provider at once (0: no limit; docs/backfill.md)"),
      })
 def batchlake_job():
     @task(retries=3)
@@ -166,10 +167,11 @@ def batchlake_job():
     job = plan()
 
     # submit exits 75 while a shard is not bound yet (lease held, create
-    # outcome unknown): poke again, backing off.
-    @task.sensor(poke_interval=60, exponential_backoff=True, timeout=60 * 60 * 2, mode="reschedule", retries=3)
+    # outcome unknown, or waiting for room under max_in_flight): poke again.
+    @task.sensor(poke_interval=300, timeout=60 * 60 * 48, mode="reschedule", retries=3)
     def submit(j: str, params=None) -> bool:
         return batchlake(["submit", "--lake", params["lake"], "--job", j, "--provider", params["provider"],
+                          "--max-in-flight", str(params.get("max_in_flight", 0)),
                           "--log-format", "json"], provider=params["provider"], sensor=True) is not False
 
     # The sensor pokes status: exit 0 when every shard is terminal, 75 while not.
