@@ -134,7 +134,7 @@ func BenchmarkPlanRuns(b *testing.B) {
 				carry = line
 			}
 			for b.Loop() {
-				s := newPlanRuns(byKeyLine, c.max, 0, b.TempDir())
+				s := newPlanRuns(byKeyLine, c.max, defaultRunBytes, 0, b.TempDir())
 				for i := range recs {
 					if err := s.add(recs[i], carry); err != nil {
 						b.Fatal(err)

@@ -67,6 +67,23 @@ type PlanOptions struct {
 	// cut, holds fewer than MinRecords: BelowMinRefuse ("" too),
 	// BelowMinAllow or BelowMinHold.
 	BelowMin string
+
+	// RunRecords bounds the records plan holds in memory while it sorts
+	// them (0: 1<<18, about 50 MB); the others wait in sorted run files in
+	// TmpDir. A retry job's records stay in memory, as its lineage does.
+	RunRecords int
+	// RunBytes bounds the input lines plan carries in memory through that
+	// sort (0: 32 MiB): the lines of records that arrive out of key order.
+	RunBytes int
+
+	// reread makes plan write the shards the plain way, every line read
+	// again from the input: no line carried through the sort, no shard
+	// written while reading (the reference the tests hold those to).
+	reread bool
+	// reads, if set, is told how the shards were written: while reading
+	// (speculated), and how many lines were carried, and read again
+	// forward and backward.
+	reads func(speculated bool, carried, forward, backward int)
 }
 
 // What plan does with records below the minimum (PlanOptions.BelowMin).
@@ -182,6 +199,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if o.Now == nil {
 		o.Now = func() time.Time { return time.Now().UTC() }
 	}
+	if o.RunRecords <= 0 {
+		o.RunRecords = defaultRunRecords
+	}
+	if o.RunBytes <= 0 {
+		o.RunBytes = defaultRunBytes
+	}
 	name := filepath.Base(o.Input)
 	if f.Name() == "gemini" { // an inline-requests document is planned as its {key, request} lines
 		conv, err := geminiInlineInput(o.Input, o.TmpDir)
@@ -216,12 +239,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	}
 	// The records, sorted by business key (and line): at most one run of
 	// them in memory, the rest in sorted run files (see planRuns).
-	runMax := defaultRunRecords
+	runMax := o.RunRecords
 	if o.Lineage != nil {
 		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
 	}
 	est := estimateLines(file)
-	recs := newPlanRuns(byKeyLine, runMax, est, o.TmpDir)
+	recs := newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir)
 	defer recs.close()
 	sameKeys := true // every business key is its custom id (the default --key-field)
 	// Unless every record arrives in key order (spec, below), those that do
@@ -235,7 +258,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	// the parent's shard order), its line goes straight into the shards: the
 	// shards are then written in this pass and the input is read once.
 	var spec *specShards
-	if speculateShards {
+	if !o.reread {
 		spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
 	}
 	defer func() { spec.abort() }()
@@ -313,10 +336,10 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			}
 		}
 		var carry []byte
-		if carryOutOfOrder && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
+		if !o.reread && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
 			if memLimit > 0 {
-				o.MemoryLimit(memLimit + int64(defaultRunBytes))
+				o.MemoryLimit(memLimit + int64(o.RunBytes))
 				memLimit = 0
 			}
 		} else {
@@ -505,7 +528,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		keys := dups("business key", key, bad)
 		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
-	byID := newPlanRuns(byCustomIDLine, recs.max, int(recs.n), tmp)
+	byID := newPlanRuns(byCustomIDLine, recs.max, recs.maxBytes, int(recs.n), tmp)
 	defer byID.close()
 	var keyErrs InputErrors
 	keys := dups("business key", key, &keyErrs)
@@ -714,8 +737,8 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	if err != nil {
 		return err
 	}
-	if planReads != nil {
-		planReads(written != nil, carried, rd.forward, rd.backward)
+	if o.reads != nil {
+		o.reads(written != nil, carried, rd.forward, rd.backward)
 	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
@@ -800,15 +823,6 @@ func (s *specShards) abort() {
 	}
 	s.ws = nil
 }
-
-// Test hooks: whether plan carries the lines that arrive out of key order
-// through its sort, whether it writes the shards of an input in key order
-// as it reads it, and what writing the shards took from where.
-var (
-	carryOutOfOrder = true
-	speculateShards = true
-	planReads       func(speculated bool, carried, forward, backward int)
-)
 
 // lineReader re-reads lines of the input: sequentially through a buffer
 // while the offsets go forward (the records plan did not carry, see
