@@ -44,18 +44,9 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, rows int64) (*Report, map[string][]byte) {
 		t.Helper()
-		ctx := context.Background()
-		l, err := lake.Open(ctx, filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		m := planAndIngest(t, l, dir, g, 40)
-		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name),
-			ChunkRows: rows, SortRows: rows, SortInSteps: rows < 1<<40}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, _, rep := reconcileNewWith(t, dir, name, g, 40, func(o *Options) {
+			o.Engine.ChunkRows, o.Engine.SortRows, o.Engine.SortInSteps = rows, rows, rows < 1<<40
+		})
 		return rep, objectsOf(t, l, rep)
 	}
 	want, wantObjs := run("whole", 1<<40)
