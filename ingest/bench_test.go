@@ -33,13 +33,14 @@ func BenchmarkParseInput(b *testing.B) {
 			name = "encoding_json"
 		}
 		b.Run(name, func(b *testing.B) {
-			noFastJSON = !fast
-			defer func() { noFastJSON = false }()
+			parse := openaiFormat{}.ParseInput
+			if !fast {
+				parse = generalParseInput
+			}
 			b.SetBytes(totalBytes(in) / int64(len(in)))
 			b.ReportAllocs()
-			f := openaiFormat{}
 			for i := 0; b.Loop(); i++ {
-				if _, err := f.ParseInput(in[i%len(in)], ""); err != nil {
+				if _, err := parse(in[i%len(in)], ""); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -55,13 +56,14 @@ func BenchmarkParseResult(b *testing.B) {
 			name = "encoding_json"
 		}
 		b.Run(name, func(b *testing.B) {
-			noFastJSON = !fast
-			defer func() { noFastJSON = false }()
+			parse := func(l []byte) (lake.AttemptRow, error) { return openaiFormat{}.ParseResult(l, ChannelOutput) }
+			if !fast {
+				parse = generalParseResult
+			}
 			b.SetBytes(totalBytes(out) / int64(len(out)))
 			b.ReportAllocs()
-			f := openaiFormat{}
 			for i := 0; b.Loop(); i++ {
-				f.ParseResult(out[i%len(out)], ChannelOutput)
+				parse(out[i%len(out)])
 			}
 		})
 	}
@@ -132,7 +134,7 @@ func BenchmarkPlanRuns(b *testing.B) {
 				carry = line
 			}
 			for b.Loop() {
-				s := newPlanRuns(byKeyLine, c.max, 0, b.TempDir())
+				s := newPlanRuns(byKeyLine, c.max, defaultRunBytes, 0, b.TempDir())
 				for i := range recs {
 					if err := s.add(recs[i], carry); err != nil {
 						b.Fatal(err)

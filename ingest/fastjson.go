@@ -18,9 +18,6 @@ import (
 	"unicode/utf8"
 )
 
-// noFastJSON turns the fast paths off (tests compare both).
-var noFastJSON = false
-
 // jflags describe a scanned value.
 type jflags uint8
 

@@ -9,32 +9,57 @@ import (
 	"testing"
 
 	"github.com/batchlake/batchlake/bench/gen"
+	"github.com/batchlake/batchlake/lake"
 )
 
-// The fast JSON paths must agree with encoding/json (noFastJSON) on every
-// line: same record or row, same error.
+// The fast JSON paths must agree with encoding/json on every line: same
+// record or row, same error. ParseInput and ParseResult are the entry
+// points (the fast path, falling back to encoding/json where it declines);
+// generalParseInput and generalParseResult are encoding/json alone.
 
 func parseInputBoth(t testing.TB, line []byte, keyField string) {
 	t.Helper()
 	f := openaiFormat{}
 	fast, ferr := f.ParseInput(line, keyField)
-	noFastJSON = true
-	slow, serr := f.ParseInput(line, keyField)
-	noFastJSON = false
+	slow, serr := generalParseInput(line, keyField)
 	if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("ParseInput(%q, %q):\nfast %+v %v\nslow %+v %v", line, keyField, fast, ferr, slow, serr)
 	}
+}
+
+// generalParseResult is ParseResult with encoding/json alone.
+func generalParseResult(line []byte) (lake.AttemptRow, error) {
+	var in openaiResultLine
+	if err := generalResultLine(line, &in); err != nil {
+		return lake.AttemptRow{}, err
+	}
+	return openaiRow(&in, generalBody)
 }
 
 func parseResultBoth(t testing.TB, line []byte) {
 	t.Helper()
 	f := openaiFormat{}
 	fast, ferr := f.ParseResult(line, ChannelOutput)
-	noFastJSON = true
-	slow, serr := f.ParseResult(line, ChannelOutput)
-	noFastJSON = false
+	slow, serr := generalParseResult(line)
 	if fmt.Sprint(ferr) != fmt.Sprint(serr) || !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("ParseResult(%q):\nfast %+v %v\nslow %+v %v", line, fast, ferr, slow, serr)
+	}
+	// Both rows read a message's content with plainString where it can: it
+	// must say what json.Unmarshal says.
+	var in openaiResultLine
+	var b openaiBody
+	if generalResultLine(line, &in) != nil || in.Response == nil || generalBody(nil, in.Response.Body, &b) != nil {
+		return
+	}
+	for _, c := range b.Choices {
+		if c.Message == nil {
+			continue
+		}
+		if got, ok := plainString(c.Message.Content); ok {
+			if want, wok := contentString(c.Message.Content); !wok || got != want {
+				t.Fatalf("plainString(%s) = %q, json.Unmarshal gives %q (ok %v)", c.Message.Content, got, want, wok)
+			}
+		}
 	}
 }
 

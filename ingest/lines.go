@@ -18,7 +18,7 @@ type Line struct {
 }
 
 // MaxLineBytes bounds one line; longer lines are an error naming the line.
-var MaxLineBytes = 256 << 20
+const MaxLineBytes = 256 << 20
 
 const chunkBytes = 1 << 20
 
@@ -34,8 +34,9 @@ type chunk struct {
 // ErrLineTooLong reports a line longer than MaxLineBytes.
 var ErrLineTooLong = errors.New("line too long")
 
-// readChunks splits r into chunks that end at line boundaries.
-func readChunks(ctx context.Context, r io.Reader, out chan<- chunk) error {
+// readChunks splits r into chunks that end at line boundaries; a line
+// longer than maxLine bytes is an error (ErrLineTooLong).
+func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk) error {
 	defer close(out)
 	var (
 		carry  []byte
@@ -64,8 +65,8 @@ func readChunks(ctx context.Context, r io.Reader, out chan<- chunk) error {
 		if !eof {
 			i := bytes.LastIndexByte(data, '\n')
 			if i < 0 {
-				if len(data) > MaxLineBytes {
-					return fmt.Errorf("line %d: longer than %d bytes: %w", lineNo, MaxLineBytes, ErrLineTooLong)
+				if len(data) > maxLine {
+					return fmt.Errorf("line %d: longer than %d bytes: %w", lineNo, maxLine, ErrLineTooLong)
 				}
 				carry = data
 				continue
@@ -152,7 +153,7 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 	}
 	results := make(chan result, workers)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readChunks(ctx, r, raw) }()
+	go func() { readErr <- readChunks(ctx, r, MaxLineBytes, raw) }()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)

@@ -99,12 +99,16 @@ func TestParallelLinesMatchesSplit(t *testing.T) {
 	}
 }
 
-func TestParallelLinesTooLong(t *testing.T) {
-	defer func(n int) { MaxLineBytes = n }(MaxLineBytes)
-	MaxLineBytes = chunkBytes + chunkBytes/2
+// TestReadChunksTooLong: a line over the limit (MaxLineBytes for
+// ParallelLines, smaller here) is an error naming its line.
+func TestReadChunksTooLong(t *testing.T) {
 	data := "ok\n" + strings.Repeat("x", 3*chunkBytes) + "\n"
-	err := ParallelLines(context.Background(), strings.NewReader(data),
-		func(Line) int { return 0 }, func(Line, int) error { return nil })
+	out := make(chan chunk)
+	go func() {
+		for range out {
+		}
+	}()
+	err := readChunks(context.Background(), strings.NewReader(data), chunkBytes+chunkBytes/2, out)
 	if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v, want ErrLineTooLong naming line 2", err)
 	}

@@ -43,13 +43,14 @@ type openaiInputLine struct {
 
 const maxCustomIDBytes = 512
 
+// ParseInput reads a line with the fast scanner where it can (fastParseInput)
+// and with encoding/json where it declines (generalParseInput), whose
+// records and errors are the reference the fast path is held to.
 func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
-	if !noFastJSON {
-		if rec, ok := fastParseInput(line, keyField); ok {
-			return rec, nil
-		}
+	if rec, ok := fastParseInput(line, keyField); ok {
+		return rec, nil
 	}
-	return slowParseInput(line, keyField)
+	return generalParseInput(line, keyField)
 }
 
 var inputNames = []string{"custom_id", "method", "url", "body"}
@@ -178,8 +179,8 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	return rec, true
 }
 
-// slowParseInput is ParseInput with encoding/json: the reference.
-func slowParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
+// generalParseInput is ParseInput with encoding/json: the reference.
+func generalParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
 	var in openaiInputLine
 	if err := json.Unmarshal(line, &in); err != nil {
 		return InputRecord{}, &errkind.InputError{Msg: "not valid JSON: " + err.Error()}
@@ -417,16 +418,60 @@ type openaiBody struct {
 }
 
 func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
-	var row lake.AttemptRow
 	var in openaiResultLine
 	defer func() { in.memo.release() }()
-	if noFastJSON || !fastResultLine(line, &in) {
-		in.memo.release()
-		in = openaiResultLine{}
-		if err := json.Unmarshal(line, &in); err != nil {
-			return row, decodeError(err)
-		}
+	if err := decodeResultLine(line, &in); err != nil {
+		return lake.AttemptRow{}, err
 	}
+	return openaiRow(&in, decodeBody)
+}
+
+// decodeResultLine fills in from a result line: with the fast scanner
+// (openai_fast.go) where it is sure to decode as encoding/json would, else
+// with encoding/json (generalResultLine). Release in.memo when done.
+func decodeResultLine(line []byte, in *openaiResultLine) error {
+	if fastResultLine(line, in) {
+		return nil
+	}
+	in.memo.release()
+	*in = openaiResultLine{}
+	return generalResultLine(line, in)
+}
+
+// generalResultLine is decodeResultLine with encoding/json: the reference.
+func generalResultLine(line []byte, in *openaiResultLine) error {
+	if err := json.Unmarshal(line, in); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+// A bodyDecoder fills b from a response body; jm is the memo of the line
+// raw is part of, if the fast path read that line (else nil).
+type bodyDecoder func(jm *jmemo, raw []byte, b *openaiBody) error
+
+// decodeBody is the bodyDecoder of ParseResult: the fast scanner where it
+// is sure, else encoding/json (generalBody).
+func decodeBody(jm *jmemo, raw []byte, b *openaiBody) error {
+	if fastBody(jm, raw, b) {
+		return nil
+	}
+	*b = openaiBody{}
+	return generalBody(jm, raw, b)
+}
+
+// generalBody is decodeBody with encoding/json: the reference.
+func generalBody(_ *jmemo, raw []byte, b *openaiBody) error {
+	if err := json.Unmarshal(raw, b); err != nil {
+		return decodeError(err)
+	}
+	return nil
+}
+
+// openaiRow makes the attempt row of a decoded result line, decoding its
+// response body with body.
+func openaiRow(in *openaiResultLine, body bodyDecoder) (lake.AttemptRow, error) {
+	var row lake.AttemptRow
 	id, ierr := stringField(in.CustomID, "custom_id")
 	if ierr != nil {
 		return row, fmt.Errorf("field custom_id: %s", ierr.Msg)
@@ -446,7 +491,7 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 		}
 		row.StatusCode = r.StatusCode
 		row.ProviderRequestID = r.RequestID
-		if err := parseOpenAIBody(in.memo, r.Body, &row); err != nil {
+		if err := parseOpenAIBody(body, in.memo, r.Body, &row); err != nil {
 			return row, fmt.Errorf("field response.body: %v", err)
 		}
 		if in.Error == nil {
@@ -463,18 +508,15 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 	return row, nil
 }
 
-// parseOpenAIBody decodes a response body into row; jm is the memo of the
-// line raw is part of, if the fast path read that line.
-func parseOpenAIBody(jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error {
+// parseOpenAIBody decodes a response body with decode into row; jm is the
+// memo of the line raw is part of, if the fast path read that line.
+func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	var b openaiBody
-	if noFastJSON || !fastBody(jm, raw, &b) {
-		b = openaiBody{}
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return decodeError(err)
-		}
+	if err := decode(jm, raw, &b); err != nil {
+		return err
 	}
 	row.ModelVersion = b.Model
 	if u := b.Usage; u != nil {
@@ -532,7 +574,7 @@ func parseOpenAIBody(jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error
 		c := b.Choices[0]
 		row.FinishReason = c.FinishReason
 		if c.Message != nil {
-			if s, ok := plainString(c.Message.Content); ok && !noFastJSON {
+			if s, ok := plainString(c.Message.Content); ok {
 				text.WriteString(s)
 			} else if s, ok := contentString(c.Message.Content); ok {
 				text.WriteString(s)

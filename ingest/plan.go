@@ -67,6 +67,23 @@ type PlanOptions struct {
 	// cut, holds fewer than MinRecords: BelowMinRefuse ("" too),
 	// BelowMinAllow or BelowMinHold.
 	BelowMin string
+
+	// RunRecords bounds the records plan holds in memory while it sorts
+	// them (0: 1<<18, about 50 MB); the others wait in sorted run files in
+	// TmpDir. A retry job's records stay in memory, as its lineage does.
+	RunRecords int
+	// RunBytes bounds the input lines plan carries in memory through that
+	// sort (0: 32 MiB): the lines of records that arrive out of key order.
+	RunBytes int
+
+	// reread makes plan write the shards the plain way, every line read
+	// again from the input: no line carried through the sort, no shard
+	// written while reading (the reference the tests hold those to).
+	reread bool
+	// reads, if set, is told how the shards were written: while reading
+	// (speculated), and how many lines were carried, and read again
+	// forward and backward.
+	reads func(speculated bool, carried, forward, backward int)
 }
 
 // What plan does with records below the minimum (PlanOptions.BelowMin).
@@ -159,6 +176,61 @@ func (o *PlanOptions) check() error {
 // shards, expected rows, manifest and first ledger events. Planning the same
 // records with the same settings again writes nothing and returns Created=false.
 func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error) {
+	f, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(o.Input)
+	input, err := providerInput(f, o.Input, o.TmpDir)
+	if err != nil {
+		return nil, err
+	}
+	if input != o.Input {
+		defer os.Remove(input)
+	}
+	file, err := os.Open(input)
+	if err != nil {
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+	}
+	defer file.Close()
+
+	in, err := readInput(ctx, f, file, name, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer in.close()
+	id, err := identify(in, name, &o, f)
+	if err != nil {
+		return nil, err
+	}
+	res := &PlanResult{JobKey: id.key.Hex(), Manifest: lake.ManifestKey(id.key), Records: in.recs.n}
+	if m, err := l.GetManifest(ctx, id.key); err == nil {
+		res.Shards, res.MinRecords, res.Held = summaries(m), m.MinRecords, m.Held
+		res.Message = "already planned: same records and settings, nothing new written"
+		return res, ensureValidated(ctx, l, m)
+	} else if !errors.Is(err, lake.ErrNotFound) {
+		return nil, err
+	}
+	cuts, held, err := balance(in, &o, name, f.Name())
+	if err != nil {
+		return nil, err
+	}
+	m, err := commitPlan(ctx, l, file, in, id.key, newManifest(&o, id, in, name, held), o, cuts)
+	if err != nil {
+		return nil, err
+	}
+	res.Shards, res.Created, res.MinRecords, res.Held = summaries(m), true, m.MinRecords, m.Held
+	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", in.recs.n, len(m.Shards))
+	if m.Held != "" {
+		res.Message += "; held, not to be submitted as a batch: " + m.Held
+	}
+	return res, nil
+}
+
+// resolve checks the options and fills in the defaults: the provider's
+// limits, its key field, the first attempt, the clock and the sort's bounds.
+// It returns the provider's format.
+func (o *PlanOptions) resolve() (Format, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
@@ -182,30 +254,55 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if o.Now == nil {
 		o.Now = func() time.Time { return time.Now().UTC() }
 	}
-	name := filepath.Base(o.Input)
-	if f.Name() == "gemini" { // an inline-requests document is planned as its {key, request} lines
-		conv, err := geminiInlineInput(o.Input, o.TmpDir)
-		if err != nil {
-			return nil, err
-		}
-		if conv != "" {
-			defer os.Remove(conv)
-			o.Input = conv
-		}
+	if o.RunRecords <= 0 {
+		o.RunRecords = defaultRunRecords
 	}
-	file, err := os.Open(o.Input)
-	if err != nil {
-		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
+	if o.RunBytes <= 0 {
+		o.RunBytes = defaultRunBytes
 	}
-	defer file.Close()
+	return f, nil
+}
 
-	// Pass 1: validate every line and compute its identity.
-	var (
-		bad       InputErrors
-		model     string
-		endpoint  string
-		modelLine int64
-	)
+// providerInput is the path of the JSONL file plan reads for input: the
+// file itself, or for Gemini an inline-requests document converted to its
+// {key, request} lines in a temporary file in tmpDir (the caller removes it).
+func providerInput(f Format, input, tmpDir string) (string, error) {
+	if f.Name() != "gemini" {
+		return input, nil
+	}
+	conv, err := geminiInlineInput(input, tmpDir)
+	if err != nil || conv == "" {
+		return input, err
+	}
+	return conv, nil
+}
+
+// planInput is what plan's first pass over the input found.
+type planInput struct {
+	// recs are the valid records: at most one run of them in memory, the
+	// rest in sorted run files (see planRuns); sorted by business key and
+	// line once identify has run.
+	recs *planRuns
+	// spec are the shards written while reading, nil unless every record
+	// arrived in key order (and the plan may still succeed).
+	spec            *specShards
+	bad             InputErrors
+	model, endpoint string      // the file's one model and endpoint
+	sameKeys        bool        // every business key is its custom id (the default --key-field)
+	fileDigest      lake.Digest // SHA-256 of the input file's bytes
+}
+
+// close removes the records' run files and the shards not stored.
+func (in *planInput) close() {
+	in.recs.close()
+	in.spec.abort()
+}
+
+// readInput is plan's first pass: it validates every line of file and
+// computes its identity. Lines that fail are in the result's bad, not an
+// error; close the result when done.
+func readInput(ctx context.Context, f Format, file *os.File, name string, o *PlanOptions) (*planInput, error) {
+	var modelLine int64
 	fileHash := sha256.New()
 	type parsed struct {
 		rec InputRecord
@@ -214,16 +311,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		lin *Lineage
 		out int32 // lineOutputLimit, found on the parsing cores too
 	}
-	// The records, sorted by business key (and line): at most one run of
-	// them in memory, the rest in sorted run files (see planRuns).
-	runMax := defaultRunRecords
+	runMax := o.RunRecords
 	if o.Lineage != nil {
 		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
 	}
 	est := estimateLines(file)
-	recs := newPlanRuns(byKeyLine, runMax, est, o.TmpDir)
-	defer recs.close()
-	sameKeys := true // every business key is its custom id (the default --key-field)
+	in := &planInput{recs: newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir), sameKeys: true}
 	// Unless every record arrives in key order (spec, below), those that do
 	// are re-read from the input when the shards are written, in one forward
 	// sweep; the others carry their lines through the sort (see planRuns).
@@ -234,11 +327,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	// sorted by business key, as a retry job's is: reconcile writes it in
 	// the parent's shard order), its line goes straight into the shards: the
 	// shards are then written in this pass and the input is read once.
-	var spec *specShards
-	if speculateShards {
-		spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
+	if !o.reread {
+		in.spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
 	}
-	defer func() { spec.abort() }()
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x.
@@ -248,7 +339,8 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		memLimit = int64(min(est, runMax))*200 + 192<<20
 		o.MemoryLimit(memLimit)
 	}
-	err = ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
+	bad, recs := &in.bad, in.recs
+	err := ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
 		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
 		p := parsed{rec: rec, err: ierr}
 		if ierr == nil {
@@ -276,13 +368,13 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		if r.Model == "" { // Bedrock and Gemini lines name no model: the job's is part of their config
 			r.Model, r.ConfigHash = o.Model, lake.HashFields(r.ConfigHash.Hex(), o.Model)
 		}
-		if model == "" {
-			model, endpoint, modelLine = r.Model, r.Endpoint, ln.No
-		} else if r.Model != model {
-			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, model)})
+		if in.model == "" {
+			in.model, in.endpoint, modelLine = r.Model, r.Endpoint, ln.No
+		} else if r.Model != in.model {
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body.model", Msg: fmt.Sprintf("%q, but line %d uses %q: one model per file", r.Model, modelLine, in.model)})
 			return nil
-		} else if r.Endpoint != endpoint {
-			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, endpoint)})
+		} else if r.Endpoint != in.endpoint {
+			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "url", Msg: fmt.Sprintf("%q, but line %d uses %q: one endpoint per file", r.Endpoint, modelLine, in.endpoint)})
 			return nil
 		}
 		pr := planRec{key: r.BusinessKey, customID: r.CustomID, line: ln.No, off: ln.Offset, n: int32(len(ln.Bytes)), out: p.out, req: r.RequestDigest, cfg: r.ConfigHash}
@@ -298,25 +390,25 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 			bad.add(&errkind.InputError{File: name, Line: ln.No, Field: "body", Msg: fmt.Sprintf("record id %s differs from the parent's %s: the request changed", pr.rid.Hex()[:12], pr.lin.RecordID[:12])})
 			return nil
 		}
-		sameKeys = sameKeys && pr.key == pr.customID
-		if spec != nil {
+		in.sameKeys = in.sameKeys && pr.key == pr.customID
+		if in.spec != nil {
 			ok := bad.Total == 0 && (recs.n == 0 || pr.key > lastKey)
 			if ok {
 				var err error
-				if ok, err = spec.add(ln.Bytes); err != nil {
+				if ok, err = in.spec.add(ln.Bytes); err != nil {
 					return err
 				}
 			}
 			if !ok { // out of order, a line over the shard limit, or a plan that fails anyway
-				spec.abort()
-				spec = nil
+				in.spec.abort()
+				in.spec = nil
 			}
 		}
 		var carry []byte
-		if carryOutOfOrder && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
+		if !o.reread && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
 			if memLimit > 0 {
-				o.MemoryLimit(memLimit + int64(defaultRunBytes))
+				o.MemoryLimit(memLimit + int64(o.RunBytes))
 				memLimit = 0
 			}
 		} else {
@@ -325,6 +417,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return recs.add(pr, carry)
 	})
 	if err != nil {
+		in.close()
 		if errors.Is(err, ErrLineTooLong) {
 			return nil, &errkind.InputError{File: name, Msg: err.Error()}
 		}
@@ -333,38 +426,61 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if recs.n == 0 && bad.Total == 0 {
 		bad.add(&errkind.InputError{File: name, Msg: "no requests in file"})
 	}
-	if err := recs.sort(); err != nil {
+	fileHash.Sum(in.fileDigest[:0])
+	return in, nil
+}
+
+// planJob is a job's identity: its key and what the key is made of.
+type planJob struct {
+	key       lake.Digest
+	inputHash lake.Digest // the records in business-key order
+	cfgs      []string    // the records' model config hashes, sorted
+	genCfg    string      // the one config hash, or the hash of them all
+	provider  string      // the provider the manifest names
+}
+
+// identify sorts the records by business key, reports duplicate ids and
+// keys (with every other bad line: an error of type *InputErrors) and
+// computes the job's identity from the records, hashed in the same pass
+// that finds duplicates.
+func identify(in *planInput, name string, o *PlanOptions, f Format) (*planJob, error) {
+	if err := in.recs.sort(); err != nil {
 		return nil, err
 	}
-	// Identity of the job: records in business-key order, hashed in the
-	// same pass that finds duplicates.
-	in := lake.NewFieldHasher()
+	h := lake.NewFieldHasher()
 	cfgs := map[lake.Digest]bool{}
-	if err := checkUnique(recs, sameKeys, name, o.TmpDir, &bad, func(r *planRec) {
-		in.AddString(r.key).Add(r.req[:])
+	if err := checkUnique(in.recs, in.sameKeys, name, o.TmpDir, &in.bad, func(r *planRec) {
+		h.AddString(r.key).Add(r.req[:])
 		cfgs[r.cfg] = true
 	}); err != nil {
 		return nil, err
 	}
-	if bad.Total > 0 {
-		return nil, &bad
+	if in.bad.Total > 0 {
+		return nil, &in.bad
 	}
-	inputHash := in.Sum()
-	var cfgList []string
+	id := &planJob{inputHash: h.Sum()}
 	for c := range cfgs {
-		cfgList = append(cfgList, c.Hex())
+		id.cfgs = append(id.cfgs, c.Hex())
 	}
-	slices.Sort(cfgList)
-	genCfg := cfgList[0]
-	if len(cfgList) > 1 {
-		genCfg = lake.HashFields(cfgList...).Hex()
+	slices.Sort(id.cfgs)
+	id.genCfg = id.cfgs[0]
+	if len(id.cfgs) > 1 {
+		id.genCfg = lake.HashFields(id.cfgs...).Hex()
 	}
-	dataset := o.DatasetVersion
+	var dataset string
+	dataset, id.provider = jobDataset(o, f)
+	id.key = lake.HashFields(o.Tenant, dataset, id.inputHash.Hex(), in.model, o.PromptVersion, id.genCfg)
+	return id, nil
+}
+
+// jobDataset is the dataset part of a job's key, and the provider its
+// manifest names.
+func jobDataset(o *PlanOptions, f Format) (dataset, provider string) {
+	dataset, provider = o.DatasetVersion, f.Name()
 	if o.ParentJobKey != "" {
 		// A child job's records may equal another job's; its parent makes it distinct.
 		dataset += "#retry-of=" + o.ParentJobKey
 	}
-	provider := f.Name()
 	if o.Provider == SimProvider {
 		// The simulator speaks OpenAI's format, but a simulated job is never
 		// the real job of the same records: it has a key of its own, and its
@@ -373,59 +489,62 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		provider = SimProvider
 		dataset += "#provider=" + SimProvider
 	}
-	job := lake.HashFields(o.Tenant, dataset, inputHash.Hex(), model, o.PromptVersion, genCfg)
-	var fileDigest lake.Digest
-	fileHash.Sum(fileDigest[:0])
+	return dataset, provider
+}
 
-	res := &PlanResult{JobKey: job.Hex(), Manifest: lake.ManifestKey(job), Records: recs.n}
-	if m, err := l.GetManifest(ctx, job); err == nil {
-		res.Shards, res.MinRecords, res.Held = summaries(m), m.MinRecords, m.Held
-		res.Message = "already planned: same records and settings, nothing new written"
-		return res, ensureValidated(ctx, l, m)
-	} else if !errors.Is(err, lake.ErrNotFound) {
-		return nil, err
+// balance cuts the records over shards of at least o.MinRecords each
+// (shardCuts), nil cuts without a minimum (each shard is then filled in
+// turn). held, if not "", is why the job is held (BelowMinHold). The shards
+// written while reading were cut in turn, and are kept only if the balanced
+// cut is the same.
+func balance(in *planInput, o *PlanOptions, name, provider string) (cuts []int64, held string, err error) {
+	if o.MinRecords <= 0 {
+		return nil, "", nil
 	}
+	cuts, below, err := shardCuts(in.recs, int64(o.ShardMaxRecords), o.ShardMaxBytes, int64(o.MinRecords))
+	if err != nil {
+		return nil, "", err
+	}
+	if !in.spec.cutAs(cuts) {
+		in.spec.abort()
+		in.spec = nil
+	}
+	if below == "" {
+		return cuts, "", nil
+	}
+	switch o.BelowMin {
+	case BelowMinAllow:
+		return cuts, "", nil
+	case BelowMinHold:
+		return cuts, below, nil
+	default:
+		return nil, "", &errkind.UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
+			name, below, o.MinRecords, provider)}
+	}
+}
 
-	// With a minimum the shards are balanced (shardCuts); the shards
-	// written while reading were cut in turn, and are kept only if the
-	// balanced cut is the same.
-	var cuts []int64
-	var held string
-	if o.MinRecords > 0 {
-		var below string
-		if cuts, below, err = shardCuts(recs, int64(o.ShardMaxRecords), o.ShardMaxBytes, int64(o.MinRecords)); err != nil {
-			return nil, err
-		}
-		if !spec.cutAs(cuts) {
-			spec.abort()
-			spec = nil
-		}
-		if below != "" {
-			switch o.BelowMin {
-			case BelowMinAllow:
-			case BelowMinHold:
-				held = below
-			default:
-				return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan %s: %s (--min-records %d), and %s fails smaller batch jobs. Add records, or pass --below-min allow if your account's quota for this model is lower",
-					name, below, o.MinRecords, f.Name())}
-			}
-		}
-	}
+// newManifest is the manifest of job id, before its shards are written.
+func newManifest(o *PlanOptions, id *planJob, in *planInput, name, held string) *lake.Manifest {
 	belowMin := ""
 	if o.BelowMin == BelowMinAllow {
 		belowMin = BelowMinAllow
 	}
-
-	m := &lake.Manifest{
-		Version: lake.ManifestVersion, JobKey: job.Hex(), Tenant: o.Tenant, Provider: provider, Model: model,
-		Endpoint: endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
-		KeyField: o.KeyField, GenerationConfigHash: genCfg, ModelConfigHashes: cfgList, InputSHA256: inputHash.Hex(),
-		InputFileSHA256: fileDigest.Hex(), InputFileName: name, ExpectedRecords: recs.n, Attempt: o.Attempt,
+	return &lake.Manifest{
+		Version: lake.ManifestVersion, JobKey: id.key.Hex(), Tenant: o.Tenant, Provider: id.provider, Model: in.model,
+		Endpoint: in.endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
+		KeyField: o.KeyField, GenerationConfigHash: id.genCfg, ModelConfigHashes: id.cfgs, InputSHA256: id.inputHash.Hex(),
+		InputFileSHA256: in.fileDigest.Hex(), InputFileName: name, ExpectedRecords: in.recs.n, Attempt: o.Attempt,
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
 	}
-	if err := writeShards(ctx, l, file, recs, m, o, cuts, spec.finish()); err != nil {
+}
+
+// commitPlan writes the shards and expected rows of m, then m itself (the
+// plan's commit marker), then the shards' first ledger events. It returns
+// the manifest stored: m, or a concurrent plan's of the same job.
+func commitPlan(ctx context.Context, l *lake.Lake, file *os.File, in *planInput, job lake.Digest, m *lake.Manifest, o PlanOptions, cuts []int64) (*lake.Manifest, error) {
+	if err := writeShards(ctx, l, file, in.recs, m, o, cuts, in.spec.finish()); err != nil {
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
@@ -442,12 +561,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err := ensureValidated(ctx, l, m); err != nil {
 		return nil, err
 	}
-	res.Shards, res.Created, res.MinRecords, res.Held = summaries(m), true, m.MinRecords, m.Held
-	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", recs.n, len(m.Shards))
-	if m.Held != "" {
-		res.Message += "; held, not to be submitted as a batch: " + m.Held
-	}
-	return res, nil
+	return m, nil
 }
 
 func summaries(m *lake.Manifest) []ShardSummary {
@@ -505,7 +619,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		keys := dups("business key", key, bad)
 		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
-	byID := newPlanRuns(byCustomIDLine, recs.max, int(recs.n), tmp)
+	byID := newPlanRuns(byCustomIDLine, recs.max, recs.maxBytes, int(recs.n), tmp)
 	defer byID.close()
 	var keyErrs InputErrors
 	keys := dups("business key", key, &keyErrs)
@@ -714,8 +828,8 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	if err != nil {
 		return err
 	}
-	if planReads != nil {
-		planReads(written != nil, carried, rd.forward, rd.backward)
+	if o.reads != nil {
+		o.reads(written != nil, carried, rd.forward, rd.backward)
 	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
 	m.ExpectedFiles = []string{key}
@@ -800,15 +914,6 @@ func (s *specShards) abort() {
 	}
 	s.ws = nil
 }
-
-// Test hooks: whether plan carries the lines that arrive out of key order
-// through its sort, whether it writes the shards of an input in key order
-// as it reads it, and what writing the shards took from where.
-var (
-	carryOutOfOrder = true
-	speculateShards = true
-	planReads       func(speculated bool, carried, forward, backward int)
-)
 
 // lineReader re-reads lines of the input: sequentially through a buffer
 // while the offsets go forward (the records plan did not carry, see

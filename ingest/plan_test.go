@@ -136,6 +136,47 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
+// TestJobKeyDataset: a retry child's parent and a simulated job's provider
+// are part of the dataset its key is made of, so the same
+// records planned as a child, or for the simulator, are a job of their own.
+func TestJobKeyDataset(t *testing.T) {
+	lines := []string{openaiLine("a", "gpt-4o-mini", "one"), openaiLine("b", "gpt-4o-mini", "two")}
+	for _, c := range []struct {
+		name, dataset, provider string
+		edit                    func(*PlanOptions)
+	}{
+		{"plain", "d1", "openai", nil},
+		{"retry child", "d1#retry-of=parent", "openai", func(o *PlanOptions) { o.ParentJobKey, o.Attempt = "parent", 2 }},
+		{"simulated", "d1#provider=sim", "sim", func(o *PlanOptions) { o.Provider = SimProvider }},
+		{"simulated retry child", "d1#retry-of=parent#provider=sim", "sim", func(o *PlanOptions) {
+			o.Provider, o.ParentJobKey, o.Attempt = SimProvider, "parent", 2
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			l := newLake(t)
+			o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+			if c.edit != nil {
+				c.edit(&o)
+			}
+			res, err := Plan(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := lp("acme", c.dataset, m.InputSHA256, "gpt-4o-mini", "p1", m.GenerationConfigHash); res.JobKey != want {
+				t.Errorf("job_key %s, want %s (dataset %q)", res.JobKey, want, c.dataset)
+			}
+			if m.Provider != c.provider || m.DatasetVersion != "d1" {
+				t.Errorf("manifest provider %q dataset %q, want %q and d1", m.Provider, m.DatasetVersion, c.provider)
+			}
+		})
+	}
+}
+
 func mustDigest(t *testing.T, s string) lake.Digest {
 	t.Helper()
 	d, err := lake.ParseDigest(s)

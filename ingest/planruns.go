@@ -35,18 +35,19 @@ type planRuns struct {
 	n        int64
 }
 
-// defaultRunRecords bounds the records a plan holds in memory at once:
-// about 50 MB of records.
-var defaultRunRecords = 1 << 18
+// defaultRunRecords bounds the records a plan holds in memory at once
+// (PlanOptions.RunRecords): about 50 MB of records.
+const defaultRunRecords = 1 << 18
 
 // defaultRunBytes bounds the carried input lines a plan holds in memory at
-// once.
-var defaultRunBytes = 32 << 20
+// once (PlanOptions.RunBytes).
+const defaultRunBytes = 32 << 20
 
-// newPlanRuns holds records for a sort by cmp, at most max in memory; hint is
-// how many records are expected (an estimate is fine, 0 for unknown).
-func newPlanRuns(cmp func(a, b *planRec) int, max, hint int, dir string) *planRuns {
-	return &planRuns{cmp: cmp, max: max, maxBytes: defaultRunBytes, hint: hint, dir: dir}
+// newPlanRuns holds records for a sort by cmp, at most max records and
+// maxBytes of carried lines in memory; hint is how many records are
+// expected (an estimate is fine, 0 for unknown).
+func newPlanRuns(cmp func(a, b *planRec) int, max, maxBytes, hint int, dir string) *planRuns {
+	return &planRuns{cmp: cmp, max: max, maxBytes: maxBytes, hint: hint, dir: dir}
 }
 
 func byKeyLine(a, b *planRec) int {

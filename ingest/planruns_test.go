@@ -20,14 +20,11 @@ import (
 // bytes, but the ledger.
 func planWith(t *testing.T, lines []string, runMax int, edit func(*PlanOptions)) (string, map[string]string) {
 	t.Helper()
-	old := defaultRunRecords
-	defaultRunRecords = runMax
-	defer func() { defaultRunRecords = old }()
 	ctx := context.Background()
 	l := newLake(t)
 	tmp := t.TempDir()
 	o := opts(writeFile(t, "in.jsonl", lines, "\n"))
-	o.TmpDir, o.ShardMaxRecords = tmp, 7
+	o.TmpDir, o.ShardMaxRecords, o.RunRecords = tmp, 7, runMax
 	o.Now = func() time.Time { return time.Unix(0, 0).UTC() }
 	if edit != nil {
 		edit(&o)
@@ -174,22 +171,28 @@ func TestPlanCarriesOutOfOrderLines(t *testing.T) {
 		{"five moved", mostly, nil, false, 25, false},
 		{"greatest first", outlier, nil, false, 39, false},
 	}
-	defer func(b int) { defaultRunBytes = b }(defaultRunBytes)
-	defer func() { carryOutOfOrder, speculateShards, planReads = true, true, nil }()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			carryOutOfOrder, speculateShards, planReads = false, false, nil
-			want, wantObjs := planWith(t, c.lines, math.MaxInt, c.edit)
+			want, wantObjs := planWith(t, c.lines, math.MaxInt, func(o *PlanOptions) {
+				if c.edit != nil {
+					c.edit(o)
+				}
+				o.reread = true
+			})
 			if strings.HasPrefix(want, "error: ") != c.fails {
 				t.Fatal(want)
 			}
-			carryOutOfOrder, speculateShards = true, true
 			for _, runMax := range []int{1, 4, math.MaxInt} {
 				for _, runBytes := range []int{1, 200, 1 << 20} {
-					defaultRunBytes = runBytes
 					speculated, carried, forward, backward := false, -1, -1, -1
-					planReads = func(s bool, c, f, b int) { speculated, carried, forward, backward = s, c, f, b }
-					got, gotObjs := planWith(t, c.lines, runMax, c.edit)
+					edit := func(o *PlanOptions) {
+						if c.edit != nil {
+							c.edit(o)
+						}
+						o.RunBytes = runBytes
+						o.reads = func(s bool, c, f, b int) { speculated, carried, forward, backward = s, c, f, b }
+					}
+					got, gotObjs := planWith(t, c.lines, runMax, edit)
 					at := fmt.Sprintf("runs of %d records, %d bytes", runMax, runBytes)
 					if got != want {
 						t.Errorf("%s:\n got %s\nwant %s", at, got, want)

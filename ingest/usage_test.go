@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/batchlake/batchlake/lake"
 )
 
 // usageLine renders one success line of provider with usage in the
@@ -65,19 +67,25 @@ func TestUntrustedUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, fast := range []bool{true, false} {
-				noFastJSON = !fast
-				row, err := f.ParseResult([]byte(usageLine(c.provider, c.usage)), ChannelOutput)
-				noFastJSON = false
+			// OpenAI's lines are read by a fast path with encoding/json
+			// behind it: both must check the usage.
+			parsers := map[string]func([]byte) (lake.AttemptRow, error){
+				"ParseResult": func(l []byte) (lake.AttemptRow, error) { return f.ParseResult(l, ChannelOutput) },
+			}
+			if c.provider == "openai" {
+				parsers["generalParseResult"] = generalParseResult
+			}
+			for name, parse := range parsers {
+				row, err := parse([]byte(usageLine(c.provider, c.usage)))
 				switch {
 				case c.why == "" && err != nil:
-					t.Fatalf("fast=%v: refused a good line: %v", fast, err)
+					t.Fatalf("%s: refused a good line: %v", name, err)
 				case c.why == "" && row.InputTokens == 0:
-					t.Fatalf("fast=%v: read no usage: %+v", fast, row)
+					t.Fatalf("%s: read no usage: %+v", name, row)
 				case c.why != "" && err == nil:
-					t.Fatalf("fast=%v: accepted %s: %+v", fast, c.usage, row)
+					t.Fatalf("%s: accepted %s: %+v", name, c.usage, row)
 				case c.why != "" && !strings.Contains(err.Error(), c.why):
-					t.Fatalf("fast=%v: error %q does not say %q", fast, err, c.why)
+					t.Fatalf("%s: error %q does not say %q", name, err, c.why)
 				}
 			}
 		})

@@ -5,23 +5,23 @@ import (
 	"fmt"
 )
 
-// chunkRows is about how many rows one range query of the outcomes or costs
+// defaultChunkRows is about how many rows one range query of the outcomes or costs
 // table returns. DuckDB materialises a query's result before handing out the
 // first row, so this (times ~0.3 KB a row) bounds that memory instead of the
 // table's size. The temp tables are stored in the ranges' order
 // (reconcile.sql, line_costs.sql), so a range reads only its own row groups
-// (DuckDB's are ~120k rows) and smaller ranges cost little more. A variable
-// so that tests can cut small tables into many ranges.
-var chunkRows int64 = 1 << 16
+// (DuckDB's are ~120k rows) and smaller ranges cost little more. Tests cut
+// small tables into many ranges (EngineOptions.ChunkRows).
+const defaultChunkRows = 1 << 16
 
-// sortRows is about how many rows one statement of outcome_sort.sql or
+// defaultSortRows is about how many rows one statement of outcome_sort.sql or
 // cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):
 // DuckDB's sort of every row of a 10M-record job at once does not fit in a
 // 256MB --memory-limit with two threads (it fails instead of spilling); a
 // million rows at a time does. Each step scans the whole unsorted table for
 // its rows, so the steps are slower than one sort: the fallback, not the
-// rule. A variable so that tests can sort small tables in many steps.
-var sortRows int64 = 1 << 20
+// rule. Tests sort small tables in many steps (EngineOptions.SortRows).
+const defaultSortRows = 1 << 20
 
 // recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where
 // "" leaves a side unbounded.

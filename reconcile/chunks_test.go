@@ -18,8 +18,8 @@ func TestRecordRanges(t *testing.T) {
 	for _, tc := range []struct {
 		n    int64
 		want int
-	}{{0, 1}, {1, 1}, {chunkRows, 1}, {chunkRows + 1, 2}, {16 * chunkRows, 16}, {1 << 40, 4096}} {
-		rs := recordRanges(tc.n, chunkRows)
+	}{{0, 1}, {1, 1}, {defaultChunkRows, 1}, {defaultChunkRows + 1, 2}, {16 * defaultChunkRows, 16}, {1 << 40, 4096}} {
+		rs := recordRanges(tc.n, defaultChunkRows)
 		if len(rs) != tc.want {
 			t.Errorf("n=%d: %d ranges, want %d", tc.n, len(rs), tc.want)
 			continue
@@ -44,10 +44,9 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, rows int64) (*Report, map[string][]byte) {
 		t.Helper()
-		oldChunk, oldSort, oldSteps := chunkRows, sortRows, sortInSteps
-		chunkRows, sortRows, sortInSteps = rows, rows, rows < 1<<40
-		defer func() { chunkRows, sortRows, sortInSteps = oldChunk, oldSort, oldSteps }()
-		l, _, rep := reconcileNew(t, dir, name, g, 40)
+		l, _, rep := reconcileNewWith(t, dir, name, g, 40, func(o *Options) {
+			o.Engine.ChunkRows, o.Engine.SortRows, o.Engine.SortInSteps = rows, rows, rows < 1<<40
+		})
 		return rep, objectsOf(t, l, rep)
 	}
 	want, wantObjs := run("whole", 1<<40)

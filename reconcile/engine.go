@@ -27,6 +27,16 @@ type EngineOptions struct {
 	CacheDir    string // local cache for remote lakes; "" uses the user cache dir
 	CacheBytes  int64  // cache bound; 0 means 4 GiB
 	Database    string // a DuckDB database file; "" for in-memory
+
+	// ChunkRows is about how many rows one range query of the outcomes or
+	// costs table returns (0: defaultChunkRows).
+	ChunkRows int64
+	// SortRows is about how many rows one step sorts where the outcomes or
+	// costs are sorted in steps (0: defaultSortRows).
+	SortRows int64
+	// SortInSteps sorts those tables in steps from the start, instead of
+	// only once one sort ran out of memory (sort.go).
+	SortInSteps bool
 }
 
 // Engine is one DuckDB session over a lake.
@@ -37,6 +47,9 @@ type Engine struct {
 	stage *stager
 	// emptyDir holds the empty schema files; a catalog needs them to outlive the session.
 	emptyDir string
+	// chunkRows, sortRows and sortInSteps are EngineOptions', defaults filled in.
+	chunkRows, sortRows int64
+	sortInSteps         bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and
@@ -84,7 +97,14 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	return &Engine{DB: db, lake: l, tmp: tmp, stage: st}, nil
+	e := &Engine{DB: db, lake: l, tmp: tmp, stage: st, chunkRows: o.ChunkRows, sortRows: o.SortRows, sortInSteps: o.SortInSteps}
+	if e.chunkRows <= 0 {
+		e.chunkRows = defaultChunkRows
+	}
+	if e.sortRows <= 0 {
+		e.sortRows = defaultSortRows
+	}
+	return e, nil
 }
 
 // Lake is the lake the session reads.

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
@@ -28,46 +28,72 @@ import (
 const PartitionVersion = 1
 
 // PartitionResult is the commit marker of one partition of a reconcile run
-// (lake.PartitionKey), and what reconcile --partition prints.
+// (lake.PartitionKey), and what reconcile --partition prints: which
+// partition it is, and its part of the run's report.
 type PartitionResult struct {
+	partitionID
+	// Report holds the partition's counts and costs (they add up to the
+	// merged report's), its outcomes and line_costs tables
+	// (content-addressed Parquet objects, every column of reconcile.sql's
+	// tables), and the run's settings and files, to explain a refused merge.
+	// Its Report is the key of the report the merge of this run writes: the
+	// run's identity. Of the report's fields only partitionFields are stored.
+	Report
+}
+
+// partitionID says which partition of which run a result is.
+type partitionID struct {
 	Version   int    `json:"partition_version"`
-	JobKey    string `json:"job_key"`
 	Partition string `json:"partition"` // "k/n"
 	K         int    `json:"k"`
 	N         int    `json:"n"`
-	// Report is the key of the report the merge of this run writes: the
-	// run's identity (every input file and setting).
-	Report string `json:"report"`
-	Key    string `json:"key"`
-	// The run's settings, to explain a refused merge.
-	MaxAttempts int    `json:"max_attempts"`
-	RetryRules  string `json:"retry_rules"`
-	QualityGate string `json:"quality_gate,omitempty"`
-	// AcceptTruncated: reconcile --accept-truncated.
-	AcceptTruncated bool   `json:"accept_truncated,omitempty"`
-	Prices          string `json:"prices_sha256"`
-	OutputSchema    string `json:"output_schema_sha256,omitempty"`
-	Files           Files  `json:"files"`
-	// Counts of this partition's records and lines (they add up to the
-	// merged report's).
-	Counts
-	RetryRecords  int64                  `json:"retry_records"`
-	ManualRecords int64                  `json:"manual_records"`
-	UnpricedLines int64                  `json:"unpriced_lines"`
-	Truncated     int64                  `json:"truncated"`
-	SchemaFailed  int64                  `json:"schema_failed_lines"`
-	CostUSD       map[string]json.Number `json:"cost_usd"`
-	// The partition's outcomes and line_costs tables (content-addressed
-	// Parquet objects, every column of reconcile.sql's tables).
-	OutcomesFile string    `json:"outcomes_file"`
-	CostsFile    string    `json:"costs_file"`
-	ReconciledAt time.Time `json:"reconciled_at"`
-	// Unchanged is true when this partition had already run (not stored).
-	Unchanged bool `json:"unchanged"`
+	Key       string `json:"key"` // its own key
 }
 
-// settings renders what a partition's run was made of, for comparison.
-func (r *PartitionResult) settings() map[string]string {
+// partitionFields are the fields of a partition result, its own and its
+// report's, in the order it is written (docs/lake.md).
+var partitionFields = []string{
+	"partition_version", "job_key", "partition", "k", "n", "report", "key",
+	"max_attempts", "retry_rules", "quality_gate", "accept_truncated", "prices_sha256", "output_schema_sha256", "files",
+	"expected", "succeeded", "failed_retryable", "failed_permanent", "quality_failed", "missing", "unknown", "duplicate", "quarantined",
+	"retry_records", "manual_records", "unpriced_lines", "truncated", "schema_failed_lines", "cost_usd",
+	"outcomes_file", "costs_file", "reconciled_at", "unchanged",
+}
+
+// MarshalJSON writes partitionFields of r, in that order.
+func (r PartitionResult) MarshalJSON() ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	for _, part := range []any{r.partitionID, r.Report} {
+		b, err := json.Marshal(part)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &fields); err != nil {
+			return nil, err
+		}
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for _, k := range partitionFields {
+		v, ok := fields[k]
+		if !ok {
+			continue // omitted when empty
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		name, _ := json.Marshal(k)
+		out.Write(name)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+// settings renders what a run was made of, for comparison with a
+// partition's.
+func (r *Report) settings() map[string]string {
 	return map[string]string{
 		"max_attempts": fmt.Sprint(r.MaxAttempts), "retry_rules": r.RetryRules, "quality_gate": r.QualityGate,
 		"accept_truncated": fmt.Sprint(r.AcceptTruncated),
@@ -139,10 +165,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if rep.CostUSD, err = costs(ctx, e); err != nil {
 		return nil, err
 	}
-	res := &PartitionResult{Version: PartitionVersion, JobKey: in.m.JobKey, Partition: p.String(), K: p.K, N: p.N, Report: in.runKey, Key: key,
-		MaxAttempts: rep.MaxAttempts, RetryRules: rep.RetryRules, QualityGate: rep.QualityGate, AcceptTruncated: rep.AcceptTruncated, Prices: rep.Prices, OutputSchema: rep.OutputSchema,
-		Files: rep.Files, Counts: rep.Counts,
-		RetryRecords: rep.RetryRecords, ManualRecords: rep.ManualRecords, UnpricedLines: rep.UnpricedLines, Truncated: rep.Truncated, SchemaFailed: rep.SchemaFailed, CostUSD: rep.CostUSD}
+	res := &PartitionResult{partitionID: partitionID{Version: PartitionVersion, Partition: p.String(), K: p.K, N: p.N, Key: key}, Report: *rep}
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err
 	}
@@ -228,7 +251,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	if rep.DuplicateBatches, err = duplicateBatches(ctx, g, in.job, in.m); err != nil {
 		return nil, err
 	}
-	want := rep.settingsOf()
+	want := rep.settings()
 	parts, err := findPartitions(ctx, l, in, n, want)
 	if err != nil {
 		return nil, err
@@ -238,8 +261,8 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 		if have := p.settings(); !maps.Equal(have, want) {
 			return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile --merge: partition %s (%s) was run with other inputs or settings: %s", p.Partition, p.Key, diffSettings(have, want))}
 		}
-		if p.JobKey != in.m.JobKey || p.Report != in.runKey || p.Version != PartitionVersion {
-			return nil, fmt.Errorf("reconcile --merge: partition result %s is for job %s run %s (version %d): %w", p.Key, p.JobKey, p.Report, p.Version, lake.ErrCorrupt)
+		if p.JobKey != in.m.JobKey || p.Report.Report != in.runKey || p.Version != PartitionVersion {
+			return nil, fmt.Errorf("reconcile --merge: partition result %s is for job %s run %s (version %d): %w", p.Key, p.JobKey, p.Report.Report, p.Version, lake.ErrCorrupt)
 		}
 		outcomes = append(outcomes, p.OutcomesFile)
 		costs = append(costs, p.CostsFile)
@@ -312,13 +335,6 @@ func checkCoverage(ctx context.Context, e *Engine, in *runInputs, n int) error {
 			ErrIdentity, n, outcomes, records, known, lines, distinct, in.m.ExpectedRecords, ingested)
 	}
 	return rows.Err()
-}
-
-// settingsOf renders a report's settings like PartitionResult.settings.
-func (r *Report) settingsOf() map[string]string {
-	p := PartitionResult{MaxAttempts: r.MaxAttempts, RetryRules: r.RetryRules, QualityGate: r.QualityGate, AcceptTruncated: r.AcceptTruncated, Prices: r.Prices,
-		OutputSchema: r.OutputSchema, Files: r.Files}
-	return p.settings()
 }
 
 // diffSettings says how a partition's settings differ from the merge's.

@@ -433,3 +433,76 @@ func TestPartitionRerunAfterLostMarker(t *testing.T) {
 		t.Errorf("re-run added %d objects", len(after)-len(before))
 	}
 }
+
+// TestPartitionResultJSON: a partition result reads and writes the fields
+// docs/lake.md lists, in this order, every one kept (a stored marker and
+// reconcile --partition's output are read by other batchlake versions).
+func TestPartitionResultJSON(t *testing.T) {
+	const stored = `{
+  "partition_version": 1,
+  "job_key": "jk",
+  "partition": "1/3",
+  "k": 1,
+  "n": 3,
+  "report": "reports/jk/run.json",
+  "key": "partitions/jk/run/1-of-3.json",
+  "max_attempts": 3,
+  "retry_rules": "rules-sha",
+  "quality_gate": "gate-sha",
+  "accept_truncated": true,
+  "prices_sha256": "prices-sha",
+  "output_schema_sha256": "schema-sha",
+  "files": {
+    "input_shards": [
+      "s0"
+    ],
+    "output": [
+      "o0"
+    ],
+    "error": [
+      "e0"
+    ],
+    "retracted": [
+      "r0"
+    ]
+  },
+  "expected": 10,
+  "succeeded": 4,
+  "failed_retryable": 1,
+  "failed_permanent": 1,
+  "quality_failed": 1,
+  "missing": 3,
+  "unknown": 2,
+  "duplicate": 5,
+  "quarantined": 6,
+  "retry_records": 4,
+  "manual_records": 1,
+  "unpriced_lines": 7,
+  "truncated": 8,
+  "schema_failed_lines": 9,
+  "cost_usd": {
+    "first_success": 0.5,
+    "manual": 0.25
+  },
+  "outcomes_file": "objects/sha256/aa",
+  "costs_file": "objects/sha256/bb",
+  "reconciled_at": "2026-01-02T03:04:05Z",
+  "unchanged": true
+}`
+	var r PartitionResult
+	if err := json.Unmarshal([]byte(stored), &r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(&r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != stored {
+		t.Errorf("partition result JSON changed:\n%s\nwant\n%s", got, stored)
+	}
+	// The report's fields a partition does not hold stay out of it.
+	r.State, r.Closed, r.Tenant = lake.Completed, true, "t"
+	if got, _ := json.Marshal(&r); bytes.Contains(got, []byte(`"state"`)) || bytes.Contains(got, []byte(`"tenant"`)) || bytes.Contains(got, []byte(`"closed"`)) {
+		t.Errorf("a partition result writes report-only fields: %s", got)
+	}
+}

@@ -199,6 +199,12 @@ func planAndIngest(t *testing.T, l *lake.Lake, dir string, g genBatch, shardMax 
 // shardMax records, 0 for the default) and reconciles it once.
 func reconcileNew(t *testing.T, dir, name string, g genBatch, shardMax int) (*lake.Lake, *lake.Manifest, *Report) {
 	t.Helper()
+	return reconcileNewWith(t, dir, name, g, shardMax, nil)
+}
+
+// reconcileNewWith is reconcileNew with the options edit makes.
+func reconcileNewWith(t *testing.T, dir, name string, g genBatch, shardMax int, edit func(*Options)) (*lake.Lake, *lake.Manifest, *Report) {
+	t.Helper()
 	ctx := context.Background()
 	l, err := lake.Open(ctx, filepath.Join(dir, name))
 	if err != nil {
@@ -206,7 +212,11 @@ func reconcileNew(t *testing.T, dir, name string, g genBatch, shardMax int) (*la
 	}
 	t.Cleanup(func() { l.Close() })
 	m := planAndIngest(t, l, dir, g, shardMax)
-	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}})
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name)}}
+	if edit != nil {
+		edit(&o)
+	}
+	rep, err := Run(ctx, l, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,16 @@ type Options struct {
 	// reconcile wants (GoHeapLimit): it sets the process's limit
 	// (debug.SetMemoryLimit), which is the caller's to own and to restore.
 	MemoryLimit func(bytes int64)
+	// RetryReadBytes bounds the input shard bytes read for the retry at
+	// once (0: 128 MiB; a shard's retry lines are at most its bytes). A
+	// larger shard is read alone.
+	RetryReadBytes int64
+	// retryReadStart, if set, is called as each input shard's read for the
+	// retry starts; retryQueryShard as the retry-set query reaches each
+	// input shard's rows, an error ending the query there (tests delay
+	// reads and fail the query).
+	retryReadStart  func(shardID string)
+	retryQueryShard func(shardID string) error
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
@@ -539,7 +549,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	start = time.Now()
 	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
-		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o.TmpDir); err != nil {
+		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o); err != nil {
 			return nil, err
 		}
 		failpoint.Hit(failpoint.ReconcileAfterRetry)

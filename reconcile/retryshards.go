@@ -15,18 +15,10 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// retryBudget bounds the input shard bytes being read for the retry at once
-// (a shard's retry lines are at most its bytes, plus the new custom ids).
-// A shard larger than the budget is read alone.
-var retryBudget int64 = 128 << 20
-
-// retryReadStart is called as each shard's read starts (tests delay some
-// reads to finish them out of order).
-var retryReadStart = func(shardID string) {}
-
-// retryQueryShard is called as the retry-set query reaches each input shard's
-// rows; an error ends the query there (tests make the query fail mid-run).
-var retryQueryShard = func(shardID string) error { return nil }
+// defaultRetryReadBytes bounds the input shard bytes being read for the
+// retry at once (Options.RetryReadBytes): a shard's retry lines are at most
+// its bytes, plus the new custom ids.
+const defaultRetryReadBytes = 128 << 20
 
 // shardRetry is one input shard's part of the retry set, in shard_line
 // order, and once a worker has read the shard its retry lines and lineage.
@@ -52,20 +44,24 @@ type retryWant struct {
 // are read, verified and their retry lines rewritten on every core, a few
 // shards at a time; the lines are written in the retry set's order (shard,
 // line), so the files are the same however the reads interleave.
-func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, tmp string) (shards []string, lineage string, err error) {
+func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, o Options) (shards []string, lineage string, err error) {
 	f, err := ingest.FormatFor(m.Provider)
 	if err != nil {
 		return nil, "", err
 	}
+	budgetBytes := o.RetryReadBytes
+	if budgetBytes <= 0 {
+		budgetBytes = defaultRetryReadBytes
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
-	budget := semaphore.NewWeighted(retryBudget)
+	budget := semaphore.NewWeighted(budgetBytes)
 	order := make(chan *shardRetry, runtime.GOMAXPROCS(0))
 	g.Go(func() error {
 		defer close(order)
-		return eachRetryShard(gctx, e, m, func(sr *shardRetry) error {
-			sr.reserve = min(max(sr.s.Bytes, 1), retryBudget)
+		return eachRetryShard(gctx, e, m, o.retryQueryShard, func(sr *shardRetry) error {
+			sr.reserve = min(max(sr.s.Bytes, 1), budgetBytes)
 			if err := budget.Acquire(gctx, sr.reserve); err != nil {
 				return err
 			}
@@ -77,6 +73,9 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 				return gctx.Err()
 			}
 			g.Go(func() error {
+				if o.retryReadStart != nil {
+					o.retryReadStart(sr.s.ShardID)
+				}
 				err := sr.read(gctx, l, m, f)
 				sr.done <- err
 				return err
@@ -84,7 +83,7 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 			return nil
 		})
 	})
-	shards, lineage, werr := writeRetryFiles(ctx, gctx, l, m, tmp, order, budget)
+	shards, lineage, werr := writeRetryFiles(ctx, gctx, l, m, o.TmpDir, order, budget)
 	if werr != nil {
 		cancel()
 		for range order { // until the query's reader has stopped
@@ -104,8 +103,9 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 	return shards, lineage, nil
 }
 
-// eachRetryShard runs retry_set.sql and calls fn with each shard's rows.
-func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, fn func(*shardRetry) error) error {
+// eachRetryShard runs retry_set.sql and calls fn with each shard's rows;
+// reached, if not nil, is called as the query reaches each shard's rows.
+func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, reached func(shardID string) error, fn func(*shardRetry) error) error {
 	rows, err := e.QueryFile(ctx, "retry_set.sql", nil)
 	if err != nil {
 		return err
@@ -128,8 +128,10 @@ func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, fn func(*s
 			if !ok {
 				return fmt.Errorf("retry: shard %s not in manifest", shard)
 			}
-			if err := retryQueryShard(shard); err != nil {
-				return err
+			if reached != nil {
+				if err := reached(shard); err != nil {
+					return err
+				}
 			}
 			cur = &shardRetry{s: s}
 		}
@@ -147,7 +149,6 @@ func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, fn func(*s
 // read streams the shard once, verifying its digest to the end, and keeps
 // each wanted line with its new custom id and its lineage row.
 func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
-	retryReadStart(sr.s.ShardID)
 	rc, err := l.OpenVerified(ctx, lake.ObjectKey(sr.s.Object), sr.s.Object)
 	if err != nil {
 		return err

@@ -26,10 +26,9 @@ func TestRetryShardsInOrder(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, budget int64, start func(string)) *Report {
 		t.Helper()
-		oldBudget, oldStart := retryBudget, retryReadStart
-		retryBudget, retryReadStart = budget, start
-		defer func() { retryBudget, retryReadStart = oldBudget, oldStart }()
-		l, m, rep := reconcileNew(t, dir, name, g, 17)
+		l, m, rep := reconcileNewWith(t, dir, name, g, 17, func(o *Options) {
+			o.RetryReadBytes, o.retryReadStart = budget, start
+		})
 		objs := objectsOf(t, l, rep)
 		checkRetryOrder(t, g, m, rep, objs)
 		return rep
@@ -188,15 +187,14 @@ func TestRetryQueryFails(t *testing.T) {
 	before := objects()
 	boom := errors.New("retry set: connection to the engine lost")
 	seen := 0
-	old := retryQueryShard
-	retryQueryShard = func(string) error {
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
+	o.retryQueryShard = func(string) error {
 		if seen++; seen == 4 {
 			return boom
 		}
 		return nil
 	}
-	defer func() { retryQueryShard = old }()
-	_, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}})
+	_, err := Run(ctx, l, o)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the query's error", err)
 	}

@@ -14,10 +14,9 @@ import (
 // way while it fits; DuckDB's sort of every row at once needs memory that
 // grows with the job and fails rather than spills when it does not fit (at
 // 10M records under --memory-limit 256MB). Then the table is stored unsorted
-// and sorted in steps of about sortRows rows, whose memory does not grow with
-// the job (at 10M under 256MB they fit). sortInSteps makes tests take the
-// steps.
-var sortInSteps = false
+// and sorted in steps of about EngineOptions.SortRows rows, whose memory
+// does not grow with the job (at 10M under 256MB they fit).
+// EngineOptions.SortInSteps makes tests take the steps.
 
 // classify runs reconcile.sql (every line classified and priced, each
 // record's best line) and outcomes.sql (each record's outcome, in record_id
@@ -27,7 +26,7 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated}); err != nil {
 		return err
 	}
-	return sortOnceOrInSteps("outcomes",
+	return e.sortOnceOrInSteps("outcomes",
 		func() error {
 			return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": true})
 		},
@@ -35,7 +34,7 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 			if err := e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": false}); err != nil {
 				return err
 			}
-			return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, sortRows)})
+			return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, e.sortRows)})
 		})
 }
 
@@ -43,13 +42,13 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 // dispositions are settled), stored in the costs table's order, and the
 // views over it (cost_views.sql).
 func costLines(ctx context.Context, e *Engine) error {
-	err := sortOnceOrInSteps("lines' costs",
+	err := e.sortOnceOrInSteps("lines' costs",
 		func() error { return e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true}) },
 		func() error {
 			if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
 				return err
 			}
-			ranges, err := costRanges(ctx, e, "costed_u", sortRows)
+			ranges, err := costRanges(ctx, e, "costed_u", e.sortRows)
 			if err != nil {
 				return err
 			}
@@ -63,10 +62,10 @@ func costLines(ctx context.Context, e *Engine) error {
 
 // sortOnceOrInSteps runs once (the table in one sorted statement) and, if
 // DuckDB ran out of memory there, says so and runs steps (the table stored
-// unsorted, then sorted a range at a time). Tests set sortInSteps to go
+// unsorted, then sorted a range at a time). EngineOptions.SortInSteps goes
 // straight to the steps.
-func sortOnceOrInSteps(what string, once, steps func() error) error {
-	if !sortInSteps {
+func (e *Engine) sortOnceOrInSteps(what string, once, steps func() error) error {
+	if !e.sortInSteps {
 		err := once()
 		if !outOfMemory(err) {
 			return err

@@ -10,7 +10,7 @@ import (
 )
 
 // pipeDepth is how many batches of rows may wait for a table's Parquet
-// writer. Rows come in bursts: a range query's rows (chunkRows, 16 batches)
+// writer. Rows come in bursts: a range query's rows (EngineOptions.ChunkRows, 16 batches)
 // are converted, then DuckDB runs the next range; with two batches of slack
 // the writer sat idle through every such wait. Sixteen keep it encoding
 // through the wait, for at most 16 × 4096 rows held per table.
@@ -33,7 +33,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
 	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd truncated
 	var last string // the previous row's record_id: rows must come in order
-	for _, r := range recordRanges(m.ExpectedRecords, chunkRows) {
+	for _, r := range recordRanges(m.ExpectedRecords, e.chunkRows) {
 		r.Sort = merged
 		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssnsn", func(x *scanRow) error {
 			s, n := x.s, x.n
@@ -110,7 +110,7 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 	if err != nil {
 		return err
 	}
-	ranges, err := costRanges(ctx, e, "costed", chunkRows)
+	ranges, err := costRanges(ctx, e, "costed", e.chunkRows)
 	if err != nil {
 		return err
 	}
