@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/internal/sim"
 )
 
 // clean makes the simulated provider answer every request well, so a test

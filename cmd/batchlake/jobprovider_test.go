@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestStepsUseTheJobsProvider: a job planned for OpenAI is submitted,

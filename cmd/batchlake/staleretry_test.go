@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/internal/sim"
 )
 
 // readLines returns the lines of a JSONL file.

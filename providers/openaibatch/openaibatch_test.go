@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // testKey looks like a real key so that a leak is unmistakable.

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // failingGet is a provider whose Get fails for one batch, as a provider

@@ -4,7 +4,7 @@
 // It implements what providers/openaibatch uses — multipart uploads, file
 // listing and content, batch create/list/get/cancel with cursor paging —
 // and turns each batch's input file into output and error files with
-// providers/sim, so results carry the same seeded defects (shuffled,
+// internal/sim, so results carry the same seeded defects (shuffled,
 // duplicated, missing and unknown lines, retryable and permanent failures).
 //
 // Batches move validating → in_progress → finalizing → completed, one step

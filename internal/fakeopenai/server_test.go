@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // api is a bare HTTP client for the fake, so these tests need no SDK.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/internal/sim"
 )
 
 // DefaultAPIKey is the key the server accepts when Options.APIKey is empty.
@@ -21,7 +21,7 @@ const DefaultAPIKey = "sk-fakeopenai-0000000000000000"
 type Options struct {
 	// APIKey is the bearer token every request must carry (DefaultAPIKey if empty).
 	APIKey string
-	// Seed drives providers/sim; the same input and seed give the same output bytes.
+	// Seed drives internal/sim; the same input and seed give the same output bytes.
 	Seed uint64
 	// Rates override sim.DefaultRates for first attempts (metadata
 	// batchlake_attempt absent or 1); RetryRates override sim.RetryRates for

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // Batch is a batch object as the API returns it.
