@@ -28,7 +28,6 @@ import (
 	"github.com/batchlake/batchlake/internal/fakebedrock"
 	"github.com/batchlake/batchlake/internal/fakegemini"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
-	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
@@ -400,7 +399,7 @@ func (c *raceClient) Create(ctx context.Context, fileID, endpoint string, meta m
 // duplicate_submission.
 func TestLostRaceDuplicateBatch(t *testing.T) {
 	ctx := context.Background()
-	ok := &sim.Rates{}
+	ok := &fakeopenai.Rates{}
 	r, srv := openaiRig(t, fakeopenai.Options{Seed: 3, Rates: ok})
 	const lease = 2 * time.Second
 	b := r.submitter("B", lease, 0, time.Second)

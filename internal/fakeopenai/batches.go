@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/providers"
 )
 
@@ -124,7 +123,7 @@ type batch struct {
 	seq      int
 	input    []byte
 	ids      []string // custom_ids in input order
-	result   sim.Result
+	result   Result
 	simErr   error
 	polls    int
 	finished int // requests done when a cancel arrived
@@ -156,12 +155,12 @@ func ptr[T any](v T) *T { return &v }
 func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, createdAt time.Time) *batch {
 	s.seq++
 	attempt, _ := strconv.Atoi(meta[providers.MetaAttempt])
-	rates := sim.DefaultRates
+	rates := DefaultRates
 	if s.opts.Rates != nil {
 		rates = *s.opts.Rates
 	}
 	if attempt > 1 {
-		rates = sim.RetryRates
+		rates = RetryRates
 		if s.opts.RetryRates != nil {
 			rates = *s.opts.RetryRates
 		}
@@ -183,14 +182,14 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 		listable: time.Now().Add(s.opts.ListDelay),
 	}
 	b.ids, b.Model = scanInput(in.data)
-	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
+	b.result, b.simErr = Simulate(in.data, s.opts.Seed, rates)
 	b.outcome = outcomes(b.result)
 	s.batches[b.ID] = b
 	return b
 }
 
 // scanInput returns the custom_ids of an input file in order and its model.
-// Lines that do not parse are skipped here; sim.Run reports them.
+// Lines that do not parse are skipped here; Simulate reports them.
 func scanInput(data []byte) (ids []string, model string) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
@@ -410,7 +409,7 @@ func (s *Server) partial(n int) int {
 
 // outcomes maps the custom_ids of a simulated result to completed (true)
 // or failed (false), as its counts count them.
-func outcomes(r sim.Result) map[string]bool {
+func outcomes(r Result) map[string]bool {
 	m := map[string]bool{}
 	for _, ch := range []struct {
 		data []byte

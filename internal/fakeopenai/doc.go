@@ -4,8 +4,8 @@
 // It implements what providers/openaibatch uses — multipart uploads, file
 // listing and content, batch create/list/get/cancel with cursor paging —
 // and turns each batch's input file into output and error files with
-// internal/sim, so results carry the same seeded defects (shuffled,
-// duplicated, missing and unknown lines, retryable and permanent failures).
+// Simulate, so results carry seeded defects (shuffled, duplicated, missing
+// and unknown lines, retryable and permanent failures, empty answers).
 //
 // Batches move validating → in_progress → finalizing → completed, one step
 // per Options.PollsPerStep GETs of the batch, so a client's polling loop

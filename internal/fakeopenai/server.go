@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/batchlake/batchlake/internal/sim"
 )
 
 // DefaultAPIKey is the key the server accepts when Options.APIKey is empty.
@@ -21,12 +19,12 @@ const DefaultAPIKey = "sk-fakeopenai-0000000000000000"
 type Options struct {
 	// APIKey is the bearer token every request must carry (DefaultAPIKey if empty).
 	APIKey string
-	// Seed drives internal/sim; the same input and seed give the same output bytes.
+	// Seed drives Simulate; the same input and seed give the same output bytes.
 	Seed uint64
-	// Rates override sim.DefaultRates for first attempts (metadata
-	// batchlake_attempt absent or 1); RetryRates override sim.RetryRates for
+	// Rates override DefaultRates for first attempts (metadata
+	// batchlake_attempt absent or 1); RetryRates override RetryRates for
 	// attempt > 1.
-	Rates, RetryRates *sim.Rates
+	Rates, RetryRates *Rates
 	// PollsPerStep is how many GETs of a batch move it one status further
 	// (validating → in_progress → finalizing → completed). 0 means 1.
 	// While in_progress, request_counts move with the polls: the requests

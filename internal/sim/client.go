@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 )
@@ -110,11 +113,11 @@ func (c *Client) Create(ctx context.Context, fileID, endpoint string, meta map[s
 	rand.Read(rid[:])
 	b := &batch{ID: "batch_sim_" + hex.EncodeToString(rid[:]), InputFile: fileID, Endpoint: endpoint, Status: "validating",
 		CreatedAt: c.Now(), Metadata: meta}
-	rates := DefaultRates
+	rates := fakeopenai.DefaultRates
 	if a, _ := strconv.Atoi(meta[providers.MetaAttempt]); a > 1 {
-		rates = RetryRates
+		rates = fakeopenai.RetryRates
 	}
-	res, err := Run(in, c.Seed^hashString(meta[providers.MetaShardID]+meta[providers.MetaJobKey]), rates)
+	res, err := fakeopenai.Simulate(in, c.Seed^hashString(meta[providers.MetaShardID]+meta[providers.MetaJobKey]), rates)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +138,11 @@ func (c *Client) Create(ctx context.Context, fileID, endpoint string, meta map[s
 	return b.public(), nil
 }
 
-func hashString(s string) uint64 { return hash(0, s) }
+func hashString(s string) uint64 {
+	// The engine's own hash with seed 0: 8 zero bytes, s, a zero byte.
+	h := sha256.Sum256(append(append(make([]byte, 8), s...), 0))
+	return binary.BigEndian.Uint64(h[:])
+}
 
 func (c *Client) save(ctx context.Context, b *batch) error {
 	j, err := json.Marshal(b)

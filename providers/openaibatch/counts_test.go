@@ -10,7 +10,6 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
-	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
@@ -28,7 +27,7 @@ func TestRequestCountsMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := sim.Run(data, seed, sim.DefaultRates)
+	want, err := fakeopenai.Simulate(data, seed, fakeopenai.DefaultRates)
 	if err != nil {
 		t.Fatal(err)
 	}
