@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
-	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 )
@@ -58,7 +57,7 @@ func TestStatusPollsEveryShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simc := sim.New(l, 1)
+	simc := startSim(t, l)
 	d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: simc, Target: "sim", Lease: time.Minute, TmpDir: dir}
 	if _, err := d.Submit(ctx, job); err != nil {
 		t.Fatal(err)

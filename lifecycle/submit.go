@@ -327,7 +327,7 @@ var DefaultSettle = map[string]time.Duration{
 	"anthropic": time.Minute,
 	"gemini":    time.Minute,
 	"bedrock":   90 * time.Second,
-	// The simulator (and run's fake OpenAI server on loopback) lists at once.
+	// The simulator (the fake OpenAI server, its state in the lake) lists at once.
 	"sim": 0,
 }
 

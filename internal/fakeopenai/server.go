@@ -1,6 +1,7 @@
 package fakeopenai
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"gocloud.dev/blob"
 )
 
 // DefaultAPIKey is the key the server accepts when Options.APIKey is empty.
@@ -44,6 +47,15 @@ type Options struct {
 	// GET /v1/batches, as an eventually consistent listing does; GET of the
 	// batch by id sees it at once.
 	ListDelay time.Duration
+	// Bucket, when set, keeps the server's files and batches as objects
+	// under Prefix instead of in memory, so that servers in several
+	// processes sharing the bucket serve the same batches (store.go).
+	Bucket *blob.Bucket
+	Prefix string
+	// IDTag marks the ids the server gives ("fake" if empty):
+	// batch_fake000001, file-fake000001 in memory, batch_<tag>_<random>
+	// in a bucket.
+	IDTag string
 }
 
 // Faults are counters of failures still to inject. Each counter is used up
@@ -127,7 +139,7 @@ type Server struct {
 	requests []Request
 	files    map[string]*file
 	batches  map[string]*batch
-	seq      int // orders objects created in the same second
+	seq      int // orders objects created in the same second (in memory)
 	srv      *http.Server
 	url      string
 }
@@ -146,6 +158,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.IDTag == "" {
+		opts.IDTag = "fake"
 	}
 	s := &Server{
 		opts:    opts,
@@ -245,23 +260,27 @@ func (s *Server) CountRequests(method, path string) int {
 }
 
 // Batches returns every batch the server holds, newest first, as the API
-// would show them (without advancing them).
+// would show them (without advancing them); with a bucket, those it could
+// read.
 func (s *Server) Batches() []Batch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Batch, 0, len(s.batches))
-	for _, b := range s.sortedBatches() {
+	bs, _ := s.sortedBatches(context.Background())
+	out := make([]Batch, 0, len(bs))
+	for _, b := range bs {
 		out = append(out, b.Batch)
 	}
 	return out
 }
 
-// Files returns every file the server holds, newest first.
+// Files returns every file the server holds, newest first; with a bucket,
+// those it could read.
 func (s *Server) Files() []File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]File, 0, len(s.files))
-	for _, f := range s.sortedFiles() {
+	fs, _ := s.sortedFiles(context.Background())
+	out := make([]File, 0, len(fs))
+	for _, f := range fs {
 		out = append(out, f.File)
 	}
 	return out
