@@ -17,6 +17,11 @@
 // (Requests, CountRequests), so a test can prove that exactly one batch was
 // created.
 //
+// Files and batches live in memory, or with Options.Bucket as objects in a
+// bucket, so that servers in several processes sharing it serve the same
+// batches: that is how internal/sim, the simulator behind --provider sim,
+// keeps them in the lake (store.go).
+//
 // The server checks `Authorization: Bearer <key>` on every request. It has
-// no dependency on package testing, so the demo can run it in-process.
+// no dependency on package testing, so the simulator runs it in-process.
 package fakeopenai

@@ -3,6 +3,6 @@
 // (lake, ingest, reconcile, lifecycle, the provider seam and its adapters)
 // never depends on the test and demo machinery under internal/, reconcile
 // reads the ledger through lake and never reaches for a provider, and the
-// fake provider servers are reached only from tests, the simulator and the
-// CLI's wiring of it.
+// fake provider servers are imported only by tests and the simulator, the
+// simulator only by the CLI.
 package layout

@@ -126,8 +126,8 @@ func TestNoArrowBetween(t *testing.T) {
 }
 
 // TestFakesReachedOnlyFromTestsAndTheSimulator: outside test files, only
-// the simulator and the CLI (which wires the simulator up) import a fake
-// provider server, and only the CLI imports the simulator.
+// the simulator imports a fake provider server, and only the CLI (which
+// wires it up for --provider sim) imports the simulator.
 func TestFakesReachedOnlyFromTestsAndTheSimulator(t *testing.T) {
 	pkgs := listModule(t)
 	cases := []struct {
@@ -135,7 +135,7 @@ func TestFakesReachedOnlyFromTestsAndTheSimulator(t *testing.T) {
 		imported []string
 		allowed  []string
 	}{
-		{"fake provider servers", fakes, []string{"internal/sim", "cmd/batchlake"}},
+		{"fake provider servers", fakes, []string{"internal/sim"}},
 		{"the simulator", []string{"internal/sim"}, []string{"cmd/batchlake"}},
 	}
 	for _, c := range cases {
