@@ -266,7 +266,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 		s.faultError(w, r, status)
 		return
 	}
-	in, err := s.lookupFile(r.Context(), req.InputFileID)
+	in, err := s.lookupFile(stored(r), req.InputFileID)
 	if err != nil {
 		s.mu.Unlock()
 		storeError(w, err)
@@ -277,7 +277,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", msg)
 		return
 	}
-	b, err := s.newBatch(r.Context(), in, req.Endpoint, req.Metadata, s.opts.Now())
+	b, err := s.newBatch(stored(r), in, req.Endpoint, req.Metadata, s.opts.Now())
 	if err != nil {
 		s.mu.Unlock()
 		storeError(w, err)
@@ -336,7 +336,7 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	s.mu.Lock()
-	all, err := s.sortedBatches(r.Context())
+	all, err := s.sortedBatches(stored(r))
 	if err != nil {
 		s.mu.Unlock()
 		storeError(w, err)
@@ -362,11 +362,11 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
-	b, err := s.lookupBatch(r.Context(), id)
+	b, err := s.lookupBatch(stored(r), id)
 	var out Batch
 	if b != nil && !b.terminal() {
-		if err = s.advance(r.Context(), b); err == nil {
-			err = s.saveBatch(r.Context(), b)
+		if err = s.advance(stored(r), b); err == nil {
+			err = s.saveBatch(stored(r), b)
 		}
 	}
 	if b != nil {
@@ -387,7 +387,7 @@ func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
-	b, err := s.lookupBatch(r.Context(), id)
+	b, err := s.lookupBatch(stored(r), id)
 	if err != nil {
 		s.mu.Unlock()
 		storeError(w, err)
@@ -417,7 +417,7 @@ func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) {
 		b.Status = "cancelling"
 		b.CancellingAt = ptr(now)
 		b.polls = 0
-		if err := s.saveBatch(r.Context(), b); err != nil {
+		if err := s.saveBatch(stored(r), b); err != nil {
 			s.mu.Unlock()
 			storeError(w, err)
 			return

@@ -121,7 +121,7 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	f, err := s.storeFile(r.Context(), "", hdr.Filename, purpose, data)
+	f, err := s.storeFile(stored(r), "", hdr.Filename, purpose, data)
 	s.mu.Unlock()
 	if err != nil {
 		storeError(w, err)
@@ -142,7 +142,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	s.mu.Lock()
-	all, err := s.sortedFiles(r.Context())
+	all, err := s.sortedFiles(stored(r))
 	if err != nil {
 		s.mu.Unlock()
 		storeError(w, err)
@@ -170,7 +170,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 // lookFile finds a file the client may read, or answers 404 itself.
 func (s *Server) lookFile(w http.ResponseWriter, r *http.Request, id string) (*file, bool) {
 	s.mu.Lock()
-	f, err := s.lookupFile(r.Context(), id)
+	f, err := s.lookupFile(stored(r), id)
 	gone := f != nil && s.faults.FilesGone && f.Purpose == "batch_output"
 	s.mu.Unlock()
 	if err != nil {

@@ -81,6 +81,11 @@ func (s *Server) newIDOr(id, kind string) (string, int) {
 	return id, int(time.Now().UnixNano())
 }
 
+// stored is the context of a request's reads and writes of the store: a
+// client that hangs up does not stop a change half-way, as it would not at
+// a provider (a create whose answer is lost still made its batch).
+func stored(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
+
 // storeError answers a request the server could not serve because its
 // store failed, as a provider's internal error.
 func storeError(w http.ResponseWriter, err error) {
