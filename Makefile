@@ -28,7 +28,7 @@ demo: build ## the whole loop on the built-in simulator: plan, submit, collect, 
 # editing: it skips the suites that run batchlake as a subprocess per step and
 # the long hostile inputs (each skip says why). Instrumented fuzzing is make fuzz.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-RACE_PKGS   := ./lake/... ./ingest/... ./providers/lifecycle/...
+RACE_PKGS   := ./lake/... ./ingest/... ./lifecycle/...
 
 test: lint ## lint, every test, -race over the concurrent packages
 	$(GO) test -tags $(TAGS) -timeout 15m ./...
@@ -78,7 +78,7 @@ bench-go: ## Go benchmarks of the hot paths
 
 reliability: ## the long race, crash and hostile-input suites, and docs/reliability.md
 	rm -f reliability.jsonl
-	BATCHLAKE_LONG=1 BATCHLAKE_RELIABILITY_OUT=$(CURDIR)/reliability.jsonl $(GO) test -tags $(TAGS) -timeout 30m ./lake/ ./providers/... ./cmd/...
+	BATCHLAKE_LONG=1 BATCHLAKE_RELIABILITY_OUT=$(CURDIR)/reliability.jsonl $(GO) test -tags $(TAGS) -timeout 30m ./lake/ ./lifecycle/ ./providers/... ./cmd/...
 	$(GO) run ./cmd/blreliability -in reliability.jsonl -out docs/reliability.md
 
 # ---- image (docs/deploy.md) --------------------------------------------------------

@@ -99,6 +99,27 @@ const (
 	DetailUsageOutput = "usage_output_tokens"
 )
 
+// DetailProviderStatus is the detail key of the provider's own status word
+// for a shard's batch (validating, in_progress, completed, …; Bedrock's
+// Completed, Stopped, …), as the submitter last saw it.
+const DetailProviderStatus = "provider_status"
+
+// ProviderStatusTerminal reports whether a provider status word (the value
+// under DetailProviderStatus) means the provider will not change the batch
+// any more. It knows every adapter's words: OpenAI's, which the Anthropic and
+// Gemini adapters map theirs to, and Amazon Bedrock's, which bedrockbatch
+// keeps as they are (a partially completed, stopped or expired job still
+// holds paid results).
+func ProviderStatusTerminal(status string) bool {
+	switch status {
+	case "completed", "failed", "expired", "cancelled":
+		return true
+	case "Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired":
+		return true
+	}
+	return false
+}
+
 // ErrConflict means another writer appended the same sequence number first.
 var ErrConflict = errors.New("ledger: another writer won this transition")
 

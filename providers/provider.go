@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/batchlake/batchlake/lake"
 )
 
 // Batch is a provider batch as batchlake sees it.
@@ -41,17 +43,9 @@ type Usage struct {
 }
 
 // Terminal reports whether the provider will not change the batch any more.
-func (b *Batch) Terminal() bool {
-	switch b.Status {
-	case "completed", "failed", "expired", "cancelled":
-		return true
-	// Amazon Bedrock's words (bedrockbatch keeps them as they are): a
-	// partially completed, stopped or expired job still holds paid results.
-	case "Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired":
-		return true
-	}
-	return false
-}
+// The words are the ledger's (lake.ProviderStatusTerminal): the submitter
+// records the status and reconcile reads it back from there.
+func (b *Batch) Terminal() bool { return lake.ProviderStatusTerminal(b.Status) }
 
 // Metadata keys batchlake stamps on every batch it creates.
 const (

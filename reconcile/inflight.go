@@ -7,7 +7,6 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers"
 )
 
 // inFlight lists the shards of a job whose batches have not finished: a
@@ -37,7 +36,7 @@ func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, 
 			if ev.State == lake.Submitting {
 				tracked = true
 			}
-			if st := ev.Detail["provider_status"]; st != "" {
+			if st := ev.Detail[lake.DetailProviderStatus]; st != "" {
 				status = st
 			}
 		}
@@ -45,7 +44,7 @@ func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, 
 		case lake.Submitting, lake.Submitted:
 			flight = append(flight, s.ShardID)
 		case lake.Running:
-			if !(&providers.Batch{Status: status}).Terminal() {
+			if !lake.ProviderStatusTerminal(status) {
 				flight = append(flight, s.ShardID)
 			}
 		case lake.Validated:

@@ -13,7 +13,6 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers"
 )
 
 // Rows of the small tables built from the lake's JSON markers.
@@ -178,9 +177,9 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 						brows = append(brows, batchRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, ProviderJobID: id})
 					}
 					b := &brows[i]
-					if st := ev.Detail["provider_status"]; st != "" && b.CompletedAt == nil {
+					if st := ev.Detail[lake.DetailProviderStatus]; st != "" && b.CompletedAt == nil {
 						b.ProviderStatus = st
-						if (&providers.Batch{Status: st}).Terminal() {
+						if lake.ProviderStatusTerminal(st) {
 							at := ev.At
 							b.CompletedAt = &at
 						}

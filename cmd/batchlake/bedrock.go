@@ -9,8 +9,8 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 )
 
 // bedrockFlags are --provider bedrock's settings. Each falls back to an

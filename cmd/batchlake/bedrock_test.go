@@ -18,8 +18,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"gocloud.dev/blob"
 
-	"github.com/batchlake/batchlake/providers/fakebedrock"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestBedrockProcess runs the binary as an orchestrator would against an

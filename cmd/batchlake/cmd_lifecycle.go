@@ -13,20 +13,22 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
 	"github.com/batchlake/batchlake/providers/geminibatch"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 type providerFlags struct {
 	target  string
 	simSeed uint64
-	lease   time.Duration
-	bedrock bedrockFlags
+	// simLostCreates is how many create responses the simulator drops (run's --sim-lost-creates).
+	simLostCreates int
+	lease          time.Duration
+	bedrock        bedrockFlags
 	// The submit protocol's timings (docs/submission.md).
 	takeoverMargin, settle, lostLookup time.Duration
 	// maxInFlight bounds the job's unfinished batches (submit and run).
@@ -108,9 +110,9 @@ func envInt64(k string, def int64) int64 {
 
 // driverFor builds the lifecycle driver for a job: its provider is the one
 // in the manifest; a --provider given must agree.
-func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.Driver, error) {
+func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.Driver, func(), error) {
 	if p.target != "" && p.target != m.Provider {
-		return nil, &errkind.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
+		return nil, nil, &errkind.UsageError{Msg: fmt.Sprintf("--provider %s: job %s was planned for provider %s; a job's steps talk to its own provider (leave --provider out, or give %s)",
 			p.target, m.JobKey, m.Provider, m.Provider)}
 	}
 	q := *p
@@ -118,15 +120,37 @@ func (p *providerFlags) driverFor(g *globals, l *lake.Lake, m *lake.Manifest) (*
 	return q.driver(g, l)
 }
 
-// driver builds the lifecycle driver for a target provider.
-func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, error) {
+// driver builds the lifecycle driver for a target provider, and the
+// function that releases what it started (the simulator's server on
+// loopback) once the command is done with it.
+func (p *providerFlags) driver(g *globals, l *lake.Lake) (*lifecycle.Driver, func(), error) {
 	if err := p.check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	done := func() {}
+	d, err := p.driverWith(g, l, &done)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return d, done, nil
+}
+
+func (p *providerFlags) driverWith(g *globals, l *lake.Lake, done *func()) (*lifecycle.Driver, error) {
 	var c providers.Client
 	switch p.target {
 	case "sim":
-		c = sim.New(l, p.simSeed)
+		s, err := sim.Start(l, sim.Options{Seed: p.simSeed, LostCreates: p.simLostCreates, Logger: g.log})
+		if err != nil {
+			return nil, err
+		}
+		*done = func() {
+			if err := s.Close(); err != nil {
+				g.log.Warn("simulated provider: closing the fake OpenAI server", "error", err)
+			}
+		}
+		g.log.Debug("simulated provider: fake OpenAI server on loopback, its state in the lake", "url", s.URL(), "lost_create_responses", p.simLostCreates)
+		c = s
 	case "openai":
 		oc, err := openaibatch.New(openaibatch.Config{Logger: g.log})
 		if err != nil {
@@ -209,10 +233,11 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 					return err
 				}
 			}
-			drv, err := pf.driverFor(g, l, m)
+			drv, done, err := pf.driverFor(g, l, m)
 			if err != nil {
 				return err
 			}
+			defer done()
 			drv.Shard = shard
 			deadline := time.Now().Add(timeout)
 			for {

@@ -11,9 +11,7 @@ import (
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/lifecycle"
-	"github.com/batchlake/batchlake/providers/openaibatch"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/reconcile"
 )
 
@@ -51,13 +49,12 @@ type runResult struct {
 
 func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	var (
-		po          ingest.PlanOptions
-		pf          providerFlags
-		rf          reconcileFlags
-		maxRounds   int
-		lostCreates int
-		poll        time.Duration
-		out         string
+		po        ingest.PlanOptions
+		pf        providerFlags
+		rf        reconcileFlags
+		maxRounds int
+		poll      time.Duration
+		out       string
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -69,29 +66,16 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
-			var drv *lifecycle.Driver
-			if pf.target == ingest.SimProvider {
-				// The simulator is the fake OpenAI server, in-process on
-				// loopback, spoken to by the real openai-go adapter.
-				srv := fakeopenai.New(fakeopenai.Options{Seed: pf.simSeed, Faults: fakeopenai.Faults{CreateLost: lostCreates}})
-				base, err := srv.Start()
-				if err != nil {
-					return err
-				}
-				defer srv.Close()
-				c, err := openaibatch.New(openaibatch.Config{APIKey: srv.APIKey(), BaseURL: base, Logger: g.log})
-				if err != nil {
-					return err
-				}
-				if err := pf.check(); err != nil {
-					return err
-				}
-				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir,
-					Settle: pf.settle, LostLookup: pf.lostLookupSetting(), MaxInFlight: pf.maxInFlight}
-				drv.Ledger.TakeoverMargin = pf.takeoverMargin
-				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
-			} else if drv, err = pf.driver(g, l); err != nil {
+			// The simulator is the one the step commands use: the fake
+			// OpenAI server, in-process on loopback with its state in the
+			// lake, spoken to by the real openai-go adapter.
+			drv, done, err := pf.driver(g, l)
+			if err != nil {
 				return err
+			}
+			defer done()
+			if pf.target == ingest.SimProvider {
+				g.log.Info("simulated provider: fake OpenAI server on loopback, its state in the lake", "lost_create_responses", pf.simLostCreates)
 			}
 			po.TmpDir = g.tmpDir
 			// The job is planned for the provider run talks to; with sim it
@@ -166,7 +150,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	pf.register(c, "sim")
 	rf.register(c)
 	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
-	c.Flags().IntVar(&lostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
+	c.Flags().IntVar(&pf.simLostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
 	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")
 	c.Flags().StringVar(&out, "out", "", "write each round's report and retry files under DIR/<job_key>/")
 	return c

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake/failpoint"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
 
 // TestCrashMatrix kills batchlake with SIGKILL at every failpoint of submit

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // clean makes the simulated provider answer every request well, so a test
 // can predict each count of the report from the fault it injects alone.
-var clean = &sim.Rates{}
+var clean = &fakeopenai.Rates{}
 
 // TestCreateFaults: error answers on create. An error after the batch was
 // made (5xx, 429) or no answer leaves the outcome unknown: the shard stays

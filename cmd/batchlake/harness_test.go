@@ -26,9 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake/failpoint"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
 
 var (

@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestStepsUseTheJobsProvider: a job planned for OpenAI is submitted,
@@ -116,5 +117,47 @@ func TestRunOnTheSimulatorPlansASimJob(t *testing.T) {
 	// A step of the simulated job given a real provider is refused.
 	if r := h.run("status", "--job", res.JobKey, "--provider", "openai"); r.code != exitUsage || !strings.Contains(r.stdout+r.stderr, "planned for provider sim") {
 		t.Errorf("status --provider openai of a sim job: want exit 2 naming sim, got %s", r)
+	}
+}
+
+// TestRunContinuesStepsOnTheSimulator: run and the step commands share one
+// simulator, whose batches are in the lake: a sim job submitted with
+// `submit` is polled, collected and reconciled by `run` (which once spoke
+// to a server of its own and could not find the batches), and `status`
+// afterwards reads the same batches.
+func TestRunContinuesStepsOnTheSimulator(t *testing.T) {
+	lk := filepath.Join(t.TempDir(), "lake")
+	in := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
+	planArgs := []string{"--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100"}
+	code, pl := cli(t, append([]string{"plan", "--progress", "never"}, planArgs...)...)
+	if code != exitOK {
+		t.Fatalf("plan: exit %d: %v", code, pl)
+	}
+	job, _ := pl["job_key"].(string)
+	code, sub := cli(t, "submit", "--lake", lk, "--job", job)
+	if code != exitOK {
+		t.Fatalf("submit: exit %d: %v", code, sub)
+	}
+	bound := map[string]string{}
+	for _, s := range sub["shards"].([]any) {
+		sh := s.(map[string]any)
+		bound[sh["shard_id"].(string)], _ = sh["provider_job_id"].(string)
+	}
+	code, res := cli(t, append([]string{"run", "--poll", "10ms", "--sim-lost-creates", "0", "--progress", "never"}, planArgs...)...)
+	if code != exitOK && code != exitPartial {
+		t.Fatalf("run after submit: exit %d: %v", code, res)
+	}
+	if res["job_key"] != job {
+		t.Errorf("run's job %v, want the submitted one %s", res["job_key"], job)
+	}
+	code, st := cli(t, "status", "--lake", lk, "--job", job)
+	if code != exitOK {
+		t.Fatalf("status after run: exit %d: %v", code, st)
+	}
+	for _, s := range st["shards"].([]any) {
+		sh := s.(map[string]any)
+		if id := sh["shard_id"].(string); sh["provider_job_id"] != bound[id] || !strings.HasPrefix(bound[id], "batch_sim_") {
+			t.Errorf("shard %s: batch %v after run, want the one submit made (%s)", id, sh["provider_job_id"], bound[id])
+		}
 	}
 }

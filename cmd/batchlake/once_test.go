@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // TestSlowUploadOutlastsLease: submitter A's file upload takes 3 s, its
@@ -117,7 +116,7 @@ func TestLostCreateFoundByTheSubmitter(t *testing.T) {
 // duplicate_submission.
 func TestDuplicateBatchesThroughTheBinary(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, fakeopenai.Options{Seed: 43, Rates: &sim.Rates{}})
+	h := newHarness(t, fakeopenai.Options{Seed: 43, Rates: &fakeopenai.Rates{}})
 	p := h.plan(3, 3)
 	shard := p.Shards[0].ShardID
 	c, err := openaibatch.New(openaibatch.Config{APIKey: h.key, BaseURL: h.url})

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 )
 
 // shardFiles are one shard's provider output and error files.

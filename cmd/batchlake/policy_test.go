@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestProviderTotalsAndNotBefore runs a job against the fake OpenAI server

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeanthropic"
-	"github.com/batchlake/batchlake/providers/fakegemini"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeanthropic"
+	"github.com/batchlake/batchlake/internal/fakegemini"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestAnthropicAndGeminiCLI runs plan, submit (twice), status, collect and

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // longRun is true under `make reliability` (BATCHLAKE_LONG=1).

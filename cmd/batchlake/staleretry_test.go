@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/sim"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // readLines returns the lines of a JSONL file.
@@ -28,7 +27,7 @@ func readLines(t *testing.T, path string) [][]byte {
 // succeeded (the simulator with no defects), as a provider would return it.
 func answerAll(t *testing.T, lines [][]byte) string {
 	t.Helper()
-	res, err := sim.Run(append(bytes.Join(lines, []byte("\n")), '\n'), 99, sim.Rates{})
+	res, err := fakeopenai.Simulate(append(bytes.Join(lines, []byte("\n")), '\n'), 99, fakeopenai.Rates{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // TestLostCreatesEndWithOneBatchPerShard proves submit's promise: a job of

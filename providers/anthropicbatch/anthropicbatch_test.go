@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakeanthropic"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
-	"github.com/batchlake/batchlake/providers/fakeanthropic"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/reconcile"
 )
 

@@ -23,9 +23,9 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
-	"github.com/batchlake/batchlake/providers/fakebedrock"
 )
 
 const (

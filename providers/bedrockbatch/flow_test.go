@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
-	"github.com/batchlake/batchlake/providers/fakebedrock"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/reconcile"
 )
 

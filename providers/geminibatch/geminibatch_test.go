@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakegemini"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/fakegemini"
 	"github.com/batchlake/batchlake/providers/geminibatch"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/reconcile"
 )
 

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // A running batch's request_counts move (the Batch object's total,
@@ -28,7 +27,7 @@ func TestRequestCountsMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := sim.Run(data, seed, sim.DefaultRates)
+	want, err := fakeopenai.Simulate(data, seed, fakeopenai.DefaultRates)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // testKey looks like a real key so that a leak is unmistakable.
@@ -430,10 +429,10 @@ func TestFindDuplicates(t *testing.T) {
 func TestLifecycle(t *testing.T) {
 	cases := []struct {
 		attempt string
-		rates   sim.Rates
+		rates   fakeopenai.Rates
 	}{
-		{attempt: "1", rates: sim.DefaultRates},
-		{attempt: "2", rates: sim.RetryRates},
+		{attempt: "1", rates: fakeopenai.DefaultRates},
+		{attempt: "2", rates: fakeopenai.RetryRates},
 	}
 	for _, tc := range cases {
 		t.Run("attempt "+tc.attempt, func(t *testing.T) {
@@ -458,7 +457,7 @@ func TestLifecycle(t *testing.T) {
 			if want := []string{"in_progress", "finalizing", "completed"}; !slices.Equal(walk, want) {
 				t.Fatalf("status walk %v, want %v", walk, want)
 			}
-			want, err := sim.Run(data, seed, tc.rates)
+			want, err := fakeopenai.Simulate(data, seed, tc.rates)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -467,7 +466,7 @@ func TestLifecycle(t *testing.T) {
 			}
 			out := download(t, c, b.OutputFileID)
 			if !bytes.Equal(out, want.Output) {
-				t.Errorf("output file differs from sim.Run with the attempt's rates")
+				t.Errorf("output file differs from fakeopenai.Simulate with the attempt's rates")
 			}
 			if tc.attempt == "1" {
 				// The defects a reconciler must survive reach the client.
@@ -497,7 +496,7 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 			if got := download(t, c, b.ErrorFileID); !bytes.Equal(got, want.Errors) {
-				t.Errorf("error file differs from sim.Run with the attempt's rates")
+				t.Errorf("error file differs from fakeopenai.Simulate with the attempt's rates")
 			}
 		})
 	}
@@ -519,7 +518,7 @@ func TestPartialResults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clean := sim.Rates{} // no simulated defects: every finished request succeeds
+			clean := fakeopenai.Rates{} // no simulated defects: every finished request succeeds
 			_, c := setup(t, fakeopenai.Options{Rates: &clean, PartialFraction: 0.5, Faults: tc.faults}, openaibatch.Config{})
 			ctx := context.Background()
 			data, ids := input(20)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
-	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 )
 

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
 // api is a bare HTTP client for the fake, so these tests need no SDK.
@@ -258,5 +260,85 @@ func TestConcurrent(t *testing.T) {
 	}
 	if srv.CountRequests("POST", "/v1/batches") != 8 {
 		t.Fatal("create count")
+	}
+}
+
+// TestSharedBucket: two servers keeping their state in one bucket serve the
+// same files and batches, as one provider would to two processes: a batch
+// created at one is listed, advanced, cancelled and downloaded at the
+// other, with the same bytes a server in memory gives.
+func TestSharedBucket(t *testing.T) {
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	shared := fakeopenai.Options{Seed: 7, Bucket: bucket, Prefix: "_state/", IDTag: "sim"}
+	_, a := start(t, shared)
+	_, b := start(t, shared)
+	_, mem := start(t, fakeopenai.Options{Seed: 7})
+
+	input := []byte(line + strings.Replace(line, `"a"`, `"b"`, 1) + strings.Replace(line, `"a"`, `"c"`, 1))
+	f := a.upload("shard.jsonl", input)
+	if !strings.HasPrefix(f.ID, "file-sim_") {
+		t.Errorf("file id %q, want file-sim_…", f.ID)
+	}
+	var files struct{ Data []fakeopenai.File }
+	if st := b.do("GET", "files", "", nil, &files); st != http.StatusOK || len(files.Data) != 1 || files.Data[0].ID != f.ID {
+		t.Fatalf("the other server lists %+v (status %d), want the file %s", files.Data, st, f.ID)
+	}
+	meta := map[string]string{"batchlake_job_key": "job", "batchlake_shard_id": "s1"}
+	made := a.create(f.ID, meta)
+	if !strings.HasPrefix(made.ID, "batch_sim_") {
+		t.Errorf("batch id %q, want batch_sim_…", made.ID)
+	}
+	var listed struct{ Data []fakeopenai.Batch }
+	if st := b.do("GET", "batches", "", nil, &listed); st != http.StatusOK || len(listed.Data) != 1 || listed.Data[0].ID != made.ID {
+		t.Fatalf("the other server lists %+v (status %d), want the batch %s", listed.Data, st, made.ID)
+	}
+	// Polls at either server move the one batch on.
+	for i, want := range []string{"in_progress", "finalizing", "completed"} {
+		at := []*api{a, b}[i%2]
+		if got := at.get(made.ID); got.Status != want {
+			t.Fatalf("poll %d: status %q, want %q", i+1, got.Status, want)
+		}
+	}
+	done := a.get(made.ID)
+	if done.OutputFileID == nil || done.RequestCounts.Total != 3 {
+		t.Fatalf("finished batch %+v: want an output file and 3 requests", done)
+	}
+
+	// The same input at a server in memory gives the same bytes.
+	mf := mem.upload("shard.jsonl", input)
+	mb := mem.create(mf.ID, meta)
+	for range 3 {
+		mem.get(mb.ID)
+	}
+	mdone := mem.get(mb.ID)
+	content := func(at *api, id *string) string {
+		if id == nil {
+			return ""
+		}
+		req, _ := http.NewRequest("GET", at.base+"files/"+*id+"/content", nil)
+		req.Header.Set("Authorization", "Bearer "+at.key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		body, _ := io.ReadAll(res.Body)
+		return string(body)
+	}
+	if got, want := content(b, done.OutputFileID), content(mem, mdone.OutputFileID); got != want || got == "" {
+		t.Errorf("output read at the other server:\n%s\nwant what a server in memory gives:\n%s", got, want)
+	}
+	if got, want := content(b, done.ErrorFileID), content(mem, mdone.ErrorFileID); got != want {
+		t.Errorf("error file read at the other server:\n%s\nwant:\n%s", got, want)
+	}
+
+	// A cancel at one server is seen at the other.
+	second := b.create(f.ID, map[string]string{"batchlake_job_key": "job", "batchlake_shard_id": "s2"})
+	if st := a.do("POST", "batches/"+second.ID+"/cancel", "", nil, nil); st != http.StatusOK {
+		t.Fatalf("cancel: status %d", st)
+	}
+	if got := b.get(second.ID); got.Status != "cancelled" {
+		t.Errorf("after a cancel at the other server: status %q, want cancelled", got.Status)
 	}
 }

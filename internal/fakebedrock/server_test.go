@@ -19,7 +19,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
-	"github.com/batchlake/batchlake/providers/fakebedrock"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
 )
 
 func setup(t *testing.T, opts fakebedrock.Options) (*fakebedrock.Server, *bedrock.Client, string) {

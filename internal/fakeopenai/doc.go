@@ -4,8 +4,8 @@
 // It implements what providers/openaibatch uses — multipart uploads, file
 // listing and content, batch create/list/get/cancel with cursor paging —
 // and turns each batch's input file into output and error files with
-// providers/sim, so results carry the same seeded defects (shuffled,
-// duplicated, missing and unknown lines, retryable and permanent failures).
+// Simulate, so results carry seeded defects (shuffled, duplicated, missing
+// and unknown lines, retryable and permanent failures, empty answers).
 //
 // Batches move validating → in_progress → finalizing → completed, one step
 // per Options.PollsPerStep GETs of the batch, so a client's polling loop
@@ -17,6 +17,11 @@
 // (Requests, CountRequests), so a test can prove that exactly one batch was
 // created.
 //
+// Files and batches live in memory, or with Options.Bucket as objects in a
+// bucket, so that servers in several processes sharing it serve the same
+// batches: that is how internal/sim, the simulator behind --provider sim,
+// keeps them in the lake (store.go).
+//
 // The server checks `Authorization: Bearer <key>` on every request. It has
-// no dependency on package testing, so the demo can run it in-process.
+// no dependency on package testing, so the simulator runs it in-process.
 package fakeopenai

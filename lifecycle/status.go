@@ -64,7 +64,7 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"], Action: "unchanged"}
+		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus], Action: "unchanged"}
 		switch last.State {
 		case lake.Submitted, lake.Running:
 		case lake.Validated, lake.Submitting:
@@ -88,7 +88,7 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		to := stateOf(b.Status)
 		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
 		usage := UsageDetail(b.Usage)
-		changed := to != last.State || b.Status != last.Detail["provider_status"] || usage[lake.DetailUsageInput] != last.Detail[lake.DetailUsageInput]
+		changed := to != last.State || b.Status != last.Detail[lake.DetailProviderStatus] || usage[lake.DetailUsageInput] != last.Detail[lake.DetailUsageInput]
 		if !changed && counts != last.Detail["counts"] {
 			// Counts alone move on nearly every poll of a running batch:
 			// recorded once the batch is terminal, or as progress at most
@@ -96,7 +96,7 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 			changed = b.Terminal() || d.Ledger.Now().Sub(last.At) >= progressEvery
 		}
 		if changed {
-			detail := map[string]string{"target": d.Target, "provider_status": b.Status, "counts": counts,
+			detail := map[string]string{"target": d.Target, lake.DetailProviderStatus: b.Status, "counts": counts,
 				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
 			for k, v := range usage {
 				detail[k] = v
@@ -176,7 +176,7 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 		// collecting again after reconcile must still find the files.
 		var last lake.Event
 		for i := len(evs) - 1; i >= 0; i-- {
-			if evs[i].Detail["provider_status"] != "" {
+			if evs[i].Detail[lake.DetailProviderStatus] != "" {
 				last = evs[i]
 				break
 			}
@@ -184,7 +184,7 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 		if len(evs) > 0 {
 			last.State = evs[len(evs)-1].State
 		}
-		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail["provider_status"]}
+		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus]}
 		// A duplicate batch (paid twice) is collected as soon as it ended,
 		// whatever the bound batch does.
 		dupPending, err := d.collectDuplicates(ctx, m, s, job, last.ProviderJobID, have, &sr)
@@ -324,7 +324,7 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 			res.Shards = append(res.Shards, sr)
 			continue
 		}
-		if (last.State == lake.Submitted || last.State == lake.Running) && !(&providers.Batch{Status: last.Detail["provider_status"]}).Terminal() {
+		if (last.State == lake.Submitted || last.State == lake.Running) && !lake.ProviderStatusTerminal(last.Detail[lake.DetailProviderStatus]) {
 			b, err := d.Client.Cancel(ctx, last.ProviderJobID)
 			if err != nil {
 				return nil, fmt.Errorf("cancel %s: %w", s.ShardID, err)

@@ -291,7 +291,7 @@ func (d *Driver) create(ctx context.Context, job lake.Digest, m *lake.Manifest, 
 // it (and collect keeps its results as a duplicate submission) if the shard
 // ends up bound to another batch.
 func (d *Driver) bind(ctx context.Context, job lake.Digest, ev lake.Event, sr ShardResult, b *providers.Batch, action string) (ShardResult, error) {
-	detail := map[string]string{"target": d.Target, "provider_status": b.Status, "action": action}
+	detail := map[string]string{"target": d.Target, lake.DetailProviderStatus: b.Status, "action": action}
 	if len(b.Duplicates) > 0 {
 		// More than one batch exists for this shard (created outside this
 		// protocol, or by a holder that lost a race): bind the oldest, record
@@ -383,7 +383,7 @@ var DefaultSettle = map[string]time.Duration{
 	"anthropic": time.Minute,
 	"gemini":    time.Minute,
 	"bedrock":   90 * time.Second,
-	// The simulator (and run's fake OpenAI server on loopback) lists at once.
+	// The simulator (the fake OpenAI server, its state in the lake) lists at once.
 	"sim": 0,
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // failingGet is a provider whose Get fails for one batch, as a provider
@@ -58,7 +57,7 @@ func TestStatusPollsEveryShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simc := sim.New(l, 1)
+	simc := startSim(t, l)
 	d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: simc, Target: "sim", Lease: time.Minute, TmpDir: dir}
 	if _, err := d.Submit(ctx, job); err != nil {
 		t.Fatal(err)

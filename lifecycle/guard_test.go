@@ -12,10 +12,10 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/internal/sim"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // planJob plans n OpenAI-format records for provider, one shard per record.
@@ -61,6 +61,21 @@ func openLake(t *testing.T) (*lake.Lake, string) {
 	return l, dir
 }
 
+// startSim starts the simulator over l for the test.
+func startSim(t *testing.T, l *lake.Lake) *sim.Simulator {
+	t.Helper()
+	s, err := sim.Start(l, sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
 // TestSimulatorServesOnlySimJobs: the simulator refuses a job planned for
 // OpenAI, whether the driver says it talks to sim (the driver's check) or a
 // driver mislabelled openai hands it the job (the simulator's own check);
@@ -78,7 +93,7 @@ func TestSimulatorServesOnlySimJobs(t *testing.T) {
 	}
 	for _, target := range []string{"sim", "openai"} {
 		t.Run("driver says "+target, func(t *testing.T) {
-			d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: sim.New(l, 1), Target: target, Lease: time.Minute, TmpDir: dir}
+			d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: startSim(t, l), Target: target, Lease: time.Minute, TmpDir: dir}
 			res, err := d.Submit(ctx, mustDigest(t, real.JobKey))
 			if !errors.Is(err, errkind.ErrBadInput) {
 				t.Fatalf("submit of an openai job through the simulator: %+v, %v; want a usage error", res, err)
@@ -97,7 +112,7 @@ func TestSimulatorServesOnlySimJobs(t *testing.T) {
 			}
 		})
 	}
-	d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: sim.New(l, 1), Target: "sim", Lease: time.Minute, TmpDir: dir}
+	d := &Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: startSim(t, l), Target: "sim", Lease: time.Minute, TmpDir: dir}
 	res, err := d.Submit(ctx, mustDigest(t, simJob.JobKey))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package fakeopenai
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,38 +34,34 @@ type file struct {
 
 var filePurposes = map[string]bool{"assistants": true, "batch": true, "fine-tune": true, "vision": true, "user_data": true, "evals": true}
 
-// storeFile adds a file; s.mu must be held.
-func (s *Server) storeFile(name, purpose string, data []byte) *file {
-	s.seq++
+// storeFile adds a file, named id or a new id if id is empty; s.mu must be held.
+func (s *Server) storeFile(ctx context.Context, id, name, purpose string, data []byte) (*file, error) {
+	id, seq := s.newIDOr(id, "file")
 	now := s.opts.Now()
 	f := &file{File: File{
-		ID:        fmt.Sprintf("file-fake%06d", s.seq),
+		ID:        id,
 		Object:    "file",
 		Bytes:     int64(len(data)),
 		CreatedAt: now.Unix(),
 		Filename:  name,
 		Purpose:   purpose,
 		Status:    "processed",
-	}, data: data, seq: s.seq}
+	}, data: data, seq: seq}
 	if purpose == "batch" || purpose == "batch_output" {
 		// Batch files expire after 30 days by default.
 		exp := now.Add(30 * 24 * time.Hour).Unix()
 		f.ExpiresAt = &exp
 	}
-	s.files[f.ID] = f
-	return f
+	return f, s.saveFile(ctx, f)
 }
 
 // sortedFiles lists files newest first; s.mu must be held.
-func (s *Server) sortedFiles() []*file {
-	fs := make([]*file, 0, len(s.files))
-	for _, f := range s.files {
-		fs = append(fs, f)
-	}
+func (s *Server) sortedFiles(ctx context.Context) ([]*file, error) {
+	fs, err := s.allFiles(ctx)
 	slices.SortFunc(fs, func(a, b *file) int {
 		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.seq, a.seq))
 	})
-	return fs
+	return fs, err
 }
 
 func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
@@ -124,10 +121,13 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	f := s.storeFile(hdr.Filename, purpose, data)
-	out := f.File
+	f, err := s.storeFile(stored(r), "", hdr.Filename, purpose, data)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f.File)
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +142,12 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	s.mu.Lock()
-	all := s.sortedFiles()
+	all, err := s.sortedFiles(stored(r))
+	if err != nil {
+		s.mu.Unlock()
+		storeError(w, err)
+		return
+	}
 	var items []File
 	for _, f := range all {
 		if p := q.Get("purpose"); p != "" && f.Purpose != p {
@@ -163,12 +168,16 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookFile finds a file the client may read, or answers 404 itself.
-func (s *Server) lookFile(w http.ResponseWriter, id string) (*file, bool) {
+func (s *Server) lookFile(w http.ResponseWriter, r *http.Request, id string) (*file, bool) {
 	s.mu.Lock()
-	f, ok := s.files[id]
-	gone := ok && s.faults.FilesGone && f.Purpose == "batch_output"
+	f, err := s.lookupFile(stored(r), id)
+	gone := f != nil && s.faults.FilesGone && f.Purpose == "batch_output"
 	s.mu.Unlock()
-	if !ok || gone {
+	if err != nil {
+		storeError(w, err)
+		return nil, false
+	}
+	if f == nil || gone {
 		if gone {
 			setFault(w, "file gone")
 		}
@@ -179,13 +188,13 @@ func (s *Server) lookFile(w http.ResponseWriter, id string) (*file, bool) {
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
-	if f, ok := s.lookFile(w, r.PathValue("id")); ok {
+	if f, ok := s.lookFile(w, r, r.PathValue("id")); ok {
 		writeJSON(w, http.StatusOK, f.File)
 	}
 }
 
 func (s *Server) fileContent(w http.ResponseWriter, r *http.Request) {
-	f, ok := s.lookFile(w, r.PathValue("id"))
+	f, ok := s.lookFile(w, r, r.PathValue("id"))
 	if !ok {
 		return
 	}

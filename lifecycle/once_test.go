@@ -24,18 +24,17 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/fakeanthropic"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
+	"github.com/batchlake/batchlake/internal/fakegemini"
+	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
 	"github.com/batchlake/batchlake/providers/bedrockbatch"
-	"github.com/batchlake/batchlake/providers/fakeanthropic"
-	"github.com/batchlake/batchlake/providers/fakebedrock"
-	"github.com/batchlake/batchlake/providers/fakegemini"
-	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/geminibatch"
-	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
-	"github.com/batchlake/batchlake/providers/sim"
 	"github.com/batchlake/batchlake/reconcile"
 )
 
@@ -400,7 +399,7 @@ func (c *raceClient) Create(ctx context.Context, fileID, endpoint string, meta m
 // duplicate_submission.
 func TestLostRaceDuplicateBatch(t *testing.T) {
 	ctx := context.Background()
-	ok := &sim.Rates{}
+	ok := &fakeopenai.Rates{}
 	r, srv := openaiRig(t, fakeopenai.Options{Seed: 3, Rates: ok})
 	const lease = 2 * time.Second
 	b := r.submitter("B", lease, 0, time.Second)

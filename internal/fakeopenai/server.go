@@ -1,6 +1,7 @@
 package fakeopenai
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batchlake/batchlake/providers/sim"
+	"gocloud.dev/blob"
 )
 
 // DefaultAPIKey is the key the server accepts when Options.APIKey is empty.
@@ -21,12 +22,12 @@ const DefaultAPIKey = "sk-fakeopenai-0000000000000000"
 type Options struct {
 	// APIKey is the bearer token every request must carry (DefaultAPIKey if empty).
 	APIKey string
-	// Seed drives providers/sim; the same input and seed give the same output bytes.
+	// Seed drives Simulate; the same input and seed give the same output bytes.
 	Seed uint64
-	// Rates override sim.DefaultRates for first attempts (metadata
-	// batchlake_attempt absent or 1); RetryRates override sim.RetryRates for
+	// Rates override DefaultRates for first attempts (metadata
+	// batchlake_attempt absent or 1); RetryRates override RetryRates for
 	// attempt > 1.
-	Rates, RetryRates *sim.Rates
+	Rates, RetryRates *Rates
 	// PollsPerStep is how many GETs of a batch move it one status further
 	// (validating → in_progress → finalizing → completed). 0 means 1.
 	// While in_progress, request_counts move with the polls: the requests
@@ -46,6 +47,15 @@ type Options struct {
 	// GET /v1/batches, as an eventually consistent listing does; GET of the
 	// batch by id sees it at once.
 	ListDelay time.Duration
+	// Bucket, when set, keeps the server's files and batches as objects
+	// under Prefix instead of in memory, so that servers in several
+	// processes sharing the bucket serve the same batches (store.go).
+	Bucket *blob.Bucket
+	Prefix string
+	// IDTag marks the ids the server gives ("fake" if empty):
+	// batch_fake000001, file-fake000001 in memory, batch_<tag>_<random>
+	// in a bucket.
+	IDTag string
 	// EnqueuedTokenLimit, if > 0, is the organisation's enqueued prompt
 	// token limit per model: a batch whose prompt tokens (estimated as input
 	// bytes / 4) would take the model's admitted batches (in_progress and
@@ -135,7 +145,7 @@ type Server struct {
 	requests []Request
 	files    map[string]*file
 	batches  map[string]*batch
-	seq      int // orders objects created in the same second
+	seq      int // orders objects created in the same second (in memory)
 	srv      *http.Server
 	url      string
 }
@@ -154,6 +164,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.IDTag == "" {
+		opts.IDTag = "fake"
 	}
 	s := &Server{
 		opts:    opts,
@@ -253,23 +266,27 @@ func (s *Server) CountRequests(method, path string) int {
 }
 
 // Batches returns every batch the server holds, newest first, as the API
-// would show them (without advancing them).
+// would show them (without advancing them); with a bucket, those it could
+// read.
 func (s *Server) Batches() []Batch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Batch, 0, len(s.batches))
-	for _, b := range s.sortedBatches() {
+	bs, _ := s.sortedBatches(context.Background())
+	out := make([]Batch, 0, len(bs))
+	for _, b := range bs {
 		out = append(out, b.Batch)
 	}
 	return out
 }
 
-// Files returns every file the server holds, newest first.
+// Files returns every file the server holds, newest first; with a bucket,
+// those it could read.
 func (s *Server) Files() []File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]File, 0, len(s.files))
-	for _, f := range s.sortedFiles() {
+	fs, _ := s.sortedFiles(context.Background())
+	out := make([]File, 0, len(fs))
+	for _, f := range fs {
 		out = append(out, f.File)
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -12,10 +13,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batchlake/batchlake/providers"
-	"github.com/batchlake/batchlake/providers/sim"
 )
 
 // Batch is a batch object as the API returns it.
@@ -122,9 +123,8 @@ type RequestCounts struct {
 type batch struct {
 	Batch
 	seq      int
-	input    []byte
 	ids      []string // custom_ids in input order
-	result   sim.Result
+	result   Result
 	simErr   error
 	polls    int
 	finished int // requests done when a cancel arrived
@@ -133,6 +133,9 @@ type batch struct {
 	outcome map[string]bool
 	// listable is when the batch shows in listings (Options.ListDelay).
 	listable time.Time
+	// tokens estimates the batch's prompt tokens (input bytes / 4) for
+	// Options.EnqueuedTokenLimit.
+	tokens int64
 }
 
 var batchEndpoints = map[string]bool{
@@ -153,22 +156,22 @@ func ptr[T any](v T) *T { return &v }
 // newBatch creates a batch over input file in; s.mu must be held. The
 // simulated result is computed now, so that what a batch produces does not
 // depend on when it is polled.
-func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, createdAt time.Time) *batch {
-	s.seq++
+func (s *Server) newBatch(ctx context.Context, in *file, endpoint string, meta map[string]string, createdAt time.Time) (*batch, error) {
+	id, seq := s.newIDOr("", "batch")
 	attempt, _ := strconv.Atoi(meta[providers.MetaAttempt])
-	rates := sim.DefaultRates
+	rates := DefaultRates
 	if s.opts.Rates != nil {
 		rates = *s.opts.Rates
 	}
 	if attempt > 1 {
-		rates = sim.RetryRates
+		rates = RetryRates
 		if s.opts.RetryRates != nil {
 			rates = *s.opts.RetryRates
 		}
 	}
 	b := &batch{
 		Batch: Batch{
-			ID:               fmt.Sprintf("batch_fake%06d", s.seq),
+			ID:               id,
 			Object:           "batch",
 			Endpoint:         endpoint,
 			InputFileID:      in.ID,
@@ -178,19 +181,18 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 			ExpiresAt:        ptr(createdAt.Add(24 * time.Hour).Unix()),
 			Metadata:         maps.Clone(meta),
 		},
-		seq:      s.seq,
-		input:    in.data,
+		seq:      seq,
 		listable: time.Now().Add(s.opts.ListDelay),
 	}
 	b.ids, b.Model = scanInput(in.data)
-	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
+	b.tokens = int64(len(in.data)) / 4
+	b.result, b.simErr = Simulate(in.data, s.opts.Seed, rates)
 	b.outcome = outcomes(b.result)
-	s.batches[b.ID] = b
-	return b
+	return b, s.saveBatch(ctx, b)
 }
 
 // scanInput returns the custom_ids of an input file in order and its model.
-// Lines that do not parse are skipped here; sim.Run reports them.
+// Lines that do not parse are skipped here; Simulate reports them.
 func scanInput(data []byte) (ids []string, model string) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
@@ -213,15 +215,12 @@ func scanInput(data []byte) (ids []string, model string) {
 }
 
 // sortedBatches lists batches newest first, as GET /v1/batches does; s.mu must be held.
-func (s *Server) sortedBatches() []*batch {
-	bs := make([]*batch, 0, len(s.batches))
-	for _, b := range s.batches {
-		bs = append(bs, b)
-	}
+func (s *Server) sortedBatches(ctx context.Context) ([]*batch, error) {
+	bs, err := s.allBatches(ctx)
 	slices.SortFunc(bs, func(a, b *batch) int {
 		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.seq, a.seq))
 	})
-	return bs
+	return bs, err
 }
 
 type createRequest struct {
@@ -232,8 +231,8 @@ type createRequest struct {
 }
 
 // validate returns an error message for a create OpenAI would refuse; s.mu must be held.
-func (s *Server) validate(req createRequest) string {
-	f, ok := s.files[req.InputFileID]
+func (s *Server) validate(f *file, req createRequest) string {
+	ok := f != nil
 	switch {
 	case req.InputFileID == "":
 		return "Missing required parameter: 'input_file_id'."
@@ -271,12 +270,23 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 		s.faultError(w, r, status)
 		return
 	}
-	if msg := s.validate(req); msg != "" {
+	in, err := s.lookupFile(stored(r), req.InputFileID)
+	if err != nil {
+		s.mu.Unlock()
+		storeError(w, err)
+		return
+	}
+	if msg := s.validate(in, req); msg != "" {
 		s.mu.Unlock()
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", msg)
 		return
 	}
-	b := s.newBatch(s.files[req.InputFileID], req.Endpoint, req.Metadata, s.opts.Now())
+	b, err := s.newBatch(stored(r), in, req.Endpoint, req.Metadata, s.opts.Now())
+	if err != nil {
+		s.mu.Unlock()
+		storeError(w, err)
+		return
+	}
 	out := b.Batch
 	fault := ""
 	switch {
@@ -330,7 +340,12 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	s.mu.Lock()
-	all := s.sortedBatches()
+	all, err := s.sortedBatches(stored(r))
+	if err != nil {
+		s.mu.Unlock()
+		storeError(w, err)
+		return
+	}
 	items := make([]Batch, 0, len(all))
 	now := time.Now()
 	for _, b := range all {
@@ -351,14 +366,22 @@ func (s *Server) listBatches(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
-	b, ok := s.batches[id]
+	b, err := s.lookupBatch(stored(r), id)
 	var out Batch
-	if ok {
-		s.advance(b)
+	if b != nil && !b.terminal() {
+		if err = s.advance(stored(r), b); err == nil {
+			err = s.saveBatch(stored(r), b)
+		}
+	}
+	if b != nil {
 		out = b.Batch
 	}
 	s.mu.Unlock()
-	if !ok {
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	if b == nil {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("No batch found with id '%s'.", id))
 		return
 	}
@@ -368,8 +391,13 @@ func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
-	b, ok := s.batches[id]
-	if !ok {
+	b, err := s.lookupBatch(stored(r), id)
+	if err != nil {
+		s.mu.Unlock()
+		storeError(w, err)
+		return
+	}
+	if b == nil {
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("No batch found with id '%s'.", id))
 		return
@@ -393,6 +421,11 @@ func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) {
 		b.Status = "cancelling"
 		b.CancellingAt = ptr(now)
 		b.polls = 0
+		if err := s.saveBatch(stored(r), b); err != nil {
+			s.mu.Unlock()
+			storeError(w, err)
+			return
+		}
 	}
 	out := b.Batch
 	s.mu.Unlock()
@@ -410,7 +443,7 @@ func (s *Server) partial(n int) int {
 
 // outcomes maps the custom_ids of a simulated result to completed (true)
 // or failed (false), as its counts count them.
-func outcomes(r sim.Result) map[string]bool {
+func outcomes(r Result) map[string]bool {
 	m := map[string]bool{}
 	for _, ch := range []struct {
 		data []byte
@@ -443,35 +476,45 @@ func (b *batch) progress(done int) RequestCounts {
 	return rc
 }
 
-// enqueuedTokens estimates a batch's prompt tokens from its input's size.
-func enqueuedTokens(b *batch) int64 { return int64(len(b.input)) / 4 }
-
 // enqueuedTokens is what model's admitted batches (past validation, not yet
 // completed) hold against the enqueued token limit; s.mu must be held.
-func (s *Server) enqueuedTokens(model string) int64 {
+func (s *Server) enqueuedTokens(ctx context.Context, model string) (int64, error) {
+	bs, err := s.allBatches(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	for _, o := range s.batches {
+	for _, o := range bs {
 		if o.Model == model && (o.Status == "in_progress" || o.Status == "finalizing") {
-			n += enqueuedTokens(o)
+			n += o.tokens
 		}
 	}
-	return n
+	return n, nil
 }
 
-// advance moves a batch on by one poll; s.mu must be held.
-func (s *Server) advance(b *batch) {
+// advance moves a batch on by one poll; s.mu must be held. The caller
+// saves the batch.
+func (s *Server) advance(ctx context.Context, b *batch) error {
 	if b.terminal() {
-		return
+		return nil
 	}
 	b.polls++
 	if b.polls < s.opts.PollsPerStep {
 		if b.Status == "in_progress" {
 			b.RequestCounts = b.progress(len(b.ids) * b.polls / s.opts.PollsPerStep)
 		}
-		return
+		return nil
 	}
 	b.polls = 0
 	now := s.opts.Now().Unix()
+	var enqueued int64
+	if b.Status == "validating" && s.opts.EnqueuedTokenLimit > 0 {
+		n, err := s.enqueuedTokens(ctx, b.Model)
+		if err != nil {
+			return err
+		}
+		enqueued = n + b.tokens
+	}
 	switch b.Status {
 	case "validating":
 		switch {
@@ -479,7 +522,7 @@ func (s *Server) advance(b *batch) {
 			s.fail(b, "invalid_json_line", b.simErr.Error())
 		case len(b.ids) == 0:
 			s.fail(b, "empty_file", "The input file is empty.")
-		case s.opts.EnqueuedTokenLimit > 0 && s.enqueuedTokens(b.Model)+enqueuedTokens(b) > s.opts.EnqueuedTokenLimit:
+		case s.opts.EnqueuedTokenLimit > 0 && enqueued > s.opts.EnqueuedTokenLimit:
 			s.fail(b, "token_limit_exceeded", fmt.Sprintf("Enqueued token limit reached for %s in organization org-fake. Limit: %d enqueued tokens. Please try again once some in_progress batches have been completed.",
 				cmp.Or(b.Model, "the model"), s.opts.EnqueuedTokenLimit))
 		case s.faults.FailValidation > 0:
@@ -499,9 +542,8 @@ func (s *Server) advance(b *batch) {
 		if s.faults.Expire > 0 {
 			s.faults.Expire--
 			b.ExpiredAt = ptr(now)
-			s.finishPartial(b, "expired", s.partial(len(b.ids)), "batch_expired",
+			return s.finishPartial(ctx, b, "expired", s.partial(len(b.ids)), "batch_expired",
 				"This request could not be executed before the completion window expired.")
-			return
 		}
 		b.Status = "finalizing"
 		b.FinalizingAt = ptr(now)
@@ -511,12 +553,13 @@ func (s *Server) advance(b *batch) {
 		b.Status = "completed"
 		b.CompletedAt = ptr(now)
 		b.RequestCounts = RequestCounts{Total: b.result.Total, Completed: b.result.Completed, Failed: b.result.Failed}
-		s.storeResults(b, b.result.Output, b.result.Errors)
+		return s.storeResults(ctx, b, b.result.Output, b.result.Errors)
 	case "cancelling":
 		b.CancelledAt = ptr(now)
-		s.finishPartial(b, "cancelled", b.finished, "batch_cancelled",
+		return s.finishPartial(ctx, b, "cancelled", b.finished, "batch_cancelled",
 			"This request was not executed because the batch was cancelled.")
 	}
+	return nil
 }
 
 func (s *Server) fail(b *batch, code, msg string) {
@@ -527,22 +570,36 @@ func (s *Server) fail(b *batch, code, msg string) {
 
 // storeResults writes a batch's output and error files; s.mu must be held.
 // An empty channel gets no file (its id stays null), as OpenAI does.
-func (s *Server) storeResults(b *batch, output, errs []byte) {
+func (s *Server) storeResults(ctx context.Context, b *batch, output, errs []byte) error {
 	b.Usage = usageOf(output, s.faults.UsageSkew)
-	if len(output) > 0 {
-		f := s.storeFile(b.ID+"_output.jsonl", "batch_output", output)
-		b.OutputFileID = ptr(f.ID)
+	for _, ch := range []struct {
+		name string
+		data []byte
+		id   **string
+	}{{"output", output, &b.OutputFileID}, {"error", errs, &b.ErrorFileID}} {
+		if len(ch.data) == 0 {
+			continue
+		}
+		// In a bucket, two processes may finish the same batch at once:
+		// its result files are named after it, so both write the same
+		// objects.
+		id := ""
+		if s.opts.Bucket != nil {
+			id = "file-" + strings.TrimPrefix(b.ID, "batch_") + "_" + ch.name
+		}
+		f, err := s.storeFile(ctx, id, b.ID+"_"+ch.name+".jsonl", "batch_output", ch.data)
+		if err != nil {
+			return err
+		}
+		*ch.id = ptr(f.ID)
 	}
-	if len(errs) > 0 {
-		f := s.storeFile(b.ID+"_error.jsonl", "batch_output", errs)
-		b.ErrorFileID = ptr(f.ID)
-	}
+	return nil
 }
 
 // finishPartial ends a batch whose first `finished` requests (in input
 // order) ran: their simulated lines are kept, the others become error lines
 // with code; lines for ids never sent (sim's unknown lines) are kept too.
-func (s *Server) finishPartial(b *batch, status string, finished int, code, msg string) {
+func (s *Server) finishPartial(ctx context.Context, b *batch, status string, finished int, code, msg string) error {
 	b.Status = status
 	done := map[string]bool{}
 	sent := map[string]bool{}
@@ -584,5 +641,5 @@ func (s *Server) finishPartial(b *batch, status string, finished int, code, msg 
 		failed[id] = true
 	}
 	b.RequestCounts = RequestCounts{Total: int64(len(b.ids)), Completed: int64(len(succeeded)), Failed: int64(len(failed))}
-	s.storeResults(b, bytes.Join(outLines, nil), bytes.Join(errLines, nil))
+	return s.storeResults(ctx, b, bytes.Join(outLines, nil), bytes.Join(errLines, nil))
 }

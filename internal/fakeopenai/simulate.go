@@ -1,4 +1,4 @@
-package sim
+package fakeopenai
 
 import (
 	"bufio"
@@ -44,9 +44,10 @@ type Result struct {
 	Total          int64
 }
 
-// Run simulates a batch over an OpenAI-format input file. The same input,
-// seed and rates always give the same bytes.
-func Run(input []byte, seed uint64, rates Rates) (Result, error) {
+// Simulate runs a batch over an OpenAI-format input file: the lines it
+// answers, with the defects rates asks for. The same input, seed and rates
+// always give the same bytes.
+func Simulate(input []byte, seed uint64, rates Rates) (Result, error) {
 	var res Result
 	var out, errs [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(input))
@@ -58,7 +59,7 @@ func Run(input []byte, seed uint64, rates Rates) (Result, error) {
 		}
 		var in inputLine
 		if err := json.Unmarshal(line, &in); err != nil {
-			return res, fmt.Errorf("sim: input line %d: %w", res.Total+1, err)
+			return res, fmt.Errorf("input line %d: %w", res.Total+1, err)
 		}
 		res.Total++
 		var body struct {
@@ -109,7 +110,7 @@ func Run(input []byte, seed uint64, rates Rates) (Result, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return res, fmt.Errorf("sim: %w", err)
+		return res, fmt.Errorf("reading the input: %w", err)
 	}
 	for i := 0; i < rates.Unknown; i++ {
 		cid := fmt.Sprintf("stray-%d-%x", i, seed)
