@@ -39,8 +39,10 @@ LEFT JOIN (SELECT job_key, provider_job_id, min(completed_at) AS completed_at FR
 CREATE OR REPLACE {{.Kind}} quarantine AS
 SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
 
--- The files keep cost_usd as exact decimal text; the view is DECIMAL, as
--- in costs, so sum(cost_usd) needs no cast.
+-- cost_usd is DECIMAL(38, 18) in the files of table format 2 and exact
+-- decimal text in those of format 1; read together they come as text, so
+-- the view casts: DECIMAL whatever the lake's age, and sum(cost_usd) needs
+-- no cast (the same in costs).
 CREATE OR REPLACE {{.Kind}} outcomes AS
 SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd)
 FROM read_parquet({{.Outcomes}}, union_by_name = true);
