@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -41,16 +42,15 @@ type Usage struct {
 }
 
 // Terminal reports whether the provider will not change the batch any more.
-func (b *Batch) Terminal() bool {
-	switch b.Status {
-	case "completed", "failed", "expired", "cancelled":
-		return true
+func (b *Batch) Terminal() bool { return slices.Contains(TerminalStatuses, b.Status) }
+
+// TerminalStatuses are the batch statuses after which a batch changes no
+// more (a live catalog's batches view lists them in SQL).
+var TerminalStatuses = []string{
+	"completed", "failed", "expired", "cancelled",
 	// Amazon Bedrock's words (bedrockbatch keeps them as they are): a
 	// partially completed, stopped or expired job still holds paid results.
-	case "Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired":
-		return true
-	}
-	return false
+	"Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired",
 }
 
 // Metadata keys batchlake stamps on every batch it creates.
