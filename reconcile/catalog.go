@@ -114,6 +114,11 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, co 
 	res := &CatalogResult{Database: abs, Sidecar: abs + ".d", Views: catalogViews, Kind: "snapshot", Lake: l.URL, Refreshed: co.Refresh}
 	if live {
 		res.Kind, res.OpenFrom = "live", filepath.Dir(abs)
+		if strings.Contains(res.OpenFrom, ",") {
+			// The folder is DuckDB's file_search_path while the views are
+			// made, and that setting is a comma-separated list.
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --out %q: a live catalog's folder may not hold ','; choose another folder", out)}
+		}
 		if res.Lake, err = relPath(res.OpenFrom, lakeDir); err != nil {
 			return nil, err
 		}

@@ -343,3 +343,49 @@ func TestLiveCatalog(t *testing.T) {
 		t.Errorf("the moved catalog sees %d jobs with costs, want %d", n, after)
 	}
 }
+
+// TestSnapshotCatalogRefresh: a remote lake's catalog (here mem://) is a
+// snapshot of the files committed when it was written, opens from any
+// folder, and catalog --refresh brings in a job that landed since.
+func TestSnapshotCatalogRefresh(t *testing.T) {
+	ctx := context.Background()
+	l, err := lake.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	o := EngineOptions{Threads: 1, TempDir: dir, CacheDir: filepath.Join(dir, "cache")}
+	jobs := func() int64 {
+		t.Helper()
+		db, err := sql.Open("duckdb", filepath.Join(dir, "out", "snap.duckdb")+"?access_mode=READ_ONLY")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int64
+		if err := db.QueryRow("SELECT count(DISTINCT job_key) FROM expected").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(3, 3)), 20, 1, 1), 0)
+	out := filepath.Join(dir, "out", "snap.duckdb")
+	res, err := Catalog(ctx, l, out, o, CatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != "snapshot" || res.OpenFrom != "" {
+		t.Fatalf("catalog of a mem:// lake: %+v, want a snapshot", res)
+	}
+	planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(4, 4)), 25, 1, 1), 0)
+	if n := jobs(); n != 1 {
+		t.Fatalf("snapshot before refresh sees %d jobs, want the 1 it was written with", n)
+	}
+	if _, err := Catalog(ctx, l, out, o, CatalogOptions{Refresh: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs(); n != 2 {
+		t.Errorf("refreshed snapshot sees %d jobs, want 2", n)
+	}
+}
