@@ -122,6 +122,13 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, co 
 		if res.Lake, err = relPath(res.OpenFrom, lakeDir); err != nil {
 			return nil, err
 		}
+		// The views' paths are DuckDB globs: a path of its own holding a
+		// glob character would match other files, or none.
+		for _, p := range []string{res.Lake, filepath.Base(res.Sidecar)} {
+			if strings.ContainsAny(p, "*?[") {
+				return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --out %q: a live catalog reads the lake by the path %q, which holds a glob character (* ? [); move the catalog or the lake", out, p)}
+			}
+		}
 	}
 	if co.Refresh {
 		info, err := ReadCatalogInfo(ctx, abs)

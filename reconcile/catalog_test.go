@@ -389,3 +389,33 @@ func TestSnapshotCatalogRefresh(t *testing.T) {
 		t.Errorf("refreshed snapshot sees %d jobs, want 2", n)
 	}
 }
+
+// TestLiveCatalogRefusesGlobPaths: a live catalog's views read the lake by
+// globs, so a path holding a glob character is refused as bad usage rather
+// than read as a pattern.
+func TestLiveCatalogRefusesGlobPaths(t *testing.T) {
+	ctx := context.Background()
+	l, _, dir := smallLake(t)
+	odd, err := lake.Open(ctx, filepath.Join(dir, "la[ke"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer odd.Close()
+	for _, c := range []struct {
+		name string
+		l    *lake.Lake
+		out  string
+	}{
+		{"catalog name", l, filepath.Join(dir, "a[1].duckdb")},
+		{"lake folder", odd, filepath.Join(dir, "c.duckdb")},
+	} {
+		if _, err := Catalog(ctx, c.l, c.out, EngineOptions{Threads: 1, TempDir: dir}, CatalogOptions{}); !errors.Is(err, errkind.ErrBadInput) {
+			t.Errorf("%s: catalog --out %q: %v, want a usage error", c.name, c.out, err)
+		}
+	}
+	// A glob character in the catalog's own folder is no part of the views'
+	// paths: that catalog works.
+	if _, err := Catalog(ctx, l, filepath.Join(dir, "star*", "c.duckdb"), EngineOptions{Threads: 1, TempDir: dir}, CatalogOptions{}); err != nil {
+		t.Errorf("catalog in a folder named star*: %v", err)
+	}
+}
