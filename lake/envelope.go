@@ -23,12 +23,15 @@ const (
 	FormatReport    = "batchlake.report/v1"
 	FormatEvent     = "batchlake.ledger-event/v1"
 	FormatPartition = "batchlake.partition/v1"
+	// FormatTables names the Parquet tables' format (TableVersion); it is
+	// not an envelope: each table file's created_by carries the version.
+	FormatTables = "batchlake.tables/v2"
 )
 
-// Formats lists every marker format this batchlake writes (and so reads),
-// for `batchlake --version`.
+// Formats lists every format this batchlake writes (and so reads): the
+// markers' and the tables', for `batchlake --version`.
 func Formats() []string {
-	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition}
+	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition, FormatTables}
 }
 
 // SealJSON renders v in an envelope of the given format.

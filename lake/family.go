@@ -118,7 +118,7 @@ func Succeeded(ctx context.Context, l *Lake, jobs []*Manifest, among map[string]
 		if rep.OutcomesFile == "" {
 			continue
 		}
-		err = ReadTableFile(ctx, l, rep.OutcomesFile, func(rows []OutcomeRow) error {
+		err = ReadTableFile(ctx, l, rep.OutcomesFile, func(rows []outcomeState) error {
 			for _, r := range rows {
 				if r.Outcome == "succeeded" && among[r.RecordID] {
 					if _, ok := out[r.RecordID]; !ok {
@@ -149,6 +149,14 @@ func RecordIDs(ctx context.Context, l *Lake, m *Manifest) (map[string]bool, erro
 		}
 	}
 	return ids, nil
+}
+
+// outcomeState is the part of an outcome row Succeeded reads: reading only
+// these columns, it reads outcomes files of every table format alike
+// (cost_usd changed type between formats 1 and 2).
+type outcomeState struct {
+	RecordID string `parquet:"record_id"`
+	Outcome  string `parquet:"outcome"`
 }
 
 // ReadTableFile reads a table file (verified against the digest in its

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -111,13 +112,14 @@ const DetailProviderStatus = "provider_status"
 // keeps as they are (a partially completed, stopped or expired job still
 // holds paid results).
 func ProviderStatusTerminal(status string) bool {
-	switch status {
-	case "completed", "failed", "expired", "cancelled":
-		return true
-	case "Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired":
-		return true
-	}
-	return false
+	return slices.Contains(ProviderTerminalStatuses, status)
+}
+
+// ProviderTerminalStatuses are the status words ProviderStatusTerminal
+// accepts (a live catalog's batches view lists them in SQL).
+var ProviderTerminalStatuses = []string{
+	"completed", "failed", "expired", "cancelled",
+	"Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired",
 }
 
 // ErrConflict means another writer appended the same sequence number first.

@@ -3,6 +3,14 @@ package lake
 // The Parquet tables of the lake, one tagged struct per table. Column names
 // are the public contract (docs/contract.md); adding columns is fine, renaming is not.
 
+// TableVersion is the version of the tables' format this code writes, named
+// in every table file's created_by ("batchlake version 2") and in --version
+// (FormatTables). Readers read every version (the views cast what differs):
+//
+//	1  cost_usd of outcomes and costs as exact decimal text (UTF8)
+//	2  cost_usd as DECIMAL(38, 18) (Money)
+const TableVersion = 2
+
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
 	JobKey          string `parquet:"job_key,dict"`
@@ -91,7 +99,7 @@ type OutcomeRow struct {
 	Disposition  string `parquet:"disposition,dict"` // accepted, retry, manual
 	Reason       string `parquet:"reason,dict"`
 	Lines        int32  `parquet:"lines"`
-	CostUSD      string `parquet:"cost_usd"` // exact decimal
+	CostUSD      Money  `parquet:"cost_usd,decimal(18:38)"` // table format 2; text in 1
 	// Truncated says the record's best line was an answer cut at its token
 	// limit (a quality failure with reason truncated, or a success under
 	// --accept-truncated).
@@ -111,7 +119,7 @@ type CostRow struct {
 	RawSHA256    string `parquet:"raw_sha256,dict"`
 	LineNo       int64  `parquet:"line_no"`
 	PriceModel   string `parquet:"price_model,dict"`
-	CostUSD      string `parquet:"cost_usd"` // exact decimal, as text
+	CostUSD      Money  `parquet:"cost_usd,decimal(18:38)"` // table format 2; text in 1
 	// Unpriced: the line had tokens but the price table no row for its
 	// model (or its token counts were out of range), so it cost 0.
 	Unpriced bool `parquet:"unpriced"`

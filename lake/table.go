@@ -3,18 +3,21 @@ package lake
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 )
 
 // Parquet files are written deterministically: the same rows give the same
 // bytes whatever the library version, so a table file's name (its sha256) is
-// stable across re-runs and upgrades.
+// stable across re-runs and upgrades. created_by names the table format
+// (TableVersion), not the library.
 const (
 	createdBy    = "batchlake"
-	createdByVer = "1"
 	rowGroupRows = 128 * 1024
 )
+
+var createdByVer = strconv.Itoa(TableVersion)
 
 // TableWriter streams rows of one table into a local temporary Parquet file;
 // Commit uploads it under its content digest.

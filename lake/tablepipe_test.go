@@ -19,7 +19,7 @@ func TestTablePipeDepths(t *testing.T) {
 	rows := make([]CostRow, 3*pipeBatch+17)
 	for i := range rows {
 		rows[i] = CostRow{JobKey: "j", Tenant: "t", RecordID: fmt.Sprintf("r%08d", i), CustomID: fmt.Sprintf("c%d", i), Attempt: 1,
-			Category: "first_success", LineNo: int64(i + 1), CostUSD: fmt.Sprintf("0.%06d", i)}
+			Category: "first_success", LineNo: int64(i + 1), CostUSD: mustMoney(t, fmt.Sprintf("0.%06d", i))}
 	}
 	want, err := WriteTable(ctx, l, t.TempDir(), "costs", "t", job, rows)
 	if err != nil {

@@ -4,14 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/batchlake/batchlake/errkind"
+	"github.com/batchlake/batchlake/lake"
 )
 
 // TestCatalog: the catalog database opens in a fresh DuckDB and its views
@@ -24,9 +29,10 @@ func TestCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "sub", "analytics.duckdb")
-	if _, err := Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: dir}, Scope{}); err != nil {
+	if _, err := Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: dir}, CatalogOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Chdir(filepath.Dir(out)) // a live catalog opens from its folder
 	db, err := sql.Open("duckdb", out+"?access_mode=READ_ONLY")
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +120,7 @@ func TestEngineOddPaths(t *testing.T) {
 				t.Errorf("--tmp-dir %q: DuckDB spills to %q", odd, spill)
 			}
 			out := filepath.Join(odd, "cat "+name+".duckdb")
-			_, err = Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: odd}, Scope{})
+			_, err = Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: odd}, CatalogOptions{})
 			if strings.Contains(out, "?") {
 				// DuckDB itself cuts a database path at '?'.
 				if !errors.Is(err, errkind.ErrBadInput) {
@@ -132,6 +138,7 @@ func TestEngineOddPaths(t *testing.T) {
 			db := sql.OpenDB(c)
 			defer db.Close()
 			var n int64
+			t.Chdir(odd) // a live catalog opens from its folder
 			if _, err := db.ExecContext(ctx, "ATTACH "+quote(out)+" AS c (READ_ONLY)"); err != nil {
 				t.Fatal(err)
 			}
@@ -145,5 +152,270 @@ func TestEngineOddPaths(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// dumpView returns a view's columns and types, and its rows rendered and
+// sorted, for comparing two databases' views.
+func dumpView(t *testing.T, db *sql.DB, view string) (string, []string) {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM " + view)
+	if err != nil {
+		t.Fatalf("view %s: %v", view, err)
+	}
+	defer rows.Close()
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, c := range types {
+		cols = append(cols, c.Name()+" "+c.DatabaseTypeName())
+	}
+	var out []string
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range v {
+			if d, ok := x.(duckdb.Decimal); ok {
+				v[i] = FormatDecimal(d)
+			}
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("view %s: %v", view, err)
+	}
+	sort.Strings(out)
+	return strings.Join(cols, ", "), out
+}
+
+// sameViews checks that every view of the catalog gives the rows and types
+// the session's views give over the same lake, and that it has rows.
+func sameViews(t *testing.T, catalog *sql.DB, l *lake.Lake, tmp string, static ...string) {
+	t.Helper()
+	e, err := OpenSession(context.Background(), l, EngineOptions{Threads: 1, TempDir: tmp}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, v := range catalogViews {
+		if slices.Contains(static, v) {
+			continue
+		}
+		wantCols, want := dumpView(t, e.DB, v)
+		gotCols, got := dumpView(t, catalog, v)
+		if gotCols != wantCols {
+			t.Errorf("view %s: catalog columns\n%s\nsession\n%s", v, gotCols, wantCols)
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("view %s: the catalog has %d rows, the session %d; first difference:\n%s", v, len(got), len(want), firstDiff(got, want))
+		}
+		if len(want) == 0 && v != "quarantine" && v != "manual" {
+			t.Errorf("view %s is empty: the comparison proves nothing", v)
+		}
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return "catalog: " + x + "\nsession: " + y
+		}
+	}
+	return ""
+}
+
+// TestLiveCatalog: the catalog of a local lake is live and relative. Its
+// views give what the session's give (on a lake of two generations with
+// batches and retries, in table format 1); a job planned, ingested and
+// reconciled after it was written is seen without writing it again; and a
+// copy of the folder holding lake and catalog, at another path, opens and
+// reads its own lake. The catalog of before listed files: it saw no new job
+// and read the original lake's files from the copy.
+func TestLiveCatalog(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	work := filepath.Join(base, "work")
+	lakeDir := filepath.Join(work, "lake")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(copyTree(t, filepath.Join("..", "testdata", "lake-v1")), lakeDir); err != nil {
+		t.Fatal(err)
+	}
+	l, err := lake.Open(ctx, lakeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tmp := t.TempDir()
+	out := filepath.Join(work, "analytics.duckdb")
+	res, err := Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: tmp}, CatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != "live" || res.Lake != "lake" || res.OpenFrom != work {
+		t.Fatalf("catalog result %+v: want a live catalog reading lake from %s", res, work)
+	}
+	t.Chdir(work)
+	open := func() *sql.DB {
+		db, err := sql.Open("duckdb", out+"?access_mode=READ_ONLY")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	t.Run("same as the session", func(t *testing.T) { sameViews(t, db, l, tmp) })
+	jobs := func(db *sql.DB) (n int64, cost string) {
+		t.Helper()
+		if err := db.QueryRow("SELECT count(DISTINCT job_key), CAST(sum(cost_usd) AS VARCHAR) FROM costs").Scan(&n, &cost); err != nil {
+			t.Fatal(err)
+		}
+		return n, cost
+	}
+	before, _ := jobs(db)
+	db.Close()
+
+	// A new job lands: planned, ingested and reconciled after the catalog.
+	m := planAndIngest(t, l, tmp, generate(rand.New(rand.NewPCG(11, 11)), 30, 1, 1), 0)
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: tmp, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	after, _ := jobs(db)
+	var newCost string
+	if err := db.QueryRow("SELECT CAST(sum(cost_usd) AS VARCHAR) FROM costs WHERE job_key = ?", m.JobKey).Scan(&newCost); err != nil {
+		t.Fatal(err)
+	}
+	if after != before+1 || trimDecimal(newCost) != string(rep.CostUSD["total"]) {
+		t.Errorf("after a new job: %d jobs with costs (before %d), the new one's cost %s, its report's %s", after, before, newCost, rep.CostUSD["total"])
+	}
+	// A folder with no file when the catalog was written (quarantine: the
+	// fixture quarantined nothing, the new job a line) reads its stand-in
+	// until catalog --refresh.
+	if !slices.Equal(res.Static, []string{"quarantine"}) {
+		t.Errorf("static sources %v, want [quarantine]", res.Static)
+	}
+	t.Run("same as the session after a new job", func(t *testing.T) { sameViews(t, db, l, tmp, res.Static...) })
+	db.Close()
+	res, err = Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: tmp}, CatalogOptions{Refresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Static) != 0 || !res.Refreshed {
+		t.Errorf("refreshed: %+v, want no static source", res)
+	}
+	db = open()
+	t.Run("same as the session after refresh", func(t *testing.T) { sameViews(t, db, l, tmp) })
+	db.Close()
+
+	// A copy of the folder at another path reads its own lake: remove the
+	// original's, so that a path leading back there would fail.
+	moved := filepath.Join(base, "elsewhere", "copy")
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(work, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(moved)
+	out = filepath.Join(moved, "analytics.duckdb")
+	db = open()
+	defer db.Close()
+	if n, _ := jobs(db); n != after {
+		t.Errorf("the moved catalog sees %d jobs with costs, want %d", n, after)
+	}
+}
+
+// TestSnapshotCatalogRefresh: a remote lake's catalog (here mem://) is a
+// snapshot of the files committed when it was written, opens from any
+// folder, and catalog --refresh brings in a job that landed since.
+func TestSnapshotCatalogRefresh(t *testing.T) {
+	ctx := context.Background()
+	l, err := lake.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	o := EngineOptions{Threads: 1, TempDir: dir, CacheDir: filepath.Join(dir, "cache")}
+	jobs := func() int64 {
+		t.Helper()
+		db, err := sql.Open("duckdb", filepath.Join(dir, "out", "snap.duckdb")+"?access_mode=READ_ONLY")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int64
+		if err := db.QueryRow("SELECT count(DISTINCT job_key) FROM expected").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(3, 3)), 20, 1, 1), 0)
+	out := filepath.Join(dir, "out", "snap.duckdb")
+	res, err := Catalog(ctx, l, out, o, CatalogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != "snapshot" || res.OpenFrom != "" {
+		t.Fatalf("catalog of a mem:// lake: %+v, want a snapshot", res)
+	}
+	planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(4, 4)), 25, 1, 1), 0)
+	if n := jobs(); n != 1 {
+		t.Fatalf("snapshot before refresh sees %d jobs, want the 1 it was written with", n)
+	}
+	if _, err := Catalog(ctx, l, out, o, CatalogOptions{Refresh: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs(); n != 2 {
+		t.Errorf("refreshed snapshot sees %d jobs, want 2", n)
+	}
+}
+
+// TestLiveCatalogRefusesGlobPaths: a live catalog's views read the lake by
+// globs, so a path holding a glob character is refused as bad usage rather
+// than read as a pattern.
+func TestLiveCatalogRefusesGlobPaths(t *testing.T) {
+	ctx := context.Background()
+	l, _, dir := smallLake(t)
+	odd, err := lake.Open(ctx, filepath.Join(dir, "la[ke"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer odd.Close()
+	for _, c := range []struct {
+		name string
+		l    *lake.Lake
+		out  string
+	}{
+		{"catalog name", l, filepath.Join(dir, "a[1].duckdb")},
+		{"lake folder", odd, filepath.Join(dir, "c.duckdb")},
+	} {
+		if _, err := Catalog(ctx, c.l, c.out, EngineOptions{Threads: 1, TempDir: dir}, CatalogOptions{}); !errors.Is(err, errkind.ErrBadInput) {
+			t.Errorf("%s: catalog --out %q: %v, want a usage error", c.name, c.out, err)
+		}
+	}
+	// A glob character in the catalog's own folder is no part of the views'
+	// paths: that catalog works.
+	if _, err := Catalog(ctx, l, filepath.Join(dir, "star*", "c.duckdb"), EngineOptions{Threads: 1, TempDir: dir}, CatalogOptions{}); err != nil {
+		t.Errorf("catalog in a folder named star*: %v", err)
 	}
 }

@@ -115,8 +115,8 @@ type Report struct {
 	ReconciledAt    time.Time `json:"reconciled_at"`
 	Report          string    `json:"report"`
 	// The retry policy's per-record caps (policy.go), when set.
-	MaxRecordTokens int64  `json:"max_record_tokens,omitempty"`
-	MaxRecordCost   string `json:"max_record_cost_usd,omitempty"`
+	MaxRecordTokens int64       `json:"max_record_tokens,omitempty"`
+	MaxRecordCost   json.Number `json:"max_record_cost_usd,omitempty"`
 	// CappedRecords went to the manual queue because a cap was reached.
 	CappedRecords int64 `json:"capped_records"`
 	// RetryNotBefore is the earliest time the retry child may be submitted.
@@ -521,7 +521,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if rep.CappedRecords, err = cappedRecords(ctx, e, o.Caps); err != nil {
 		return nil, err
 	}
-	rep.MaxRecordTokens, rep.MaxRecordCost = o.Caps.Tokens, o.Caps.CostUSD
+	rep.MaxRecordTokens, rep.MaxRecordCost = o.Caps.Tokens, json.Number(o.Caps.CostUSD)
 	if err := counts(ctx, e, rep); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,12 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
 			}
 			last = s[0]
+			cost, err := lake.ParseMoney(s[8])
+			if err != nil {
+				return fmt.Errorf("reconcile: outcome of record %s: %w", s[0], err)
+			}
 			return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
-				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: trimDecimal(s[8]), Truncated: n[2] != 0})
+				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: cost, Truncated: n[2] != 0})
 		})
 		if err != nil {
 			break
@@ -87,8 +91,12 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
 			}
+			cost, err := lake.ParseMoney(s[9])
+			if err != nil {
+				return fmt.Errorf("reconcile: cost of %s line %d: %w", s[7], n[1], err)
+			}
 			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
-				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: trimDecimal(s[9]), Unpriced: n[3] != 0})
+				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: cost, Unpriced: n[3] != 0})
 		})
 	} else {
 		err = scanCosts(ctx, e, m, inOrder, cpipe)
@@ -124,8 +132,12 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 			if n[2] < 1 || n[2] > int64(len(raws)) {
 				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
 			}
+			cost, err := lake.ParseMoney(s[6])
+			if err != nil {
+				return fmt.Errorf("reconcile: cost of %s line %d: %w", raws[n[2]-1], n[1], err)
+			}
 			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
-				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: trimDecimal(s[6]), Unpriced: n[3] != 0})
+				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: cost, Unpriced: n[3] != 0})
 		})
 		if err != nil {
 			return err

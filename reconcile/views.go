@@ -15,7 +15,10 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// Rows of the small tables built from the lake's JSON markers.
+// Rows of the small tables built from the lake's JSON markers. Times keep
+// microseconds, DuckDB's TIMESTAMPTZ precision, as a live catalog's views
+// of the same markers do (catalog_sources.sql): milliseconds made ties of
+// times that differ, and accepted orders by one.
 type manifestRow struct {
 	JobKey               string    `parquet:"job_key"`
 	Tenant               string    `parquet:"tenant"`
@@ -30,13 +33,13 @@ type manifestRow struct {
 	ExpectedRecords      int64     `parquet:"expected_records"`
 	Attempt              int32     `parquet:"attempt"`
 	ParentJobKey         string    `parquet:"parent_job_key"`
-	CreatedAt            time.Time `parquet:"created_at,timestamp"`
+	CreatedAt            time.Time `parquet:"created_at,timestamp(microsecond)"`
 	SubmittedBy          string    `parquet:"submitted_by"`
 	CostCenter           string    `parquet:"cost_center"`
 	Retention            string    `parquet:"retention"`
 	OutputSchemaVersion  string    `parquet:"output_schema_version"`
 	// NotBefore: the earliest submit time of a retry child (NULL: none).
-	NotBefore *time.Time `parquet:"not_before,timestamp,optional"`
+	NotBefore *time.Time `parquet:"not_before,timestamp(microsecond),optional"`
 }
 
 type shardRow struct {
@@ -58,7 +61,7 @@ type reportFileRow struct {
 	JobKey            string    `parquet:"job_key"`
 	Tenant            string    `parquet:"tenant"`
 	RawSHA256         string    `parquet:"raw_sha256"`
-	FirstReconciledAt time.Time `parquet:"first_reconciled_at,timestamp"`
+	FirstReconciledAt time.Time `parquet:"first_reconciled_at,timestamp(microsecond)"`
 }
 
 // ingestRow is one ingest record: when a raw result file of a job was
@@ -70,7 +73,7 @@ type ingestRow struct {
 	RawSHA256     string    `parquet:"raw_sha256"`
 	ProviderJobID string    `parquet:"provider_job_id"`
 	Lines         int64     `parquet:"lines"`
-	IngestedAt    time.Time `parquet:"ingested_at,timestamp"`
+	IngestedAt    time.Time `parquet:"ingested_at,timestamp(microsecond)"`
 }
 
 // batchRow is one provider batch of a job: when batchlake first saw it
@@ -83,7 +86,7 @@ type batchRow struct {
 	ShardID        string     `parquet:"shard_id"`
 	ProviderJobID  string     `parquet:"provider_job_id"`
 	ProviderStatus string     `parquet:"provider_status"`
-	CompletedAt    *time.Time `parquet:"completed_at,timestamp,optional"`
+	CompletedAt    *time.Time `parquet:"completed_at,timestamp(microsecond),optional"`
 }
 
 type ledgerRow struct {
@@ -92,7 +95,7 @@ type ledgerRow struct {
 	ShardID       string    `parquet:"shard_id"`
 	Seq           int64     `parquet:"seq"`
 	State         string    `parquet:"state"`
-	At            time.Time `parquet:"at,timestamp"`
+	At            time.Time `parquet:"at,timestamp(microsecond)"`
 	Actor         string    `parquet:"actor"`
 	ProviderJobID string    `parquet:"provider_job_id"`
 	LeaseExpires  string    `parquet:"lease_expires"`
@@ -265,7 +268,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 			return nil, err
 		}
 		all = append(all, paths...)
-		data[t.name] = sqlList(paths)
+		data[t.name] = "read_parquet(" + sqlList(paths) + ", union_by_name = true)"
 	}
 	if err := e.ExecFile(ctx, "views.sql", data); err != nil {
 		return nil, err

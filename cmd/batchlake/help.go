@@ -39,9 +39,34 @@ exit 1 on any error.`
 
 const catalogLong = `catalog writes a DuckDB database file whose views (the same as sql's:
 manifests, shards, expected, attempts, records, costs, ledger, …) read the
-lake's committed Parquet files where they are, for notebooks, BI tools and
-DuckDB's own CLI. Nothing is copied; run it again after new data lands to
-include the new files.`
+lake's files where they are, for notebooks, BI tools and DuckDB's own CLI.
+Nothing is copied. Which kind it writes depends on the lake:
+
+  live (a local lake): the views read the lake's folders by globs and its
+  JSON markers each time they are queried, so jobs planned, ingested or
+  reconciled after the catalog was written are seen without writing it
+  again. The paths are relative to the catalog file's folder, and DuckDB
+  resolves relative paths against its current directory, so open it from
+  that folder:
+
+    batchlake catalog --lake ./lake --out analytics.duckdb
+    duckdb -readonly analytics.duckdb      # from the folder holding it
+    python -c "import duckdb; print(duckdb.connect('analytics.duckdb', read_only=True).sql('FROM records LIMIT 5'))"
+
+  Hand it to a colleague with the lake: copy the folder that holds both (or
+  place the catalog beside their copy at the same relative path). A table
+  folder with no file at all when it was written (quarantine, often) reads
+  an empty stand-in until catalog --refresh; the result lists those as
+  "static".
+
+  snapshot (s3://, gs://, azblob://, mem://: DuckDB reads local files only):
+  the views list the files committed when it ran, staged in the local cache
+  (--cache-dir), with small tables from the markers in a sidecar folder
+  (<out>.d); it opens from any folder but sees newer jobs only after
+  catalog --refresh --out <out>.
+
+--refresh rebuilds an existing catalog in place, of the same lake and
+tenant (it refuses a catalog of another lake).`
 
 const retryLong = `retry turns the retry shard of --job (written by reconcile: records missing,
 failed retryably or failing the quality gate, under --max-attempts) into a

@@ -1,0 +1,2 @@
+-- An existing catalog, read only, to read its batchlake_catalog table.
+ATTACH {{.Path}} AS catalog_db (READ_ONLY);
