@@ -147,9 +147,6 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	return e.SummarizeScope(ctx, l, SummaryScope{Job: job.Hex()})
 }
 
-// ErrNoJobs is returned when a report's scope holds no job.
-var ErrNoJobs = errors.New("no job")
-
 // SummarizeScope gathers the numbers of the jobs in scope: each job with
 // its manifest, times and latest report's counts, the records' funnel, cost
 // by category, model, attempt, tenant and day, plan's estimate beside the
@@ -168,7 +165,7 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 	}
 	since := ""
 	if !sc.Since.IsZero() {
-		since = sc.Since.UTC().Format("2006-01-02 15:04:05.999999")
+		since = sc.Since.UTC().Format("2006-01-02 15:04:05.999999") + "+00"
 	}
 	args := []any{sql.Named("job", sc.Job), sql.Named("tenant", sc.Tenant), sql.Named("since", since)}
 	query := func(name string, data map[string]string, extra ...any) (*sql.Rows, error) {
@@ -190,12 +187,14 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 	if err := e.summaryJobs(ctx, l, s, query); err != nil {
 		return nil, err
 	}
-	if len(s.Generations) == 0 && (sc.Job != "" || sc.Tenant != "") {
+	// A job or tenant the lake does not have is a mistake; a lake, or a
+	// tenant, with no job since a date is an empty report.
+	if len(s.Generations) == 0 && (sc.Job != "" || sc.Tenant != "" && sc.Since.IsZero()) {
 		what := "job " + sc.Job
 		if sc.Job == "" {
-			what = "job of tenant " + sc.Tenant
+			what = "job of tenant " + sc.Tenant + " (batchlake jobs lists the lake's jobs)"
 		}
-		return nil, fmt.Errorf("report: no %s in the lake: %w", what, lake.ErrNotFound)
+		return nil, fmt.Errorf("report: the lake has no %s: %w", what, lake.ErrNotFound)
 	}
 
 	rows, err := query("report_records.sql", nil)
@@ -241,7 +240,8 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{costDimensions["model"], &s.CostModel},
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
 		{costDimensions["tenant"], &s.CostTenant},
-		{"coalesce(strftime(ingested_at, '%Y-%m-%d'), 'not ingested')", &s.CostDay},
+		// Days in UTC, whatever the session's time zone.
+		{"coalesce(strftime(timezone('UTC', ingested_at), '%Y-%m-%d'), 'not ingested')", &s.CostDay},
 	} {
 		rows, err := query("report_costs.sql", map[string]string{"Dim": c.dim})
 		if err != nil {
