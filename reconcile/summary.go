@@ -502,7 +502,7 @@ func estimateReasons(s *JobSummary, est, bill *big.Rat) []string {
 			groupDigits(v.UnpricedLines)))
 	}
 	if v.JobsWithoutEstimate > 0 {
-		out = append(out, fmt.Sprintf("%d jobs have no estimate (planned before estimates existed, or not priced): their bill counts, their estimate does not.", v.JobsWithoutEstimate))
+		out = append(out, fmt.Sprintf("%d job(s) have no estimate (planned before estimates existed, or not priced): their bill counts, their estimate does not.", v.JobsWithoutEstimate))
 	}
 	if len(out) == 0 && est.Cmp(bill) == 0 {
 		out = append(out, "The bill equals the estimate.")

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"slices"
@@ -274,4 +275,41 @@ func TestSummaryScopes(t *testing.T) {
 		}
 		checkPage(t, page.Bytes(), s)
 	})
+}
+
+// TestEstimateReasons: each cause of a difference between estimate and bill
+// is named, with its numbers, only when the numbers show it.
+func TestEstimateReasons(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		est       EstimateVsBill
+		notBilled string
+		estUSD    string
+		billUSD   string
+		want      []string // prefixes, in order
+	}{
+		{"equal", EstimateVsBill{}, "0", "0", "0", []string{"The bill equals the estimate."}},
+		{"short answers", EstimateVsBill{EstOutputTokens: 1000, OutputTokens: 250, EstInputTokens: 400, InputTokens: 400, Lines: 4, SuccessLines: 4}, "0", "1", "0.5",
+			[]string{"Output: the answers used 250 output tokens of the 1,000 the estimate counted"}},
+		{"long answers and input", EstimateVsBill{EstOutputTokens: 10, OutputTokens: 20, EstInputTokens: 1000, InputTokens: 1500, Lines: 2, SuccessLines: 2}, "0", "1", "2",
+			[]string{"Output: the answers used 20 output tokens, more than the 10", "Input: the providers counted 1,500 input tokens where the estimate had 1,000"}},
+		{"cache, failures, not billed, unpriced, no estimate",
+			EstimateVsBill{CachedInputTokens: 5000, InputTokens: 6000, EstInputTokens: 6000, Lines: 10, SuccessLines: 7, UnpricedLines: 3, JobsWithoutEstimate: 1}, "0.25", "1", "1",
+			[]string{"Cache: 5,000 input tokens", "Failures: 3 of 10 result lines", "Not billed yet: $0.25 of the estimate", "Unpriced: 3 lines", "1 job(s) have no estimate"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &JobSummary{Estimate: c.est, CommittedNotBilledUSD: json.Number(c.notBilled)}
+			est, _ := new(big.Rat).SetString(c.estUSD)
+			bill, _ := new(big.Rat).SetString(c.billUSD)
+			got := estimateReasons(s, est, bill)
+			if len(got) != len(c.want) {
+				t.Fatalf("reasons %q, want %d starting %q", got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("reason %d %q, want it to start %q", i, got[i], w)
+				}
+			}
+		})
+	}
 }
