@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,11 +120,68 @@ func TestReportTenantAndLake(t *testing.T) {
 		})
 	}
 
+	// Days and --since are UTC whatever the process's time zone: run the
+	// command where the local date is a day ahead of UTC (UTC+14) and a day
+	// behind (UTC-11); at any hour one of them differs from UTC.
+	_, allRep := cli(t, "report", "--lake", lk, "--all")
+	utcDays := map[string]bool{}
+	var first, last time.Time
+	for _, g := range allRep["generations"].([]any) {
+		for _, k := range []string{"created_at", "reconciled_at"} {
+			at, err := time.Parse(time.RFC3339Nano, g.(map[string]any)[k].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			utcDays[at.UTC().Format("2006-01-02")] = true
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	for _, tz := range []string{"Pacific/Kiritimati", "Pacific/Pago_Pago"} {
+		t.Run("TZ="+tz, func(t *testing.T) {
+			for _, c := range []struct {
+				since string
+				jobs  int
+			}{
+				{first.UTC().Format("2006-01-02"), jobs["acme"] + jobs["beta"]},
+				{last.UTC().AddDate(0, 0, 1).Format("2006-01-02"), 0},
+			} {
+				cmd := exec.Command(binary(t), "report", "--lake", lk, "--all", "--since", c.since)
+				cmd.Env = append(os.Environ(), "TZ="+tz)
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("report --since %s: %v", c.since, err)
+				}
+				var rep struct {
+					Generations []any `json:"generations"`
+					Days        []struct {
+						Key string `json:"key"`
+					} `json:"cost_by_day"`
+				}
+				if err := json.Unmarshal(out, &rep); err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Generations) != c.jobs {
+					t.Errorf("--since %s: %d jobs, want %d (planned between %s and %s)", c.since, len(rep.Generations), c.jobs, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+				}
+				for _, d := range rep.Days {
+					if !utcDays[d.Key] {
+						t.Errorf("cost day %s is not a UTC day of the jobs (%v)", d.Key, utcDays)
+					}
+				}
+			}
+		})
+	}
+
 	for _, c := range []struct {
 		name string
 		args []string
 	}{
-		{"job and tenant", []string{"--job", "abc", "--tenant", "acme"}},
+		{"job and tenant", []string{"--job", anyJob, "--tenant", "acme"}},
 		{"tenant and all", []string{"--tenant", "acme", "--all"}},
 		{"since with job", []string{"--job", anyJob, "--since", yesterday}},
 		{"bad since", []string{"--all", "--since", "last week"}},
