@@ -204,6 +204,20 @@ func humanDuration(sec *int64) string {
 	}
 }
 
+// formatTime renders a time or *time.Time in UTC ("–" for none).
+func formatTime(t any, layout string) string {
+	switch v := t.(type) {
+	case *time.Time:
+		if v == nil {
+			return "–"
+		}
+		return v.UTC().Format(layout)
+	case time.Time:
+		return v.UTC().Format(layout)
+	}
+	return ""
+}
+
 // page is what the template renders: the summary and its charts.
 type page struct {
 	*JobSummary
@@ -259,23 +273,13 @@ func RenderHTML(w io.Writer, s *JobSummary) error {
 			}
 			return n * 100 / maxBin
 		},
-		"usd":   func(n json.Number) string { return HumanUSD(string(n)) },
-		"int":   groupDigits,
-		"dur":   humanDuration,
-		"join":  func(v []string) string { return strings.Join(v, ", ") },
-		"count": func(v []string) int { return len(v) },
-		"when": func(t any) string {
-			switch v := t.(type) {
-			case *time.Time:
-				if v == nil {
-					return "–"
-				}
-				return v.UTC().Format("2006-01-02 15:04 UTC")
-			case time.Time:
-				return v.UTC().Format("2006-01-02 15:04 UTC")
-			}
-			return ""
-		},
+		"usd":    func(n json.Number) string { return HumanUSD(string(n)) },
+		"int":    groupDigits,
+		"dur":    humanDuration,
+		"join":   func(v []string) string { return strings.Join(v, ", ") },
+		"count":  func(v []string) int { return len(v) },
+		"when":   func(t any) string { return formatTime(t, "2006-01-02 15:04 UTC") },
+		"minute": func(t any) string { return formatTime(t, "2006-01-02 15:04") },
 	}).Parse(reportHTML)
 	if err != nil {
 		return err
