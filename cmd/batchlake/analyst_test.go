@@ -97,15 +97,26 @@ func TestManualAndReportCommands(t *testing.T) {
 			t.Errorf("page %s = %q, JSON %v", k, ids[k], rep[k])
 		}
 	}
-	// USD is a JSON number; the page shows the same digits.
-	if n, ok := rep["cost_total_usd"].(json.Number); !ok || ids["cost-total"] != n.String() {
-		t.Errorf("page cost-total %q, JSON %v", ids["cost-total"], rep["cost_total_usd"])
+	// USD is a JSON number; the page keeps the same digits beside the
+	// amount it shows rounded.
+	if n, ok := rep["cost_total_usd"].(json.Number); !ok || ids["cost-total@value"] != n.String() || ids["cost-total"] != reconcile.HumanUSD(n.String()) {
+		t.Errorf("page cost-total %q (%q), JSON %v", ids["cost-total"], ids["cost-total@value"], rep["cost_total_usd"])
+	}
+	// The simulator's batches were submitted and finished: the first
+	// generation has its times and turnaround.
+	for _, k := range []string{"gen-0-submitted", "gen-0-provider_done", "gen-0-reconciled_at", "gen-0-provider_turnaround", "gen-0-turnaround"} {
+		if v := ids[k]; v == "" || v == "–" {
+			t.Errorf("page %s = %q, want a time", k, v)
+		}
+	}
+	if ids["tenants"] != "acme" || ids["providers"] != "sim" || ids["prompt_versions"] != "v1" {
+		t.Errorf("page tenant %q provider %q prompt %q", ids["tenants"], ids["providers"], ids["prompt_versions"])
 	}
 	if gens := rep["generations"].([]any); len(gens) < 2 {
 		t.Errorf("report has %d generations; the demo retries", len(gens))
 	}
 
 	if code, _ := cli(t, "report", "--lake", lk); code != exitUsage {
-		t.Errorf("report without --job: exit %d, want %d", code, exitUsage)
+		t.Errorf("report without --job, --tenant or --all: exit %d, want %d", code, exitUsage)
 	}
 }

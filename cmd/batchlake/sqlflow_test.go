@@ -188,11 +188,16 @@ func TestCommittedNotBilledSettledByRetry(t *testing.T) {
 	}
 	// USD is a JSON number everywhere in the report, never a string.
 	usd := []any{rep["cost_total_usd"], rep["estimated_usd"], rep["committed_not_billed_usd"]}
-	for _, k := range []string{"cost_by_category", "cost_by_model", "manual_queue"} {
+	for _, k := range []string{"cost_by_category", "cost_by_model", "cost_by_attempt", "cost_by_tenant", "cost_by_day", "manual_queue", "generations"} {
 		for _, x := range rep[k].([]any) {
 			usd = append(usd, x.(map[string]any)["cost_usd"])
 		}
 	}
+	for _, x := range rep["generations"].([]any) {
+		usd = append(usd, x.(map[string]any)["estimated_usd"])
+	}
+	ev := rep["estimate_vs_bill"].(map[string]any)
+	usd = append(usd, ev["estimated_usd"], ev["billed_usd"], ev["difference_usd"])
 	for i, v := range usd {
 		if _, ok := v.(json.Number); !ok {
 			t.Errorf("report USD value %d is %T %v, want a JSON number", i, v, v)
