@@ -68,9 +68,10 @@ fuzz: ## every fuzz target, instrumented, for FUZZTIME (default 60s each; Nx for
 
 # ---- bench (bench/README.md) --------------------------------------------------------
 # make bench [N=1000000] [RUNS=3] [SEED=1] [DATA=./bench-data] — plan, ingest and
-# reconcile beside the DuckDB baseline and contract floor; variables given on the make command line
-# reach bench/run.sh through the environment.
-bench: ## measure plan, ingest, reconcile, the DuckDB baseline and contract floor at N records (default 1M)
+# reconcile beside the DuckDB baseline, the contract floor and a single-threaded
+# Python reconciler; variables given on the make command line reach bench/run.sh
+# through the environment.
+bench: ## measure plan, ingest, reconcile, the DuckDB baseline, contract floor and Python reconciler at N records (default 1M)
 	bash bench/run.sh
 
 bench-go: ## Go benchmarks of the hot paths

@@ -11,16 +11,20 @@
 #   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
 #   blbaseline -contract  (the contract floor: the output and error loads, then
 #                        the lake tables batchlake writes, made by DuckDB alone)
+#   python3 bench/reconcile.py  (a plain single-threaded Python reconciler:
+#                        json.loads of the three files, dicts and sets, the counts)
 # and, on a lake of its own, plan again over input.shuffled.jsonl (the same
 # lines in a random order, as an export without ORDER BY gives them; made by
 # blgen -shuffle): a row of its own, not in the total, whose job key must be
 # the first plan's;
 # and prints, per step, the median wall time, records/s, MB/s of the step's
-# input files and the peak RSS, the batchlake total beside the baseline and
-# the contract floor and the ratios, and (at N = 1M and 10M) each step's peak
-# RSS against the memory targets (RSS_TARGET below). Every reconcile report (and every baseline and
-# floor result) is checked against truth.json; any difference prints MISMATCH
-# and fails the run.
+# input files, the peak RSS and cpu seconds, the batchlake total beside the
+# baseline, the contract floor and the Python reconciler, the ratios (wall and
+# cpu: batchlake / baseline, Python / batchlake), plan's and ingest's MB/s
+# against their target, and (at N = 1M and 10M) each step's peak RSS against
+# the memory target (RSS_TARGET below). Every reconcile report (and every
+# baseline, floor and Python result) is checked against truth.json; any
+# difference prints MISMATCH and fails the run.
 #
 # Environment (all optional):
 #   N=1000000 SEED=1 RUNS=3        size, generator seed, runs per step
@@ -30,6 +34,8 @@
 #   BATCHLAKE=path                 use this batchlake binary instead of building ./cmd/batchlake
 #   SKIP_BATCHLAKE=1 SKIP_BASELINE=1   leave a side out
 #   SKIP_FLOOR=1                   leave out the contract floor (blbaseline -contract)
+#   SKIP_PYTHON=1                  leave out the Python reconciler (bench/reconcile.py)
+#   PYTHON=python3                 the Python interpreter it runs under
 #   SKIP_SHUFFLED=1                leave out the plan of the shuffled input
 #   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags (both runs)
 #   KEEP=1                         keep each run's lake and Parquet files
@@ -48,6 +54,8 @@ SKIP_BATCHLAKE=${SKIP_BATCHLAKE:-}
 SKIP_BASELINE=${SKIP_BASELINE:-}
 SKIP_SHUFFLED=${SKIP_SHUFFLED:-}
 SKIP_FLOOR=${SKIP_FLOOR:-}
+SKIP_PYTHON=${SKIP_PYTHON:-}
+PYTHON=${PYTHON:-python3}
 BASELINE_FLAGS=${BASELINE_FLAGS:-}
 KEEP=${KEEP:-}
 TIME=/usr/bin/time
@@ -60,6 +68,7 @@ log() { echo "bench: $*" >&2; }
 [[ -x $TIME ]] || die "$TIME is missing (Debian/Ubuntu: apt-get install time)"
 command -v jq >/dev/null || die "jq is missing (Debian/Ubuntu: apt-get install jq)"
 command -v go >/dev/null || die "go is missing"
+[[ -n $SKIP_PYTHON ]] || command -v "$PYTHON" >/dev/null || die "$PYTHON is missing (or set SKIP_PYTHON=1)"
 
 # ---- build -------------------------------------------------------------------
 mkdir -p "$BIN"
@@ -239,6 +248,17 @@ for ((r = 1; r <= RUNS; r++)); do
 	fi
 	[[ -n $SKIP_BASELINE ]] || duckdb_side baseline "DuckDB baseline"
 	[[ -n $SKIP_FLOOR ]] || duckdb_side floor "DuckDB contract floor" -contract
+	if [[ -z $SKIP_PYTHON ]]; then
+		log "run $r/$RUNS: Python reconciler"
+		timed python "$run" "$PYTHON" bench/reconcile.py "$IN" "$OUT" "$ERR"
+		if [[ $RC != 0 ]]; then
+			log "the Python reconciler failed (exit $RC); see $run/python.log"
+			FAILED=1
+		else
+			record python "$WALL" "$RSS" "$CPU"
+			check "run $r Python reconciler" "$run/python.json" "${TRUTH_KEYS[@]}"
+		fi
+	fi
 done
 
 # ---- report --------------------------------------------------------------------
@@ -292,20 +312,38 @@ if [[ -z $SKIP_FLOOR && -s $WORK/samples/floor ]]; then
 	FLOOR_TOTAL=$(stepwall floor)
 	side_rows floor "duckdb contract floor" "$LAST_FLOOR"
 fi
-RATIO="" FLOOR_RATIO=""
+PY_TOTAL=""
+if [[ -z $SKIP_PYTHON && -s $WORK/samples/python ]]; then
+	PY_TOTAL=$(stepwall python)
+	steprow "python reconciler" python "$B_ALL"
+fi
+# ratio A B: A / B to two places (0 when B is 0)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+RATIO="" FLOOR_RATIO="" PY_RATIO="" RATIO_CPU="" PY_RATIO_CPU=""
 if [[ -n $BL_TOTAL && -n $BASE_TOTAL ]]; then
-	RATIO=$(awk -v a="$BL_TOTAL" -v b="$BASE_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
-	echo "batchlake / baseline wall time: ${RATIO}x (target: <= 1.00)"
+	RATIO=$(ratio "$BL_TOTAL" "$BASE_TOTAL")
+	RATIO_CPU=$(ratio "$(stepcpu total)" "$(stepcpu baseline)")
+	echo "batchlake / baseline: ${RATIO}x wall, ${RATIO_CPU}x cpu (target: <= 3.00)"
+fi
+if [[ -n $BL_TOTAL && -n $PY_TOTAL ]]; then
+	PY_RATIO=$(ratio "$PY_TOTAL" "$BL_TOTAL")
+	PY_RATIO_CPU=$(ratio "$(stepcpu python)" "$(stepcpu total)")
+	echo "Python reconciler / batchlake: ${PY_RATIO}x wall, ${PY_RATIO_CPU}x cpu (target: >= 2.50; batchlake uses every core, Python one)"
 fi
 if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
-	FLOOR_RATIO=$(awk -v a="$BL_TOTAL" -v b="$FLOOR_TOTAL" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+	FLOOR_RATIO=$(ratio "$BL_TOTAL" "$FLOOR_TOTAL")
 	echo "batchlake / contract floor wall time: ${FLOOR_RATIO}x (the same tables made by DuckDB alone)"
 fi
-# The memory targets: peak RSS per process <= 512 MiB at 1M, <= 1.5 GiB at 10M.
+# plan and ingest: MB/s of JSONL read (target: >= 400 MB/s each).
+if [[ -z $SKIP_BATCHLAKE && -s $WORK/samples/plan && -s $WORK/samples/ingest ]]; then
+	mbs() { awk -v b="$1" -v w="$2" 'BEGIN {printf "%.0f", (w > 0 ? b / 1e6 / w : 0)}'; }
+	echo "MB/s of JSONL: plan $(mbs "$B_IN" "$(stepwall plan)"), ingest $(mbs "$B_RES" "$(stepwall ingest)") (target: >= 400 each)"
+fi
+# The memory target: peak RSS per process <= 1 GiB at 1M and 10M (a common
+# limit of an Airflow or Argo task's pod).
 RSS_TARGET=""
 case $N in
-1000000) RSS_TARGET=512 ;;
-10000000) RSS_TARGET=1536 ;;
+1000000 | 10000000) RSS_TARGET=1024 ;;
 esac
 RSS_MET=""
 if [[ -z $SKIP_BATCHLAKE && -n $RSS_TARGET ]]; then
@@ -332,12 +370,17 @@ fi
 jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson cores "$(nproc)" \
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
 	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" --arg rss_met "${RSS_MET:-}" \
+	--arg ratio_cpu "${RATIO_CPU:-}" --arg py "${PY_TOTAL:-}" --arg py_ratio "${PY_RATIO:-}" --arg py_ratio_cpu "${PY_RATIO_CPU:-}" \
 	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
 	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
 	  batchlake_total_s: (if $bl == "" then null else ($bl | tonumber) end),
 	  baseline_total_s: (if $base == "" then null else ($base | tonumber) end),
 	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
+	  ratio_cpu: (if $ratio_cpu == "" then null else ($ratio_cpu | tonumber) end),
+	  python_total_s: (if $py == "" then null else ($py | tonumber) end),
+	  python_ratio: (if $py_ratio == "" then null else ($py_ratio | tonumber) end),
+	  python_ratio_cpu: (if $py_ratio_cpu == "" then null else ($py_ratio_cpu | tonumber) end),
 	  floor_total_s: (if $floor == "" then null else ($floor | tonumber) end),
 	  floor_ratio: (if $floor_ratio == "" then null else ($floor_ratio | tonumber) end),
 	  rss_target_met: (if $rss_met == "" then null else ($rss_met == "true") end),

@@ -118,13 +118,25 @@ func (e *Engine) Close() error {
 }
 
 // sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall
-// time to stderr (for profiling; off by default).
-var sqlTiming = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
+// time to stderr, and the process's CPU time since the previous line (on a
+// shared machine the wall time says more about the neighbours); for
+// profiling, off by default.
+var (
+	sqlTiming  = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
+	lastCPU    float64
+	lastCPUSet bool
+)
 
 func logTiming(name, stmt string, start time.Time) {
 	if !sqlTiming {
 		return
 	}
+	now := processCPU()
+	if !lastCPUSet {
+		lastCPU, lastCPUSet = now, true
+	}
+	cpu := now - lastCPU
+	lastCPU = now
 	first := strings.TrimSpace(stmt)
 	for _, l := range strings.Split(first, "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
@@ -135,12 +147,34 @@ func logTiming(name, stmt string, start time.Time) {
 	if len(first) > 70 {
 		first = first[:70]
 	}
-	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs  %s\n", name, time.Since(start).Seconds(), first)
+	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs %7.2f cpu s  %s\n", name, time.Since(start).Seconds(), cpu, first)
+}
+
+// sqlProfileDir, when BATCHLAKE_SQL_PROFILE names a directory, receives
+// DuckDB's profile of each statement, one file per statement numbered in
+// run order (for profiling; off by default).
+var (
+	sqlProfileDir = os.Getenv("BATCHLAKE_SQL_PROFILE")
+	sqlProfileSeq int
+)
+
+// profileNext asks DuckDB to profile the session's next statement into
+// sqlProfileDir.
+func (e *Engine) profileNext(ctx context.Context, name string) error {
+	if sqlProfileDir == "" {
+		return nil
+	}
+	sqlProfileSeq++
+	p := filepath.Join(sqlProfileDir, fmt.Sprintf("%04d-%s.txt", sqlProfileSeq, strings.TrimSuffix(name, ".sql")))
+	return execFile(ctx, e.DB, "profile.sql", map[string]string{"Path": quote(p)})
 }
 
 // Exec runs statements in order, naming the file on error.
 func (e *Engine) Exec(ctx context.Context, name string, stmts []string) error {
 	for _, s := range stmts {
+		if err := e.profileNext(ctx, name); err != nil {
+			return err
+		}
 		start := time.Now()
 		if _, err := e.DB.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("sql %s: %w", name, err)
@@ -181,6 +215,9 @@ func (e *Engine) QueryFile(ctx context.Context, name string, data any) (*sql.Row
 	}
 	if len(stmts) != 1 {
 		return nil, fmt.Errorf("sql %s: want one statement, have %d", name, len(stmts))
+	}
+	if err := e.profileNext(ctx, name); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	rows, err := e.DB.QueryContext(ctx, stmts[0])
