@@ -150,7 +150,7 @@ type openAIResponsesReq struct {
 	MaxOutputTokens int64           `json:"max_output_tokens,omitempty"`
 	Temperature     *float64        `json:"temperature,omitempty"`
 	TopP            *float64        `json:"top_p,omitempty"`
-	Text            *openAITextOut     `json:"text,omitempty"`
+	Text            *openAITextOut  `json:"text,omitempty"`
 }
 
 func openAIResponsesBody(t Target, r *Request) (openAIResponsesReq, error) {
@@ -242,7 +242,7 @@ type converseBlock struct {
 }
 
 type converseMessage struct {
-	Role    string         `json:"role"`
+	Role    string          `json:"role"`
 	Content []converseBlock `json:"content"`
 }
 
@@ -272,7 +272,7 @@ type converseOutputConfig struct {
 }
 
 type converseReq struct {
-	System          []converseBlock        `json:"system,omitempty"`
+	System          []converseBlock       `json:"system,omitempty"`
 	Messages        []converseMessage     `json:"messages"`
 	InferenceConfig *converseInference    `json:"inferenceConfig,omitempty"`
 	OutputConfig    *converseOutputConfig `json:"outputConfig,omitempty"`
