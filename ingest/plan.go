@@ -50,6 +50,18 @@ type PlanOptions struct {
 	Lineage      map[string]Lineage
 	Attempt      int
 	ParentJobKey string
+	// Translated says the child's requests were translated from the
+	// parent's provider (retry --provider): a record keeps the record id
+	// of its lineage, which is defined over the parent's request, instead
+	// of one computed from the translated line. ParentProvider and
+	// ParentModel, recorded in the manifest, say what it was translated from.
+	Translated     bool
+	ParentProvider string
+	ParentModel    string
+	// OutputSchema is the lake object key of the output contract (a JSON
+	// Schema) every answer of the job is checked against, "" for none; it is
+	// part of the job key.
+	OutputSchema string
 	// NotBefore, if set, is recorded in the manifest: submit refuses the
 	// job before it (a retry's not-before window). Not part of the job key.
 	NotBefore *time.Time
@@ -259,6 +271,11 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 				}
 			}
 			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, rec.ConfigHash.Hex())
+			if o.Translated && p.lin != nil {
+				if d, err := lake.ParseDigest(p.lin.RecordID); err == nil {
+					p.rid = d
+				}
+			}
 			p.out = lineOutputLimit(ln.Bytes)
 		}
 		return p
@@ -364,6 +381,10 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		// A child job's records may equal another job's; its parent makes it distinct.
 		dataset += "#retry-of=" + o.ParentJobKey
 	}
+	if o.OutputSchema != "" {
+		// The same records held to another output contract are another job.
+		dataset += "#output-schema=" + o.OutputSchema
+	}
 	provider := f.Name()
 	if o.Provider == SimProvider {
 		// The simulator speaks OpenAI's format, but a simulated job is never
@@ -424,6 +445,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
+		ParentProvider: o.ParentProvider, ParentModel: o.ParentModel, OutputSchema: o.OutputSchema,
 	}
 	if err := writeShards(ctx, l, file, recs, m, o, cuts, spec.finish()); err != nil {
 		return nil, err

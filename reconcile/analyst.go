@@ -70,6 +70,10 @@ type Generation struct {
 	Manual     int64  `json:"manual"`
 	Failed     int64  `json:"failed"`
 	Missing    int64  `json:"missing"`
+	// Provider and Model are the job's (a fallback child's differ from its
+	// parent's).
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
 }
 
 // CostLine is the cost of one category or model.
@@ -103,6 +107,12 @@ type JobSummary struct {
 	CommittedNotBilledUSD json.Number   `json:"committed_not_billed_usd"`
 	CostCategory          []CostLine    `json:"cost_by_category"`
 	CostModel             []CostLine    `json:"cost_by_model"`
+	// CostProviderModel is the cost by provider and model family ("openai
+	// gpt-4o-mini"): what each provider of a fallback family cost.
+	CostProviderModel []CostLine `json:"cost_by_provider_model"`
+	// OutputContract is the family's output contract pass rate by provider
+	// and model version, from each job's latest reconcile report.
+	OutputContract []ContractRate `json:"output_contract,omitempty"`
 	Attempts              []AttemptsBin `json:"attempts_per_record"`
 	ManualShown           []ManualRow   `json:"manual_queue"`
 }
@@ -115,7 +125,7 @@ const ManualShownMax = 200
 // funnel per generation from each job's latest report, the family's totals,
 // cost by category and model, attempts per record, and the manual queue.
 func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (*JobSummary, error) {
-	s := &JobSummary{JobKey: job.Hex(), Generations: []Generation{}, CostCategory: []CostLine{}, CostModel: []CostLine{},
+	s := &JobSummary{JobKey: job.Hex(), Generations: []Generation{}, CostCategory: []CostLine{}, CostModel: []CostLine{}, CostProviderModel: []CostLine{},
 		Attempts: []AttemptsBin{}, ManualShown: []ManualRow{}}
 	stmts, err := lakesql.Render("family_jobs.sql", nil)
 	if err != nil {
@@ -146,11 +156,17 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	if err != nil {
 		return nil, err
 	}
+	var reps []*Report
 	for i := range s.Generations {
 		g := &s.Generations[i]
 		d, err := lake.ParseDigest(g.JobKey)
 		if err != nil {
 			return nil, err
+		}
+		if m, err := l.GetManifest(ctx, d); err != nil {
+			return nil, err
+		} else {
+			g.Provider, g.Model = m.Provider, m.Model
 		}
 		rep, err := LatestReport(ctx, l, d)
 		if errors.Is(err, lake.ErrNotFound) {
@@ -174,6 +190,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		if err != nil {
 			return nil, err
 		}
+		reps = append(reps, rep)
 		g.Reconciled, g.State = true, string(rep.State)
 		g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
 		g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
@@ -200,6 +217,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 		}
 	}
 	s.EstimatedUSD, s.CommittedNotBilledUSD = json.Number(estimated.String()), json.Number(notBilled.String())
+	s.OutputContract = FamilyContract(reps)
 
 	if stmts, err = lakesql.Render("family_records.sql", nil); err != nil {
 		return nil, err
@@ -240,7 +258,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 	for _, c := range []struct {
 		dim string
 		out *[]CostLine
-	}{{"category", &s.CostCategory}, {"model_family", &s.CostModel}} {
+	}{{"category", &s.CostCategory}, {"model_family", &s.CostModel}, {"provider || ' ' || model_family", &s.CostProviderModel}} {
 		if stmts, err = lakesql.Render("family_costs.sql", map[string]string{"Dim": c.dim}); err != nil {
 			return nil, err
 		}

@@ -184,6 +184,9 @@ func (s *Server) newBatch(in *file, endpoint string, meta map[string]string, cre
 	}
 	b.ids, b.Model = scanInput(in.data)
 	b.result, b.simErr = sim.Run(in.data, s.opts.Seed, rates)
+	if s.opts.Answer != nil && b.simErr == nil {
+		b.result.Output = withAnswers(b.result.Output, s.opts.Answer)
+	}
 	b.outcome = outcomes(b.result)
 	s.batches[b.ID] = b
 	return b
@@ -567,4 +570,37 @@ func (s *Server) finishPartial(b *batch, status string, finished int, code, msg 
 	}
 	b.RequestCounts = RequestCounts{Total: int64(len(b.ids)), Completed: int64(len(succeeded)), Failed: int64(len(failed))}
 	s.storeResults(b, bytes.Join(outLines, nil), bytes.Join(errLines, nil))
+}
+
+// withAnswers sets the first choice's message content of each chat
+// completion success line of an output file to answer(custom_id).
+func withAnswers(output []byte, answer func(string) string) []byte {
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(output))
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		var l map[string]any
+		if json.Unmarshal(line, &l) == nil {
+			cid, _ := l["custom_id"].(string)
+			resp, _ := l["response"].(map[string]any)
+			body, _ := resp["body"].(map[string]any)
+			choices, _ := body["choices"].([]any)
+			if len(choices) > 0 {
+				if c, ok := choices[0].(map[string]any); ok {
+					if m, ok := c["message"].(map[string]any); ok {
+						m["content"] = answer(cid)
+						if b, err := json.Marshal(l); err == nil {
+							line = b
+						}
+					}
+				}
+			}
+		}
+		out = append(out, line)
+	}
+	if len(out) == 0 {
+		return output
+	}
+	return append(bytes.Join(out, []byte{'\n'}), '\n')
 }
