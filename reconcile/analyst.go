@@ -103,18 +103,18 @@ type JobSummary struct {
 	CostTotal   json.Number  `json:"cost_total_usd"`
 	// Plan's estimates of the family's jobs, priced, and the part of them not
 	// billed yet (records with no result line): an estimate, not a bill.
-	EstimatedUSD          json.Number   `json:"estimated_usd"`
-	CommittedNotBilledUSD json.Number   `json:"committed_not_billed_usd"`
-	CostCategory          []CostLine    `json:"cost_by_category"`
-	CostModel             []CostLine    `json:"cost_by_model"`
+	EstimatedUSD          json.Number `json:"estimated_usd"`
+	CommittedNotBilledUSD json.Number `json:"committed_not_billed_usd"`
+	CostCategory          []CostLine  `json:"cost_by_category"`
+	CostModel             []CostLine  `json:"cost_by_model"`
 	// CostProviderModel is the cost by provider and model family ("openai
 	// gpt-4o-mini"): what each provider of a fallback family cost.
 	CostProviderModel []CostLine `json:"cost_by_provider_model"`
 	// OutputContract is the family's output contract pass rate by provider
 	// and model version, from each job's latest reconcile report.
 	OutputContract []ContractRate `json:"output_contract,omitempty"`
-	Attempts              []AttemptsBin `json:"attempts_per_record"`
-	ManualShown           []ManualRow   `json:"manual_queue"`
+	Attempts       []AttemptsBin  `json:"attempts_per_record"`
+	ManualShown    []ManualRow    `json:"manual_queue"`
 }
 
 // ManualShownMax bounds the manual queue rows on the page (the manual command
