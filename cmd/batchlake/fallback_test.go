@@ -364,3 +364,71 @@ func rat(t *testing.T, s string) *big.Rat {
 	}
 	return x
 }
+
+// TestFallbackRefusesUntranslatable: a retry set holding a request that
+// does not translate is refused with exit 2 naming the record and the
+// field, and nothing is planned; --skip-untranslatable plans the rest and
+// lists the record for manual handling.
+func TestFallbackRefusesUntranslatable(t *testing.T) {
+	rates := sim.Rates{ServerError: 1} // every record fails retryably
+	h := newHarness(t, fakeopenai.Options{Seed: 3, Rates: &rates})
+	lines := []string{
+		`{"custom_id":"a-1","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"one"}],"max_tokens":16}}`,
+		`{"custom_id":"a-2","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"two"}],"max_tokens":16,"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}]}}`,
+		`{"custom_id":"a-3","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"three"}]}}`,
+	}
+	input := filepath.Join(h.tmp, "in.jsonl")
+	if err := os.WriteFile(input, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		JobKey string `json:"job_key"`
+	}
+	decode(t, h.must([]int{0}, "plan", "--provider", "openai", "--input", input, "--tenant", "acme", "--prompt-version", "v1"), &plan)
+	h.must([]int{0}, "submit", "--job", plan.JobKey)
+	for i := 0; h.run("status", "--job", plan.JobKey).code != 0; i++ {
+		if i > 20 {
+			t.Fatal("status never finished")
+		}
+	}
+	h.must([]int{0}, "collect", "--job", plan.JobKey)
+	h.must([]int{10}, "reconcile", "--job", plan.JobKey)
+	rid := h.sqlRows(t, fmt.Sprintf(`SELECT business_key, record_id FROM expected WHERE job_key = '%s' ORDER BY business_key`, plan.JobKey))
+
+	// a-2 uses tools: refused, naming it and the field.
+	r := h.must([]int{2}, "retry", "--job", plan.JobKey, "--provider", "anthropic", "--model", "claude-haiku-4-5", "--max-tokens", "100")
+	if !strings.Contains(r.stderr, rid[1][1]) || !strings.Contains(r.stderr, `"a-2"`) || !strings.Contains(r.stderr, "body.tools") || !strings.Contains(r.stderr, "--skip-untranslatable") {
+		t.Fatalf("the refusal names no record or field: %s", r)
+	}
+	if n := h.sqlRows(t, `SELECT count(*) FROM manifests`); fmt.Sprint(n) != "[[1]]" {
+		t.Fatalf("a refused retry planned something: %v manifests", n)
+	}
+	var res struct {
+		Child struct {
+			JobKey  string `json:"job_key"`
+			Records int64  `json:"records"`
+		} `json:"child"`
+		Untranslatable []struct {
+			RecordID    string `json:"record_id"`
+			BusinessKey string `json:"business_key"`
+			Field       string `json:"field"`
+		} `json:"untranslatable"`
+		UntranslatableFile string `json:"untranslatable_file"`
+	}
+	// a-3 sets no output limit, which Claude requires: without --max-tokens
+	// it is left out too.
+	decode(t, h.must([]int{0}, "retry", "--job", plan.JobKey, "--provider", "anthropic", "--model", "claude-haiku-4-5", "--skip-untranslatable"), &res)
+	if res.Child.Records != 1 || len(res.Untranslatable) != 2 || res.Untranslatable[1].BusinessKey != "a-3" || res.Untranslatable[1].Field != "max_tokens" {
+		t.Fatalf("retry --skip-untranslatable without --max-tokens: %+v", res)
+	}
+	res.Untranslatable = nil
+	decode(t, h.must([]int{0}, "retry", "--job", plan.JobKey, "--provider", "anthropic", "--model", "claude-haiku-4-5", "--max-tokens", "100", "--skip-untranslatable"), &res)
+	if res.Child.Records != 2 || len(res.Untranslatable) != 1 || res.Untranslatable[0].RecordID != rid[1][1] ||
+		res.Untranslatable[0].BusinessKey != "a-2" || res.Untranslatable[0].Field != "body.tools" || res.UntranslatableFile == "" {
+		t.Fatalf("retry --skip-untranslatable: %+v", res)
+	}
+	got := h.sqlRows(t, fmt.Sprintf(`SELECT business_key FROM expected WHERE job_key = '%s' ORDER BY 1`, res.Child.JobKey))
+	if fmt.Sprint(got) != "[[a-1] [a-3]]" {
+		t.Fatalf("child records %v, want a-1 and a-3", got)
+	}
+}

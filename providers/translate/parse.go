@@ -82,7 +82,20 @@ func (o *object) rest(why string) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if w, ok := knownWhy[keys[0]]; ok {
+		why = w
+	}
 	return &Untranslatable{Field: o.field(keys[0]), Why: why}
+}
+
+// knownWhy names what the fields that most often stop a translation are.
+var knownWhy = map[string]string{
+	"tools": "tools do not translate", "tool_choice": "tools do not translate", "toolConfig": "tools do not translate",
+	"functions": "tools do not translate", "function_call": "tools do not translate", "parallel_tool_calls": "tools do not translate",
+	"tool_calls": "a tool call does not translate", "tool_call_id": "a tool result does not translate",
+	"audio": "audio does not translate", "modalities": "audio and image output do not translate",
+	"image": "images do not translate", "document": "documents do not translate",
+	"inlineData": "inline data (images, audio, files) does not translate", "fileData": "files do not translate",
 }
 
 func str(raw json.RawMessage, path string) (string, error) {
