@@ -432,3 +432,60 @@ func TestFallbackRefusesUntranslatable(t *testing.T) {
 		t.Fatalf("child records %v, want a-1 and a-3", got)
 	}
 }
+
+// TestRunFallback: run --fallback sends the first round's retry set to the
+// fallback provider and follows the child there, to the end.
+func TestRunFallback(t *testing.T) {
+	const seed = 7
+	rates := sim.Rates{ServerError: 0.35}
+	h := newHarness(t, fakeopenai.Options{Seed: seed, Rates: &rates})
+	const antKey = "sk-ant-api03-RUNFALLBACK0123456789SECRET"
+	ant := fakeanthropic.New(fakeanthropic.Options{APIKey: antKey})
+	hs := httptest.NewServer(ant.Handler())
+	defer hs.Close()
+	ant.SetBaseURL(hs.URL)
+	env := []string{"ANTHROPIC_API_KEY=" + antKey, "ANTHROPIC_BASE_URL=" + hs.URL}
+
+	var in bytes.Buffer
+	for i := range 12 {
+		fmt.Fprintf(&in, `{"custom_id":"r-%03d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"q %d"}]}}`+"\n", i, i)
+	}
+	input := filepath.Join(h.tmp, "in.jsonl")
+	if err := os.WriteFile(input, in.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	simRes, err := sim.Run(in.Bytes(), seed, rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := idsOf(t, simRes.Errors)
+	if len(failed) == 0 {
+		t.Fatalf("seed %d: no failures to fall back", seed)
+	}
+	r := h.runEnv(env, "run", "--provider", "openai", "--input", input, "--tenant", "acme", "--prompt-version", "v1", "--poll", "10ms",
+		"--fallback", "anthropic:claude-haiku-4-5", "--fallback-max-tokens", "50")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	var res struct {
+		Records, Succeeded int64
+		Generations        []struct {
+			Expected  int64 `json:"expected"`
+			Succeeded int64 `json:"succeeded"`
+		} `json:"generations"`
+	}
+	decode(t, r, &res)
+	if res.Records != 12 || res.Succeeded != 12 || len(res.Generations) != 2 || res.Generations[1].Expected != int64(len(failed)) {
+		t.Fatalf("run: %+v; want 12 succeeded in 2 generations, the second the %d records OpenAI failed", res, len(failed))
+	}
+	rows := h.sqlRows(t, `SELECT business_key, provider, model FROM records ORDER BY business_key`)
+	for _, row := range rows {
+		want := "[" + row[0] + " openai gpt-4o-mini]"
+		if failed[row[0]] {
+			want = "[" + row[0] + " anthropic claude-haiku-4-5]"
+		}
+		if fmt.Sprint(row) != want {
+			t.Errorf("record %v, want %s", row, want)
+		}
+	}
+}
