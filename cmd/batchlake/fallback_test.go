@@ -279,6 +279,8 @@ func TestFallbackOpenAIToAnthropic(t *testing.T) {
 	if len(cost) != 1 || cost[0]["provider"] != "openai" {
 		t.Fatalf("cost of the parent alone: %v", cost)
 	}
+	// The lake, the contract object the child's manifest names included, verifies.
+	run(0, "verify")
 }
 
 // famReport is the part of a reconcile report the fallback test reads.
