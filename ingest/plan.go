@@ -445,7 +445,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
-		ParentProvider: o.ParentProvider, ParentModel: o.ParentModel, OutputSchema: o.OutputSchema,
+		ParentProvider: o.ParentProvider, ParentModel: o.ParentModel, OutputSchema: o.OutputSchema, Translated: o.Translated && o.Lineage != nil,
 	}
 	if err := writeShards(ctx, l, file, recs, m, o, cuts, spec.finish()); err != nil {
 		return nil, err

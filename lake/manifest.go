@@ -63,6 +63,10 @@ type Manifest struct {
 	// parent was.
 	ParentProvider string `json:"parent_provider,omitempty"`
 	ParentModel    string `json:"parent_model,omitempty"`
+	// Translated says the job's requests, or an ancestor's, were translated
+	// from another format: its record ids come from its lineage, not from
+	// its requests, and so do its retries'.
+	Translated bool `json:"translated,omitempty"`
 	// OutputSchema is the lake key of the output contract (a JSON Schema
 	// object) every answer of the job must satisfy, "" for none: reconcile
 	// checks it without being told (retry passes it on to the child).

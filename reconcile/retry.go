@@ -214,6 +214,9 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
 		TmpDir: o.TmpDir, MemoryLimit: o.MemoryLimit, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
 		OutputSchema: schema,
+		// A retry of a translated job sends its translated requests again:
+		// their record ids are still the lineage's.
+		Translated: m.Translated,
 	}
 	if o.Fallback != nil {
 		o.Fallback.planOptions(&po, m, childProvider, childModel)

@@ -279,6 +279,23 @@ func TestFallbackOpenAIToAnthropic(t *testing.T) {
 	if len(cost) != 1 || cost[0]["provider"] != "openai" {
 		t.Fatalf("cost of the parent alone: %v", cost)
 	}
+	// A plain retry of the fallback child retries on Anthropic, its records
+	// still under their first ids.
+	var gc struct {
+		Child struct {
+			JobKey  string `json:"job_key"`
+			Records int64  `json:"records"`
+		} `json:"child"`
+	}
+	decode(t, run(0, "retry", "--job", child), &gc)
+	if gc.Child.Records != 1 {
+		t.Fatalf("retry of the fallback child: %+v", gc)
+	}
+	if r := h.sqlRows(t, fmt.Sprintf(`SELECT m.provider, e.business_key, e.record_id = p.record_id, e.attempt FROM expected e
+		JOIN manifests m ON m.job_key = e.job_key JOIN expected p ON p.job_key = '%s' AND p.business_key = e.business_key
+		WHERE e.job_key = '%s'`, parent, gc.Child.JobKey)); fmt.Sprint(r) != "[[anthropic "+badAnt+" true 3]]" {
+		t.Fatalf("grandchild: %v", r)
+	}
 	// The lake, the contract object the child's manifest names included, verifies.
 	run(0, "verify")
 }
