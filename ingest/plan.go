@@ -50,6 +50,18 @@ type PlanOptions struct {
 	Lineage      map[string]Lineage
 	Attempt      int
 	ParentJobKey string
+	// Translated says the child's requests were translated from the
+	// parent's provider (retry --provider): a record keeps the record id
+	// of its lineage, which is defined over the parent's request, instead
+	// of one computed from the translated line. ParentProvider and
+	// ParentModel, recorded in the manifest, say what it was translated from.
+	Translated     bool
+	ParentProvider string
+	ParentModel    string
+	// OutputSchema is the lake object key of the output contract (a JSON
+	// Schema) every answer of the job is checked against, "" for none; it is
+	// part of the job key.
+	OutputSchema string
 	// NotBefore, if set, is recorded in the manifest: submit refuses the
 	// job before it (a retry's not-before window). Not part of the job key.
 	NotBefore *time.Time
@@ -351,6 +363,11 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 				}
 			}
 			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, rec.ConfigHash.Hex())
+			if o.Translated && p.lin != nil {
+				if d, err := lake.ParseDigest(p.lin.RecordID); err == nil {
+					p.rid = d
+				}
+			}
 			p.out = lineOutputLimit(ln.Bytes)
 		}
 		return p
@@ -481,6 +498,10 @@ func jobDataset(o *PlanOptions, f Format) (dataset, provider string) {
 		// A child job's records may equal another job's; its parent makes it distinct.
 		dataset += "#retry-of=" + o.ParentJobKey
 	}
+	if o.OutputSchema != "" {
+		// The same records held to another output contract are another job.
+		dataset += "#output-schema=" + o.OutputSchema
+	}
 	if o.Provider == SimProvider {
 		// The simulator speaks OpenAI's format, but a simulated job is never
 		// the real job of the same records: it has a key of its own, and its
@@ -537,6 +558,7 @@ func newManifest(o *PlanOptions, id *planJob, in *planInput, name, held string) 
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
+		ParentProvider: o.ParentProvider, ParentModel: o.ParentModel, OutputSchema: o.OutputSchema, Translated: o.Translated && o.Lineage != nil,
 	}
 }
 

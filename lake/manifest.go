@@ -57,6 +57,20 @@ type Manifest struct {
 	// Held, if set, is why the job must not be submitted as a batch (a
 	// retry child below MinRecords); submit refuses it.
 	Held string `json:"held,omitempty"`
+	// ParentProvider and ParentModel are the parent's provider and model
+	// when this child's requests were translated to another provider or
+	// model (retry --provider --model); empty for a child sent as its
+	// parent was.
+	ParentProvider string `json:"parent_provider,omitempty"`
+	ParentModel    string `json:"parent_model,omitempty"`
+	// Translated says the job's requests, or an ancestor's, were translated
+	// from another format: its record ids come from its lineage, not from
+	// its requests, and so do its retries'.
+	Translated bool `json:"translated,omitempty"`
+	// OutputSchema is the lake key of the output contract (a JSON Schema
+	// object) every answer of the job must satisfy, "" for none: reconcile
+	// checks it without being told (retry passes it on to the child).
+	OutputSchema string `json:"output_schema,omitempty"`
 }
 
 // ManifestShard is one shard file of a job, stored content-addressed.

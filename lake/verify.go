@@ -75,7 +75,7 @@ const verifyWorkers = 4
 // Verify walks the whole lake and reports every problem, not just the first:
 //   - every content-addressed object and table file is re-hashed against its name;
 //   - every sealed marker's envelope verifies and its version is known;
-//   - each manifest's shard objects and expected files exist and verify;
+//   - each manifest's shard objects, expected files and output schema exist and verify;
 //   - each ingest record's raw object and attempts/quarantine files exist and verify;
 //   - each report's string fields named *_file, *_files, retry_shards and
 //     retry_lineage that hold lake keys point at keys that exist and verify;
@@ -425,6 +425,9 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 				v.problem(k, SeverityError, "expected file %s is not an expected-table file of this job", f)
 			}
 			v.checkRef(k, "expected file", f)
+		}
+		if m.OutputSchema != "" {
+			v.checkRef(k, "output schema", m.OutputSchema)
 		}
 	}
 	return nil

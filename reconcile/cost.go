@@ -21,6 +21,12 @@ var costDimensions = map[string]string{
 // CostQuery runs the cost attribution of the costs view grouped by dims, for
 // one job and/or tenant ("" for all).
 func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant string) (*sql.Rows, error) {
+	return e.CostQueryFamily(ctx, dims, job, tenant, false)
+}
+
+// CostQueryFamily is CostQuery; with family, job stands for the job and its
+// retry descendants (a fallback's children on other providers too).
+func (e *Engine) CostQueryFamily(ctx context.Context, dims []string, job, tenant string, family bool) (*sql.Rows, error) {
 	var sel, group []string
 	for _, d := range dims {
 		d = strings.TrimSpace(d)
@@ -31,7 +37,7 @@ func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant strin
 		sel = append(sel, col+" AS "+d)
 		group = append(group, col)
 	}
-	data := map[string]string{"Select": "", "GroupBy": "", "OrderBy": "cost_usd DESC"}
+	data := map[string]any{"Select": "", "GroupBy": "", "OrderBy": "cost_usd DESC", "Family": family}
 	if len(sel) > 0 {
 		data["Select"] = strings.Join(sel, ", ") + ","
 		data["GroupBy"] = "GROUP BY " + strings.Join(group, ", ")
@@ -41,6 +47,7 @@ func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant strin
 	if err != nil {
 		return nil, err
 	}
+	// The family's query binds the job in its CTE where the other compares it.
 	return e.DB.QueryContext(ctx, stmts[0], job, job, tenant, tenant)
 }
 

@@ -106,14 +106,17 @@ type Report struct {
 	UnpricedModels []UnpricedModel `json:"unpriced_models"`
 	// Truncated counts records whose best line was cut at its token limit:
 	// quality_failed (reason truncated), or succeeded under AcceptTruncated.
-	Truncated       int64     `json:"truncated"`
-	AcceptTruncated bool      `json:"accept_truncated,omitempty"`
-	OutputSchema    string    `json:"output_schema_sha256,omitempty"`
-	SchemaFailed    int64     `json:"schema_failed_lines"`
-	OutcomesFile    string    `json:"outcomes_file,omitempty"`
-	CostsFile       string    `json:"costs_file,omitempty"`
-	ReconciledAt    time.Time `json:"reconciled_at"`
-	Report          string    `json:"report"`
+	Truncated       int64  `json:"truncated"`
+	AcceptTruncated bool   `json:"accept_truncated,omitempty"`
+	OutputSchema    string `json:"output_schema_sha256,omitempty"`
+	SchemaFailed    int64  `json:"schema_failed_lines"`
+	// OutputContract is the output schema's pass rate by provider and
+	// model version, when the job has one (fallback.go).
+	OutputContract []ContractRate `json:"output_contract,omitempty"`
+	OutcomesFile   string         `json:"outcomes_file,omitempty"`
+	CostsFile      string         `json:"costs_file,omitempty"`
+	ReconciledAt   time.Time      `json:"reconciled_at"`
+	Report         string         `json:"report"`
 	// The retry policy's per-record caps (policy.go), when set.
 	MaxRecordTokens int64       `json:"max_record_tokens,omitempty"`
 	MaxRecordCost   json.Number `json:"max_record_cost_usd,omitempty"`
@@ -312,6 +315,9 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		}
 	}
 	gate := strings.TrimSpace(o.QualityGate)
+	if err := contractFor(ctx, l, m, o); err != nil {
+		return nil, err
+	}
 	recs, retracted, err := countedIngests(ctx, l, job)
 	if err != nil {
 		return nil, err
@@ -489,6 +495,11 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 	var err error
 	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
 		return err
+	}
+	if o.OutputSchema != nil && p == nil {
+		if rep.OutputContract, err = contractRates(ctx, e); err != nil {
+			return err
+		}
 	}
 	if err := o.Prices.load(ctx, e, in.recs, in.m); err != nil {
 		return err

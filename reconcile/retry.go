@@ -13,6 +13,7 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
+	"github.com/batchlake/batchlake/providers/translate"
 )
 
 // RetryResult is what the retry command prints.
@@ -31,7 +32,18 @@ type RetryResult struct {
 	// that were already sent and are left alone.
 	Superseded     []string `json:"superseded,omitempty"`
 	StillSubmitted []string `json:"older_children_submitted,omitempty"`
-	Message        string   `json:"message"`
+	// Provider and Model are the child's when it was translated to another
+	// provider or model (Fallback).
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Untranslatable are the records left out of a translated child for
+	// manual handling (--skip-untranslatable), also stored in the lake as
+	// UntranslatableFile.
+	Untranslatable     []UntranslatableRecord `json:"untranslatable,omitempty"`
+	UntranslatableFile string                 `json:"untranslatable_file,omitempty"`
+	// OutputSchema is the lake key of the output contract the child is held to.
+	OutputSchema string `json:"output_schema,omitempty"`
+	Message      string `json:"message"`
 }
 
 // childDigest parses a job key plan just made.
@@ -55,6 +67,12 @@ type RetryOptions struct {
 	NotBefore time.Duration
 	// MemoryLimit is passed to the child's plan (ingest.PlanOptions).
 	MemoryLimit func(bytes int64)
+	// Fallback, if set, makes the child for another provider or model, its
+	// requests translated (fallback.go).
+	Fallback *Fallback
+	// OutputSchema is the lake key of an output contract for the child; ""
+	// keeps the parent's (its manifest's, or its reconcile's --output-schema).
+	OutputSchema string
 }
 
 // RetryWith is Retry with settings: a not-before window and a memory limit.
@@ -102,6 +120,20 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	if err != nil {
 		return nil, err
 	}
+	childProvider, childModel := m.Provider, m.Model
+	var target translate.Target
+	if o.Fallback != nil {
+		if target, err = o.Fallback.target(m); err != nil {
+			return nil, err
+		}
+		childProvider, childModel = o.Fallback.childProvider(m), target.Model
+		res.Provider, res.Model = childProvider, childModel
+	}
+	schema, err := childSchema(ctx, l, m, rep, o.OutputSchema)
+	if err != nil {
+		return nil, err
+	}
+	res.OutputSchema = schema
 	// The child's input is the retry shards, concatenated.
 	// A fixed name: the child's manifest records it (input_file_name), so a
 	// random temp name would make every retry's manifest bytes differ.
@@ -125,6 +157,12 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		if err != nil {
 			return nil, err
 		}
+		if o.Fallback != nil {
+			if _, err := o.Fallback.translateShard(w, k, b, format.Name(), target, lineage, done, &res.Untranslatable); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if len(done) == 0 {
 			w.Write(b)
 			continue
@@ -138,8 +176,18 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		return nil, err
 	}
 	res.AlreadySucceeded = int64(len(done))
+	if len(res.Untranslatable) > 0 {
+		if res.UntranslatableFile, err = storeUntranslatable(ctx, l, res.Untranslatable); err != nil {
+			return nil, err
+		}
+	}
 	if int64(len(done)) >= rep.RetryRecords {
 		res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+		return res, nil
+	}
+	if int64(len(done)+len(res.Untranslatable)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: %d records of the retry set do not translate to %s (left for manual handling: %s), %d already succeeded",
+			len(res.Untranslatable), childProvider, res.UntranslatableFile, len(done))
 		return res, nil
 	}
 	nb := rep.RetryNotBefore
@@ -159,14 +207,22 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	if m.BelowMin == ingest.BelowMinAllow {
 		belowMin = ingest.BelowMinAllow
 	}
-	failpoint.Hit(failpoint.RetryBeforePlan)
-	child, err := ingest.Plan(ctx, l, ingest.PlanOptions{
+	po := ingest.PlanOptions{
 		MinRecords: m.MinRecords, BelowMin: belowMin,
 		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
 		TmpDir: o.TmpDir, MemoryLimit: o.MemoryLimit, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
-	})
+		OutputSchema: schema,
+		// A retry of a translated job sends its translated requests again:
+		// their record ids are still the lineage's.
+		Translated: m.Translated,
+	}
+	if o.Fallback != nil {
+		o.Fallback.planOptions(&po, m, childProvider, childModel)
+	}
+	failpoint.Hit(failpoint.RetryBeforePlan)
+	child, err := ingest.Plan(ctx, l, po)
 	if err != nil {
 		return nil, fmt.Errorf("retry: plan child of %s: %w", m.JobKey[:12], err)
 	}
@@ -174,6 +230,12 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	res.Message = fmt.Sprintf("child job %s: attempt %d for %d records", child.JobKey[:12], m.Attempt+1, child.Records)
 	if len(done) > 0 {
 		res.Message += fmt.Sprintf(" (%d left out: already succeeded in a retry of this job)", len(done))
+	}
+	if o.Fallback != nil {
+		res.Message += fmt.Sprintf(", translated from %s %s to %s %s", m.Provider, m.Model, childProvider, childModel)
+	}
+	if len(res.Untranslatable) > 0 {
+		res.Message += fmt.Sprintf("; %d records do not translate, left for manual handling (%s)", len(res.Untranslatable), res.UntranslatableFile)
 	}
 	// The child's manifest holds the time that counts (a child planned
 	// before keeps its own).
@@ -189,7 +251,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		res.Message = "child job already planned: nothing new written"
 	}
 	if child.Held != "" {
-		res.Message += fmt.Sprintf("; held: %s, so submit refuses to send it as a %s batch (exit 2)", child.Held, m.Provider)
+		res.Message += fmt.Sprintf("; held: %s, so submit refuses to send it as a %s batch (exit 2)", child.Held, childProvider)
 	}
 	if res.Superseded, res.StillSubmitted, err = supersedeOlder(ctx, l, fam, m.JobKey, cm); err != nil {
 		return nil, err

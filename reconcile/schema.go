@@ -22,6 +22,7 @@ type OutputSchema struct {
 	Name   string
 	Digest lake.Digest
 	schema *jsonschema.Schema
+	data   []byte
 }
 
 // LoadOutputSchema compiles a JSON Schema document (any draft the library
@@ -45,7 +46,31 @@ func LoadOutputSchema(name string, data []byte) (*OutputSchema, error) {
 	if err != nil {
 		return nil, &errkind.InputError{File: name, Msg: "not a usable JSON Schema: " + err.Error()}
 	}
-	return &OutputSchema{Name: name, Digest: lake.Sum(data), schema: sch}, nil
+	return &OutputSchema{Name: name, Digest: lake.Sum(data), schema: sch, data: data}, nil
+}
+
+// Store writes the schema document to the lake (content-addressed, so
+// storing it again writes nothing) and returns its key: a job's manifest
+// names its output contract by it.
+func (s *OutputSchema) Store(ctx context.Context, l *lake.Lake) (string, error) {
+	d, err := l.PutObject(ctx, s.data)
+	if err != nil {
+		return "", fmt.Errorf("--output-schema %s: %w", s.Name, err)
+	}
+	return lake.ObjectKey(d), nil
+}
+
+// LoadStoredSchema reads and compiles the output contract a manifest names.
+func LoadStoredSchema(ctx context.Context, l *lake.Lake, key string) (*OutputSchema, error) {
+	d, ok := lake.ParseObjectKey(key)
+	if !ok {
+		return nil, fmt.Errorf("output schema %q: not an object key", key)
+	}
+	data, err := l.GetObject(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("output schema %s: %w", key, err)
+	}
+	return LoadOutputSchema(key, data)
 }
 
 // noExternalRefs refuses to load any document a $ref names.

@@ -134,8 +134,14 @@ type JobSummary struct {
 	CostAttempt           []CostLine     `json:"cost_by_attempt"`
 	CostTenant            []CostLine     `json:"cost_by_tenant"`
 	CostDay               []CostLine     `json:"cost_by_day"`
-	Attempts              []AttemptsBin  `json:"attempts_per_record"`
-	ManualShown           []ManualRow    `json:"manual_queue"`
+	// CostProviderModel is the cost by provider and model family ("openai
+	// gpt-4o-mini"): what each provider of a fallback family cost.
+	CostProviderModel []CostLine `json:"cost_by_provider_model"`
+	// OutputContract is the output contract's pass rate by provider and
+	// model version, from each job's latest reconcile report.
+	OutputContract []ContractRate `json:"output_contract,omitempty"`
+	Attempts       []AttemptsBin  `json:"attempts_per_record"`
+	ManualShown    []ManualRow    `json:"manual_queue"`
 }
 
 // ManualShownMax bounds the manual queue rows on the page (the manual command
@@ -155,7 +161,7 @@ func (e *Engine) Summarize(ctx context.Context, l *lake.Lake, job lake.Digest) (
 func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummaryScope) (*JobSummary, error) {
 	s := &JobSummary{Scope: sc, JobKey: sc.Job, Tenants: []string{}, Providers: []string{}, Models: []string{}, PromptVersions: []string{},
 		Review: []string{}, Generations: []Generation{}, CostCategory: []CostLine{}, CostModel: []CostLine{}, CostAttempt: []CostLine{},
-		CostTenant: []CostLine{}, CostDay: []CostLine{}, Attempts: []AttemptsBin{}, ManualShown: []ManualRow{}}
+		CostTenant: []CostLine{}, CostDay: []CostLine{}, CostProviderModel: []CostLine{}, Attempts: []AttemptsBin{}, ManualShown: []ManualRow{}}
 	scopeSQL, err := lakesql.Render("report_scope.sql", nil)
 	if err != nil {
 		return nil, err
@@ -240,6 +246,7 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{costDimensions["model"], &s.CostModel},
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
 		{costDimensions["tenant"], &s.CostTenant},
+		{costDimensions["provider"] + " || ' ' || " + costDimensions["model"], &s.CostProviderModel},
 		// Days in UTC, whatever the session's time zone.
 		{"coalesce(strftime(timezone('UTC', ingested_at), '%Y-%m-%d'), 'not ingested')", &s.CostDay},
 	} {
@@ -336,6 +343,7 @@ func (e *Engine) summaryJobs(ctx context.Context, l *lake.Lake, s *JobSummary, q
 
 	estimated, notBilled := NewDecimal(), NewDecimal()
 	var shipped *PriceTable
+	var reps []*Report
 	settled, err := e.SettledNotBilled(ctx)
 	if err != nil {
 		return err
@@ -392,6 +400,7 @@ func (e *Engine) summaryJobs(ctx context.Context, l *lake.Lake, s *JobSummary, q
 		case err != nil:
 			return err
 		default:
+			reps = append(reps, rep)
 			g.Reconciled, g.State = true, string(rep.State)
 			g.Expected, g.Succeeded, g.Retried, g.Manual = rep.Expected, rep.Succeeded, rep.RetryRecords, rep.ManualRecords
 			g.Failed = rep.FailedRetryable + rep.FailedPermanent + rep.QualityFailed
@@ -434,6 +443,7 @@ func (e *Engine) summaryJobs(ctx context.Context, l *lake.Lake, s *JobSummary, q
 		}
 	}
 	s.EstimatedUSD, s.CommittedNotBilledUSD = json.Number(estimated.String()), json.Number(notBilled.String())
+	s.OutputContract = FamilyContract(reps)
 	return nil
 }
 

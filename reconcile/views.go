@@ -40,6 +40,12 @@ type manifestRow struct {
 	OutputSchemaVersion  string    `parquet:"output_schema_version"`
 	// NotBefore: the earliest submit time of a retry child (NULL: none).
 	NotBefore *time.Time `parquet:"not_before,timestamp(microsecond),optional"`
+	// A child translated to another provider or model names its parent's
+	// (empty otherwise); output_schema is the lake key of the job's output
+	// contract (empty for none).
+	ParentProvider string `parquet:"parent_provider"`
+	ParentModel    string `parquet:"parent_model"`
+	OutputSchema   string `parquet:"output_schema"`
 }
 
 type shardRow struct {
@@ -142,7 +148,8 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		}
 		mrows = append(mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
 			m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
-			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore})
+			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore,
+			m.ParentProvider, m.ParentModel, m.OutputSchema})
 		expected = append(expected, m.ExpectedFiles...)
 		recs, err := l.IngestRecords(ctx, d)
 		if err != nil {

@@ -104,7 +104,9 @@ SELECT job_key, tenant, body->>'provider' AS provider, body->>'model' AS model, 
        coalesce(body->>'parent_job_key', '') AS parent_job_key, CAST(body->>'created_at' AS TIMESTAMPTZ) AS created_at,
        coalesce(body->>'submitted_by', '') AS submitted_by, coalesce(body->>'cost_center', '') AS cost_center,
        coalesce(body->>'retention', '') AS retention, coalesce(body->>'output_schema_version', '') AS output_schema_version,
-       CAST(body->>'not_before' AS TIMESTAMPTZ) AS not_before
+       CAST(body->>'not_before' AS TIMESTAMPTZ) AS not_before,
+       coalesce(body->>'parent_provider', '') AS parent_provider, coalesce(body->>'parent_model', '') AS parent_model,
+       coalesce(body->>'output_schema', '') AS output_schema
 FROM _lake_manifests;
 
 -- A shard's state is its last event's; its batch the last one bound.

@@ -25,6 +25,7 @@ WITH o AS (
            b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
            b.b.error_code AS error_code, b.b.status_code AS status_code,
            coalesce(b.b.truncated, false) AS truncated,
+           coalesce(b.b.schema_failed, false) AS schema_failed,
            coalesce(b.lines, 0) AS lines,
            coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
     FROM expected e
@@ -37,6 +38,7 @@ SELECT
     CASE
         WHEN rank IS NULL THEN 'missing'
         WHEN rank = 2 AND truncated THEN 'truncated'
+        WHEN rank = 2 AND schema_failed THEN 'schema'
         WHEN rank = 2 THEN 'quality_gate'
         WHEN rank = 1 THEN ''
         ELSE coalesce(nullif(error_code, ''), 'http_' || CAST(status_code AS VARCHAR), 'unknown_error')

@@ -63,11 +63,12 @@ WITH gated AS (
            error_code, error_type, model_version, input_tokens, cached_input_tokens, cache_write_tokens,
            cache_write_1h_tokens, output_tokens,
            finish_reason, response_status,
-           coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false)
-             -- --output-schema: lines whose output failed the JSON Schema
-             AND NOT EXISTS (SELECT 1 FROM schema_failures f
-                             WHERE f.s_raw = attempts_raw.raw_sha256 AND f.s_channel = attempts_raw.channel
-                               AND f.s_line = attempts_raw.line_no) AS gate_ok
+           coalesce(outcome = 'success' AND has_output AND ({{.Gate}}), false) AS gate_pass,
+           -- --output-schema (the job's output contract): lines whose output
+           -- failed the JSON Schema
+           NOT EXISTS (SELECT 1 FROM schema_failures f
+                       WHERE f.s_raw = attempts_raw.raw_sha256 AND f.s_channel = attempts_raw.channel
+                         AND f.s_line = attempts_raw.line_no) AS schema_ok
     FROM attempts_raw
 ),
 -- An answer cut at its token limit: OpenAI chat and completions
@@ -78,7 +79,7 @@ WITH gated AS (
 -- Titan LENGTH, Llama and Mistral length. Unless .AcceptTruncated, such a
 -- line fails the quality gate (reason truncated).
 cut AS (
-    SELECT a.*,
+    SELECT a.*, a.gate_pass AND a.schema_ok AS gate_ok,
         coalesce(a.outcome = 'success'
              AND (a.finish_reason IN ('length', 'max_tokens', 'model_context_window_exceeded', 'MAX_TOKENS', 'LENGTH', 'max_output_tokens')
                   OR (a.response_status = 'incomplete' AND coalesce(a.finish_reason, '') <> 'content_filter')), false) AS truncated
@@ -119,6 +120,7 @@ SELECT
     e.attempt,
     CAST(a.rank AS UTINYINT) AS rank,
     a.truncated,
+    NOT a.schema_ok AS schema_failed,
     CASE WHEN a.line_no >= 1099511627776 OR f.file_no >= 524288 THEN error('reconcile: over 2^19 result files or 2^40 lines in one file')
          ELSE (a.rank << 59) | (CAST(f.file_no AS BIGINT) << 40) | a.line_no END AS line_key,
     CASE WHEN a.usage_ok THEN a.input_tokens + a.output_tokens ELSE 0 END AS tokens,
@@ -147,7 +149,8 @@ SELECT
     custom_id,
     count(*) AS lines,
     sum(cost_usd) AS cost_usd,
-    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code, 'truncated': truncated}) AS b
+    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code, 'truncated': truncated,
+         'schema_failed': schema_failed}) AS b
 FROM lines
 WHERE record_id IS NOT NULL
 GROUP BY custom_id;

@@ -68,22 +68,6 @@ FROM {{.Costs}} c
 LEFT JOIN (SELECT job_key, raw_sha256, min(ingested_at) AS ingested_at FROM ingests GROUP BY ALL) i
        ON i.job_key = c.job_key AND i.raw_sha256 = c.raw_sha256;
 
--- Each record's latest state across every generation of retries.
-CREATE OR REPLACE {{.Kind}} records AS
-SELECT record_id,
-       any_value(tenant) AS tenant,
-       arg_max(business_key, attempt) AS business_key,
-       arg_max(outcome, attempt) AS final_state,
-       arg_max(disposition, attempt) AS disposition,
-       max(attempt) AS attempts,
-       arg_max(job_key, attempt) AS last_job_key,
-       sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd,
-       -- The latest attempt's answer was cut at its token limit (outcomes
-       -- written before the column existed say false).
-       coalesce(arg_max(truncated, attempt), false) AS truncated
-FROM outcomes
-GROUP BY record_id;
-
 CREATE OR REPLACE {{.Kind}} manifests AS
 SELECT * FROM {{.Manifests}};
 
@@ -137,3 +121,27 @@ WITH latest AS (
 SELECT record_id, tenant, business_key, outcome, reason, attempts, last_job_key, cost_usd
 FROM latest
 WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM accepted);
+
+-- Each record's latest state across every generation of retries, with the
+-- provider and model of its latest attempt's job (a fallback child's when
+-- the record was retried on another provider): for a succeeded record, who
+-- finally answered it (the exact model version is the accepted view's).
+CREATE OR REPLACE {{.Kind}} records AS
+WITH r AS (
+    SELECT record_id,
+           any_value(tenant) AS tenant,
+           arg_max(business_key, attempt) AS business_key,
+           arg_max(outcome, attempt) AS final_state,
+           arg_max(disposition, attempt) AS disposition,
+           max(attempt) AS attempts,
+           arg_max(job_key, attempt) AS last_job_key,
+           sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd,
+           -- The latest attempt's answer was cut at its token limit (outcomes
+           -- written before the column existed say false).
+           coalesce(arg_max(truncated, attempt), false) AS truncated
+    FROM outcomes
+    GROUP BY record_id
+)
+SELECT r.*, m.provider, m.model
+FROM r
+LEFT JOIN manifests m ON m.job_key = r.last_job_key;

@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 func costCmd(ctx context.Context, g *globals) *cobra.Command {
 	var job, tenant, by, format, prices string
-	var estimate bool
+	var estimate, family bool
 	c := &cobra.Command{
 		Use:   "cost",
 		Short: "Cost attribution for a job, a tenant or everything, grouped by tenant, job, model, category or attempt",
@@ -73,7 +75,10 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				fmt.Fprintf(g.stderr, "batchlake cost: warning: %d %s lines of model %q have no price (counted as 0 USD); add a row for it to a --prices table and reconcile again\n",
 					u.Lines, u.Provider, u.Model)
 			}
-			rows, err := e.CostQuery(ctx, dims, job, tenant)
+			if family && job == "" {
+				return &errkind.UsageError{Msg: "cost --family: pass --job, the family's first job"}
+			}
+			rows, err := e.CostQueryFamily(ctx, dims, job, tenant, family)
 			if err != nil {
 				return err
 			}
@@ -83,6 +88,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 	}
 	c.Flags().StringVar(&job, "job", "", "only this job (key or unique prefix)")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
+	c.Flags().BoolVar(&family, "family", false, "with --job: the job and its retry descendants (a fallback's children on other providers too), e.g. --by provider,model")
 	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model (family), model_version, category, attempt, provider, record")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or json")
 	c.Flags().BoolVar(&estimate, "estimate", false, "per job: estimated, billed and committed-not-billed USD, and provider token totals minus the lines'")

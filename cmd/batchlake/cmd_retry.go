@@ -12,6 +12,7 @@ import (
 func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	var job string
 	var notBefore time.Duration
+	var fb *fallbackFlags
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
@@ -24,7 +25,11 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 			}
 			defer l.Close()
 			heap := new(goHeap)
-			res, err := reconcile.RetryWith(ctx, l, d, reconcile.RetryOptions{TmpDir: g.tmpDir, NotBefore: notBefore, MemoryLimit: heap.limit})
+			ro := reconcile.RetryOptions{TmpDir: g.tmpDir, NotBefore: notBefore, MemoryLimit: heap.limit}
+			if err := fb.apply(ctx, l, &ro); err != nil {
+				return err
+			}
+			res, err := reconcile.RetryWith(ctx, l, d, ro)
 			heap.restore()
 			if err != nil {
 				return err
@@ -35,6 +40,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
+	fb = addFallbackFlags(c)
 	c.Flags().DurationVar(&notBefore, "not-before", 0, "the child may be submitted no earlier than this long from now (recorded in its manifest; submit exits 75 before)")
 	return c
 }

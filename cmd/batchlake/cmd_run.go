@@ -36,15 +36,18 @@ type generation struct {
 }
 
 type runResult struct {
-	JobKey      string       `json:"job_key"`
-	Records     int64        `json:"records"`
-	Succeeded   int64        `json:"succeeded"`
-	Manual      int64        `json:"manual"`
-	Pending     int64        `json:"pending"`
-	CostUSD     json.Number  `json:"cost_usd"`
-	Generations []generation `json:"generations"`
-	LastReport  any          `json:"last_report"`
-	Next        string       `json:"next"`
+	JobKey    string `json:"job_key"`
+	Records   int64  `json:"records"`
+	Succeeded int64  `json:"succeeded"`
+	Manual    int64  `json:"manual"`
+	Pending   int64  `json:"pending"`
+	// Untranslatable are records a --fallback retry left for manual
+	// handling because their requests do not translate.
+	Untranslatable int64        `json:"untranslatable,omitempty"`
+	CostUSD        json.Number  `json:"cost_usd"`
+	Generations    []generation `json:"generations"`
+	LastReport     any          `json:"last_report"`
+	Next           string       `json:"next"`
 }
 
 func runCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -55,12 +58,16 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 		maxRounds int
 		poll      time.Duration
 		out       string
+		fbf       *runFallback
 	)
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "The whole loop for --input: plan, submit, status, collect, reconcile, retry, until only manual work is left",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fbf.parse(); err != nil {
+				return err
+			}
 			l, err := g.open(ctx)
 			if err != nil {
 				return err
@@ -121,19 +128,35 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 					res.Pending = last.RetryRecords
 					break
 				}
-				rr, err := reconcile.RetryWith(ctx, l, d, reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit})
+				ro := reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit}
+				fbf.retryOptions(round, &ro)
+				rr, err := reconcile.RetryWith(ctx, l, d, ro)
 				heap.restore()
 				if err != nil {
 					return err
 				}
 				g.log.Info("retry: "+rr.Message, "parent", job[:12])
+				res.Untranslatable += int64(len(rr.Untranslatable))
+				if rr.Child == nil { // nothing left to send: the rest does not translate
+					res.Pending = last.RetryRecords - int64(len(rr.Untranslatable))
+					break
+				}
 				job = rr.Child.JobKey
+				cm, err := l.GetManifest(ctx, mustJob(job))
+				if err != nil {
+					return err
+				}
+				var release func()
+				if drv, release, err = fbf.driverFor(g, l, pf, cm, drv); err != nil {
+					return err
+				}
+				defer release()
 			}
 			res.CostUSD = json.Number(total.String())
 			res.LastReport = last
 			// Every record ends accepted, in the manual queue, or pending: nothing is lost.
-			if res.Succeeded+res.Manual+res.Pending != res.Records {
-				return fmt.Errorf("run: %d records planned but %d succeeded + %d manual + %d pending", res.Records, res.Succeeded, res.Manual, res.Pending)
+			if res.Succeeded+res.Manual+res.Pending+res.Untranslatable != res.Records {
+				return fmt.Errorf("run: %d records planned but %d succeeded + %d manual + %d pending + %d untranslatable", res.Records, res.Succeeded, res.Manual, res.Pending, res.Untranslatable)
 			}
 			res.Next = fmt.Sprintf("batchlake sql --lake %s \"SELECT final_state, count(*) AS records, sum(cost_usd) AS cost_usd FROM records GROUP BY ALL\"", g.lakeURL)
 			g.log.Info("run finished", "records", res.Records, "succeeded", res.Succeeded, "manual", res.Manual, "pending", res.Pending,
@@ -149,6 +172,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	registerPlanFlags(c, &po)
 	pf.register(c, "sim")
 	rf.register(c)
+	fbf = addRunFallbackFlags(c)
 	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
 	c.Flags().IntVar(&pf.simLostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
 	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")

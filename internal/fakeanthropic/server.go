@@ -32,6 +32,9 @@ type Options struct {
 	PollsPerStep int
 	// Outcome gives a request's outcome by custom_id (Succeeded if nil).
 	Outcome func(customID string) string
+	// Answer gives a succeeded request's text by custom_id ("answer to
+	// <custom_id>" if nil).
+	Answer func(customID string) string
 	// Now is the server's clock (time.Now if nil).
 	Now func() time.Time
 	// FillViews is how many views (GET or list) of a new batch show its
@@ -466,9 +469,13 @@ func (s *Server) results(b *batch) []byte {
 				Model string `json:"model"`
 			}
 			json.Unmarshal(q.Params, &p)
+			text := "answer to " + q.CustomID
+			if s.opts.Answer != nil {
+				text = s.opts.Answer(q.CustomID)
+			}
 			res = map[string]any{"type": "succeeded", "message": map[string]any{
 				"id": "msg_" + q.CustomID, "type": "message", "role": "assistant", "model": p.Model,
-				"content":     []any{map[string]any{"type": "text", "text": "answer to " + q.CustomID}},
+				"content":     []any{map[string]any{"type": "text", "text": text}},
 				"stop_reason": "end_turn", "stop_sequence": nil,
 				"usage": map[string]any{"input_tokens": 10 + len(q.CustomID), "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5, "service_tier": "batch"},
 			}}

@@ -187,6 +187,9 @@ func (s *Server) newBatch(ctx context.Context, in *file, endpoint string, meta m
 	b.ids, b.Model = scanInput(in.data)
 	b.tokens = int64(len(in.data)) / 4
 	b.result, b.simErr = Simulate(in.data, s.opts.Seed, rates)
+	if s.opts.Answer != nil && b.simErr == nil {
+		b.result.Output = withAnswers(b.result.Output, s.opts.Answer)
+	}
 	b.outcome = outcomes(b.result)
 	return b, s.saveBatch(ctx, b)
 }
@@ -642,4 +645,37 @@ func (s *Server) finishPartial(ctx context.Context, b *batch, status string, fin
 	}
 	b.RequestCounts = RequestCounts{Total: int64(len(b.ids)), Completed: int64(len(succeeded)), Failed: int64(len(failed))}
 	return s.storeResults(ctx, b, bytes.Join(outLines, nil), bytes.Join(errLines, nil))
+}
+
+// withAnswers sets the first choice's message content of each chat
+// completion success line of an output file to answer(custom_id).
+func withAnswers(output []byte, answer func(string) string) []byte {
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(output))
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		var l map[string]any
+		if json.Unmarshal(line, &l) == nil {
+			cid, _ := l["custom_id"].(string)
+			resp, _ := l["response"].(map[string]any)
+			body, _ := resp["body"].(map[string]any)
+			choices, _ := body["choices"].([]any)
+			if len(choices) > 0 {
+				if c, ok := choices[0].(map[string]any); ok {
+					if m, ok := c["message"].(map[string]any); ok {
+						m["content"] = answer(cid)
+						if b, err := json.Marshal(l); err == nil {
+							line = b
+						}
+					}
+				}
+			}
+		}
+		out = append(out, line)
+	}
+	if len(out) == 0 {
+		return output
+	}
+	return append(bytes.Join(out, []byte{'\n'}), '\n')
 }

@@ -43,6 +43,10 @@ type Options struct {
 	Now func() time.Time
 	// Faults are the failures to inject; see Faults.
 	Faults Faults
+	// Answer, if set, gives the text of a successful chat answer by
+	// custom_id in place of the simulator's words (tests of an output
+	// contract need JSON answers); usage stays the simulator's.
+	Answer func(customID string) string
 	// ListDelay is how long (in real time) a new batch stays out of
 	// GET /v1/batches, as an eventually consistent listing does; GET of the
 	// batch by id sees it at once.
