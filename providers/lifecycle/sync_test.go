@@ -1,0 +1,185 @@
+package lifecycle_test
+
+// The synchronous tail, driver-level: the real adapters' real-time clients
+// against the fake providers' real-time routes over loopback HTTP, the real
+// lake and the real reconcile.
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
+	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/fakeanthropic"
+	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/lifecycle"
+	"github.com/batchlake/batchlake/providers/openaibatch"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+// syncRig is a rig whose job is sent through a real-time client.
+type syncRig struct {
+	*rig
+	rt    func() providers.RealTime
+	calls func() (processed, dropped int)
+}
+
+// rtFaults are the real-time faults a test injects, whatever the provider.
+type rtFaults struct {
+	rateLimited, serverError, dropped, badRequest int
+}
+
+func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
+	t.Helper()
+	r, srv := openaiRig(t, fakeopenai.Options{RealTime: fakeopenai.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: "0",
+		ServerError: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
+	r.plan("openai", "", openaiLines(n))
+	base, _ := srv.Start()
+	return &syncRig{rig: r,
+		rt: func() providers.RealTime {
+			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		calls: func() (p, d int) {
+			for _, c := range srv.RealTimeCalls() {
+				p++
+				if c.Dropped {
+					d++
+				}
+			}
+			return p, d
+		},
+	}
+}
+
+func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
+	t.Helper()
+	const key = "sk-ant-fake-0000"
+	srv := fakeanthropic.New(fakeanthropic.Options{APIKey: key, RealTime: fakeanthropic.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: "0",
+		Overloaded: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	srv.SetBaseURL(hs.URL)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "anthropic"}
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf(`{"custom_id":"r-%03d","params":{"model":"claude-sonnet-4-6","max_tokens":64,"messages":[{"role":"user","content":"question %d"}]}}`, i, i))
+	}
+	r.plan("anthropic", "", lines)
+	return &syncRig{rig: r,
+		rt: func() providers.RealTime {
+			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		calls: func() (p, d int) {
+			for _, c := range srv.RealTimeCalls() {
+				p++
+				if c.Dropped {
+					d++
+				}
+			}
+			return p, d
+		},
+	}
+}
+
+var syncRigs = []struct {
+	name string
+	make func(t *testing.T, n int, f rtFaults) *syncRig
+}{
+	{"openai", openaiSyncRig},
+	{"anthropic", anthropicSyncRig},
+}
+
+func (r *syncRig) send(actor string, o lifecycle.SyncOptions) *lifecycle.SyncResult {
+	r.t.Helper()
+	o.RealTime = r.rt()
+	g := lake.NewLedger(r.l, actor)
+	d := &lifecycle.Driver{Lake: r.l, Ledger: g, Target: r.target, Lease: time.Minute, TmpDir: r.tmp}
+	res, err := d.SubmitSync(context.Background(), r.job, o)
+	if err != nil {
+		r.t.Fatalf("sync: %v", err)
+	}
+	return res
+}
+
+func (r *syncRig) reconcile() *reconcile.Report {
+	r.t.Helper()
+	rep, err := reconcile.Run(context.Background(), r.l, reconcile.Options{JobKey: r.job.Hex(), MaxAttempts: 3, TmpDir: r.tmp})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rep
+}
+
+// TestSyncFaults, per provider: rate limits (429 with retry-after), server
+// errors and a dropped connection on the way; every record ends answered,
+// the dropped call (processed by the provider, its answer lost, sent again
+// by the SDK) is a counted duplicate priced as duplicate_submission, and a
+// second run sends nothing.
+func TestSyncFaults(t *testing.T) {
+	for _, c := range syncRigs {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.make(t, 6, rtFaults{rateLimited: 2, serverError: 1, dropped: 1})
+			res := r.send("A", lifecycle.SyncOptions{Concurrency: 2})
+			if len(res.Shards) != 1 {
+				t.Fatalf("shards: %+v", res.Shards)
+			}
+			sh := res.Shards[0]
+			if sh.State != lake.Running || sh.Answered != 6 || sh.Unfinished != 0 || sh.MaybeSent != 1 {
+				t.Fatalf("shard: %+v", sh)
+			}
+			processed, dropped := r.calls()
+			if processed != 7 || dropped != 1 {
+				t.Fatalf("provider processed %d calls (%d dropped), want 7 (1)", processed, dropped)
+			}
+			// 6 answered + 2 rate limited + 1 server error + 1 dropped attempts.
+			if sh.Calls != 10 {
+				t.Errorf("calls = %d, want 10", sh.Calls)
+			}
+			rep := r.reconcile()
+			if rep.Succeeded != 6 || rep.Duplicate != 1 || rep.Missing != 0 {
+				t.Fatalf("report: succeeded %d duplicate %d missing %d", rep.Succeeded, rep.Duplicate, rep.Missing)
+			}
+			if _, ok := rep.CostUSD["duplicate_submission"]; !ok {
+				t.Errorf("no duplicate_submission cost: %v", rep.CostUSD)
+			}
+			again := r.send("B", lifecycle.SyncOptions{})
+			if again.Shards[0].Action != "already_sent" {
+				t.Fatalf("second run: %+v", again.Shards[0])
+			}
+			if p, _ := r.calls(); p != processed {
+				t.Fatalf("second run made %d more calls", p-processed)
+			}
+		})
+	}
+}
+
+// TestSyncPermanentError: an error answer (400) is the record's result, an
+// error line reconcile classifies as a permanent failure; nothing is resent.
+func TestSyncPermanentError(t *testing.T) {
+	for _, c := range syncRigs {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.make(t, 3, rtFaults{badRequest: 1})
+			res := r.send("A", lifecycle.SyncOptions{Concurrency: 1})
+			if sh := res.Shards[0]; sh.Answered != 3 || sh.MaybeSent != 0 || sh.Calls != 3 {
+				t.Fatalf("shard: %+v", sh)
+			}
+			rep := r.reconcile()
+			if rep.Succeeded != 2 || rep.FailedPermanent != 1 || rep.Duplicate != 0 {
+				t.Fatalf("report: succeeded %d permanent %d duplicate %d", rep.Succeeded, rep.FailedPermanent, rep.Duplicate)
+			}
+		})
+	}
+}
