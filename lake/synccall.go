@@ -126,12 +126,16 @@ type SyncState struct {
 	Result *SyncResult
 }
 
-// Unanswered are the calls without an answer record: each may have reached
-// the provider (maybe_sent), unless it is the call the result came from.
+// Unanswered are the calls that may have been processed by the provider
+// without their answer being kept (maybe_sent): a call with no answer record
+// (a crash, a dropped connection), or one answered 2xx whose answer was lost
+// before it was kept as the result. The call the result came from is not
+// one; nor is a call answered with an error status (a 429, 5xx or 4xx
+// answer: the provider did not process it).
 func (s SyncState) Unanswered() []int {
 	var out []int
 	for _, n := range s.Calls {
-		if _, ok := s.Answered[n]; ok {
+		if st, ok := s.Answered[n]; ok && (st < 200 || st > 299) {
 			continue
 		}
 		if s.Result != nil && s.Result.N == n {

@@ -30,6 +30,7 @@ type syncFlags struct {
 	concurrency int
 	maybeSent   string
 	lease       time.Duration
+	margin      time.Duration
 	simSeed     uint64
 }
 
@@ -39,6 +40,7 @@ func (f *syncFlags) register(c *cobra.Command) {
 	c.Flags().IntVar(&f.concurrency, "concurrency", lifecycle.DefaultConcurrency, "real-time calls in flight at once (--mode sync)")
 	c.Flags().StringVar(&f.maybeSent, "maybe-sent", "resend", "a record whose earlier real-time call may have reached the provider without an answer (after a crash): resend (a counted duplicate submission) or leave (counted failed, retryable)")
 	c.Flags().DurationVar(&f.lease, "lease", 10*time.Minute, "how long a sender holds a shard (renewed while it runs) before another may take over")
+	c.Flags().DurationVar(&f.margin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a sender's lease expiry another waits before taking the shard over (env BATCHLAKE_TAKEOVER_MARGIN)")
 	c.Flags().Uint64Var(&f.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 }
 
@@ -119,6 +121,7 @@ func (f *syncFlags) sendSync(ctx context.Context, g *globals, l *lake.Lake, m *l
 		return nil, err
 	}
 	drv := &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Target: m.Provider, Lease: f.lease, TmpDir: g.tmpDir}
+	drv.Ledger.TakeoverMargin = f.margin
 	prog, done := g.recordProgress("sync", m.ExpectedRecords)
 	defer done()
 	g.log.Info("sync: sending the job's records through the real-time API", "job", m.JobKey[:12], "provider", m.Provider, "records", m.ExpectedRecords, "concurrency", f.concurrency)
