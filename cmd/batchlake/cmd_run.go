@@ -11,6 +11,7 @@ import (
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
@@ -56,6 +57,8 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 		rf          reconcileFlags
 		maxRounds   int
 		lostCreates int
+		sf          syncFlags
+		rt          providers.RealTime
 		poll        time.Duration
 		out         string
 	)
@@ -86,6 +89,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				drv = &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, ""), Client: c, Target: ingest.SimProvider, Lease: pf.lease, TmpDir: g.tmpDir,
 					Settle: pf.settle, LostLookup: pf.lostLookupSetting()}
 				drv.Ledger.TakeoverMargin = pf.takeoverMargin
+				if rt, err = openaibatch.NewRealTime(openaibatch.Config{APIKey: srv.APIKey(), BaseURL: base}); err != nil {
+					return err
+				}
 				g.log.Info("simulated provider: fake OpenAI server on loopback", "url", base, "lost_create_responses", lostCreates)
 			} else if drv, err = pf.driver(g, l); err != nil {
 				return err
@@ -114,7 +120,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			var last *reconcile.Report
 			for round := 1; ; round++ {
 				d, _ := lake.ParseDigest(job)
-				if last, err = runRound(ctx, g, drv, d, rf, poll, out); err != nil {
+				if last, err = sf.round(ctx, g, drv, rt, d, rf, poll, out); err != nil {
 					return err
 				}
 				gen := generation{JobKey: last.JobKey, Attempt: last.Attempt, Expected: last.Expected, Succeeded: last.Succeeded,
@@ -162,6 +168,8 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	registerPlanFlags(c, &po)
 	pf.register(c, "sim")
 	rf.register(c)
+	sf.mode = "auto"
+	sf.registerTail(c)
 	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
 	c.Flags().IntVar(&lostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
 	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")
@@ -213,6 +221,11 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 		return nil, err
 	}
 	g.log.Info("collected", "job", job.Hex()[:12], "shards", len(res.Shards))
+	return reconcileRound(ctx, g, drv, job, rf, out)
+}
+
+// reconcileRound reconciles one job of a run.
+func reconcileRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.Digest, rf reconcileFlags, out string) (*reconcile.Report, error) {
 	o, err := rf.options(g, job.Hex())
 	if err != nil {
 		return nil, err

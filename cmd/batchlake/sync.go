@@ -36,12 +36,49 @@ type syncFlags struct {
 
 func (f *syncFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.mode, "mode", "auto", "how the child is sent: batch (plan it for submit), sync (send its records now through the provider's real-time API, priced on demand), or auto (sync when the child is below the provider's minimum records per batch job or below --sync-below; batch otherwise)")
-	c.Flags().Int64Var(&f.syncBelow, "sync-below", 0, "with --mode auto, send a child of fewer records than this through the real-time API (0: only below the provider's minimum)")
-	c.Flags().IntVar(&f.concurrency, "concurrency", lifecycle.DefaultConcurrency, "real-time calls in flight at once (--mode sync)")
-	c.Flags().StringVar(&f.maybeSent, "maybe-sent", "resend", "a record whose earlier real-time call may have reached the provider without an answer (after a crash): resend (a counted duplicate submission) or leave (counted failed, retryable)")
+	f.registerTail(c)
 	c.Flags().DurationVar(&f.lease, "lease", 10*time.Minute, "how long a sender holds a shard (renewed while it runs) before another may take over")
 	c.Flags().DurationVar(&f.margin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a sender's lease expiry another waits before taking the shard over (env BATCHLAKE_TAKEOVER_MARGIN)")
 	c.Flags().Uint64Var(&f.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+}
+
+// registerTail adds the flags retry and run share: when a retry child goes
+// through the real-time API, and how.
+func (f *syncFlags) registerTail(c *cobra.Command) {
+	c.Flags().Int64Var(&f.syncBelow, "sync-below", 0, "send a retry child of fewer records than this through the provider's real-time API instead of a batch (0: only a child below the provider's minimum records per batch job)")
+	c.Flags().IntVar(&f.concurrency, "concurrency", lifecycle.DefaultConcurrency, "real-time calls in flight at once (the sync tail)")
+	c.Flags().StringVar(&f.maybeSent, "maybe-sent", "resend", "a record whose earlier real-time call may have reached the provider without an answer (after a crash): resend (a counted duplicate submission) or leave (counted failed, retryable)")
+}
+
+// runSync is run's round for a job sent through the real-time API: send,
+// wait while another sender holds a shard, then reconcile.
+func (f *syncFlags) runSync(ctx context.Context, g *globals, drv *lifecycle.Driver, rt providers.RealTime, job lake.Digest, rf reconcileFlags, poll time.Duration, out string) (*reconcile.Report, error) {
+	m, err := drv.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	prog, done := g.recordProgress("sync", m.ExpectedRecords)
+	defer done()
+	g.log.Info("sync: the retry child goes through the real-time API", "job", m.JobKey[:12], "provider", m.Provider, "records", m.ExpectedRecords)
+	for {
+		res, err := drv.SubmitSync(ctx, job, lifecycle.SyncOptions{RealTime: rt, Concurrency: f.concurrency, LeaveMaybeSent: f.maybeSent == "leave", Progress: prog})
+		if err != nil {
+			return nil, err
+		}
+		logSync(g, res)
+		if res.Cancelled {
+			return nil, ctx.Err()
+		}
+		if !res.Pending {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+	return reconcileRound(ctx, g, drv, job, rf, out)
 }
 
 // syncRetryResult is retry's result with the sync tail's.
@@ -201,4 +238,32 @@ func (g *globals) recordProgress(step string, total int64) (func(done, total int
 		last = time.Now()
 		g.log.Info(step+" progress", "records", done, "of", total)
 	}, func() {}
+}
+
+// round is one round of run: a retry child that wantSync picks goes through
+// the real-time API (rt, or the provider's own real-time client if nil),
+// anything else as a batch (runRound).
+func (f *syncFlags) round(ctx context.Context, g *globals, drv *lifecycle.Driver, rt providers.RealTime, job lake.Digest, rf reconcileFlags, poll time.Duration, out string) (*reconcile.Report, error) {
+	m, err := drv.Lake.GetManifest(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	sync := false
+	if m.ParentJobKey != "" {
+		if sync, err = f.wantSync(m); err != nil {
+			return nil, err
+		}
+	}
+	if !sync {
+		return runRound(ctx, g, drv, job, rf, poll, out)
+	}
+	if rt == nil {
+		r, closeRT, err := f.realTimeFor(g, m.Provider)
+		if err != nil {
+			return nil, err
+		}
+		defer closeRT()
+		rt = r
+	}
+	return f.runSync(ctx, g, drv, rt, job, rf, poll, out)
 }

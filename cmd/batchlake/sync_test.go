@@ -4,8 +4,12 @@ package main
 // fake OpenAI server's real-time routes, crashed at each durable step.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -152,5 +156,49 @@ func TestRetrySyncCrash(t *testing.T) {
 			}
 			h.must([]int{0}, "verify")
 		})
+	}
+}
+
+// TestRunSyncTail: the simulator's whole loop with --sync-below: the last,
+// small retry generation goes through the real-time API; its cost rows say
+// mode sync, every earlier one batch, and the run's records and costs add up.
+func TestRunSyncTail(t *testing.T) {
+	lk := filepath.Join(t.TempDir(), "lake")
+	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
+		"--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100", "--poll", "50ms", "--progress", "never", "--sync-below", "20")
+	if code != exitOK {
+		t.Fatalf("run: exit %d %v", code, res)
+	}
+	gens := res["generations"].([]any)
+	if len(gens) < 2 {
+		t.Fatalf("run made %d generations: nothing to send synchronously", len(gens))
+	}
+	var out bytes.Buffer
+	if code := run([]string{"sql", "--lake", lk, "--format", "json",
+		"SELECT m.attempt AS attempt, any_value(m.expected_records) AS records, string_agg(DISTINCT c.mode, ',') AS modes FROM manifests m JOIN costs c USING (job_key) GROUP BY ALL ORDER BY m.attempt"}, &out, io.Discard); code != exitOK {
+		t.Fatalf("sql: exit %d", code)
+	}
+	var byAttempt []struct {
+		Attempt int64  `json:"attempt"`
+		Records int64  `json:"records"`
+		Modes   string `json:"modes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &byAttempt); err != nil {
+		t.Fatalf("sql: %v: %s", err, out.String())
+	}
+	if len(byAttempt) != len(gens) {
+		t.Fatalf("cost rows of %d generations, run made %d: %+v", len(byAttempt), len(gens), byAttempt)
+	}
+	for _, a := range byAttempt {
+		want := "batch"
+		if a.Attempt > 1 && a.Records < 20 {
+			want = "sync"
+		}
+		if a.Modes != want {
+			t.Errorf("attempt %d (%d records): cost rows of mode %q, want %s", a.Attempt, a.Records, a.Modes, want)
+		}
+	}
+	if last := byAttempt[len(byAttempt)-1]; last.Modes != "sync" {
+		t.Errorf("the last generation (%d records) did not run synchronously", last.Records)
 	}
 }
