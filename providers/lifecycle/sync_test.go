@@ -183,3 +183,32 @@ func TestSyncPermanentError(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncCancel: an interrupt stops new calls, waits for those in flight,
+// and writes what finished; the records not sent are missing in reconcile
+// (and go to the next retry), none is lost or sent twice.
+func TestSyncCancel(t *testing.T) {
+	r := openaiSyncRig(t, 8, rtFaults{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := &lifecycle.Driver{Lake: r.l, Ledger: lake.NewLedger(r.l, "A"), Target: r.target, Lease: time.Minute, TmpDir: r.tmp}
+	res, err := d.SubmitSync(ctx, r.job, lifecycle.SyncOptions{RealTime: r.rt(), Concurrency: 1, Progress: func(done, _ int64) {
+		if done == 3 {
+			cancel()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := res.Shards[0]
+	if !res.Cancelled || sh.Action != "cancelled" || sh.Answered < 3 || sh.Answered+sh.Unfinished != 8 || sh.Unfinished == 0 {
+		t.Fatalf("cancelled run: %+v", res)
+	}
+	if p, _ := r.calls(); int64(p) != sh.Answered {
+		t.Fatalf("provider processed %d calls, %d answered", p, sh.Answered)
+	}
+	rep := r.reconcile()
+	if rep.Succeeded != sh.Answered || rep.Missing != sh.Unfinished || rep.Duplicate != 0 {
+		t.Fatalf("report: %d succeeded, %d missing, %d duplicate", rep.Succeeded, rep.Missing, rep.Duplicate)
+	}
+}
