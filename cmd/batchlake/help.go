@@ -53,7 +53,7 @@ The child supersedes the parent's older children that were not submitted yet:
 their shards move to CANCELLED (detail superseded_by) and submit refuses them.
 
 --mode sync sends the child's records at once through the provider's real-time
-API (OpenAI, Anthropic, sim) instead of a batch: every HTTP attempt is recorded
+API (OpenAI, Anthropic, Gemini, sim) instead of a batch: every HTTP attempt is recorded
 in the lake before it goes out, the answers are written as a batch output file,
 archived and ingested, and the child is ready to reconcile. --mode auto (the
 default) does so for a child below the provider's minimum records per batch

@@ -17,6 +17,7 @@ import (
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
@@ -96,7 +97,7 @@ func (f *syncFlags) wantSync(m *lake.Manifest) (bool, error) {
 		return false, nil
 	case "sync":
 		if !hasRealTime(m.Provider) {
-			return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode sync: provider %s has no real-time client in this batchlake (have openai, anthropic and sim): use --mode batch", m.Provider)}
+			return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode sync: provider %s has no real-time client in this batchlake (have openai, anthropic, gemini and sim): use --mode batch", m.Provider)}
 		}
 		return true, nil
 	case "auto":
@@ -110,7 +111,7 @@ func (f *syncFlags) wantSync(m *lake.Manifest) (bool, error) {
 
 func hasRealTime(provider string) bool {
 	switch provider {
-	case "openai", "anthropic", ingest.SimProvider:
+	case "openai", "anthropic", "gemini", ingest.SimProvider:
 		return true
 	}
 	return false
@@ -118,13 +119,15 @@ func hasRealTime(provider string) bool {
 
 // realTimeFor makes the real-time client of a job's provider (for sim, the
 // fake OpenAI server in-process on loopback, as run uses); close ends it.
-func (f *syncFlags) realTimeFor(g *globals, provider string) (rt providers.RealTime, close func(), err error) {
+func (f *syncFlags) realTimeFor(g *globals, m *lake.Manifest) (rt providers.RealTime, close func(), err error) {
 	close = func() {}
-	switch provider {
+	switch provider := m.Provider; provider {
 	case "openai":
 		rt, err = openaibatch.NewRealTime(openaibatch.Config{})
 	case "anthropic":
 		rt, err = anthropicbatch.NewRealTime(anthropicbatch.Config{})
+	case "gemini":
+		rt, err = geminibatch.NewRealTime(geminibatch.Config{}, m.Model)
 	case ingest.SimProvider:
 		srv := fakeopenai.New(fakeopenai.Options{Seed: f.simSeed})
 		base, serr := srv.Start()
@@ -134,7 +137,7 @@ func (f *syncFlags) realTimeFor(g *globals, provider string) (rt providers.RealT
 		close = func() { srv.Close() }
 		rt, err = openaibatch.NewRealTime(openaibatch.Config{APIKey: srv.APIKey(), BaseURL: base})
 	default:
-		err = fmt.Errorf("provider %s has no real-time client", provider)
+		err = fmt.Errorf("provider %s has no real-time client", m.Provider)
 	}
 	if err != nil {
 		close()
@@ -148,7 +151,7 @@ func (f *syncFlags) sendSync(ctx context.Context, g *globals, l *lake.Lake, m *l
 	if f.maybeSent != "resend" && f.maybeSent != "leave" {
 		return nil, &errkind.UsageError{Msg: fmt.Sprintf("--maybe-sent %q: want resend or leave", f.maybeSent)}
 	}
-	rt, closeRT, err := f.realTimeFor(g, m.Provider)
+	rt, closeRT, err := f.realTimeFor(g, m)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +261,7 @@ func (f *syncFlags) round(ctx context.Context, g *globals, drv *lifecycle.Driver
 		return runRound(ctx, g, drv, job, rf, poll, out)
 	}
 	if rt == nil {
-		r, closeRT, err := f.realTimeFor(g, m.Provider)
+		r, closeRT, err := f.realTimeFor(g, m)
 		if err != nil {
 			return nil, err
 		}

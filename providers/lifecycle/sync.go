@@ -540,6 +540,8 @@ func maybeSentLine(provider, customID string, n int) []byte {
 	case "anthropic":
 		v = map[string]any{"custom_id": customID, "result": map[string]any{"type": "errored",
 			"error": map[string]any{"type": "error", "error": map[string]any{"type": MaybeSentCode, "message": msg}}}}
+	case "gemini":
+		v = map[string]any{"key": customID, "error": map[string]any{"message": msg, "status": MaybeSentCode}}
 	default:
 		v = map[string]any{"id": fmt.Sprintf("sync_maybe_sent_%d", n), "custom_id": customID, "response": nil,
 			"error": map[string]any{"code": MaybeSentCode, "message": msg}}

@@ -15,7 +15,9 @@ import (
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
 	"github.com/batchlake/batchlake/providers/fakeanthropic"
+	"github.com/batchlake/batchlake/providers/fakegemini"
 	"github.com/batchlake/batchlake/providers/fakeopenai"
+	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
@@ -31,11 +33,13 @@ type syncRig struct {
 // rtFaults are the real-time faults a test injects, whatever the provider.
 type rtFaults struct {
 	rateLimited, serverError, dropped, badRequest int
+	// retryAfter is the wait (whole seconds) a rate limit asks for.
+	retryAfter int
 }
 
 func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	t.Helper()
-	r, srv := openaiRig(t, fakeopenai.Options{RealTime: fakeopenai.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: "0",
+	r, srv := openaiRig(t, fakeopenai.Options{RealTime: fakeopenai.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: fmt.Sprint(f.retryAfter),
 		ServerError: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
 	r.plan("openai", "", openaiLines(n))
 	base, _ := srv.Start()
@@ -62,7 +66,7 @@ func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	t.Helper()
 	const key = "sk-ant-fake-0000"
-	srv := fakeanthropic.New(fakeanthropic.Options{APIKey: key, RealTime: fakeanthropic.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: "0",
+	srv := fakeanthropic.New(fakeanthropic.Options{APIKey: key, RealTime: fakeanthropic.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: fmt.Sprint(f.retryAfter),
 		Overloaded: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
@@ -94,12 +98,51 @@ func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	}
 }
 
+func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
+	t.Helper()
+	const key = "AIza-fake-0000"
+	srv := fakegemini.New(fakegemini.Options{APIKey: key, RealTime: fakegemini.RealTimeFaults{RateLimited: f.rateLimited, RetryDelay: fmt.Sprintf("%ds", f.retryAfter),
+		Unavailable: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	srv.SetBaseURL(hs.URL)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "gemini"}
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf(`{"key":"r-%03d","request":{"contents":[{"parts":[{"text":"question %d"}]}]}}`, i, i))
+	}
+	r.plan("gemini", "gemini-2.5-flash", lines)
+	return &syncRig{rig: r,
+		rt: func() providers.RealTime {
+			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second}, "gemini-2.5-flash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		calls: func() (p, d int) {
+			for _, c := range srv.RealTimeCalls() {
+				if c.Model != "models/gemini-2.5-flash" {
+					t.Errorf("call to %s, want models/gemini-2.5-flash", c.Model)
+				}
+				p++
+				if c.Dropped {
+					d++
+				}
+			}
+			return p, d
+		},
+	}
+}
+
 var syncRigs = []struct {
 	name string
 	make func(t *testing.T, n int, f rtFaults) *syncRig
 }{
 	{"openai", openaiSyncRig},
 	{"anthropic", anthropicSyncRig},
+	{"gemini", geminiSyncRig},
 }
 
 func (r *syncRig) send(actor string, o lifecycle.SyncOptions) *lifecycle.SyncResult {
@@ -210,5 +253,23 @@ func TestSyncCancel(t *testing.T) {
 	rep := r.reconcile()
 	if rep.Succeeded != sh.Answered || rep.Missing != sh.Unfinished || rep.Duplicate != 0 {
 		t.Fatalf("report: %d succeeded, %d missing, %d duplicate", rep.Succeeded, rep.Missing, rep.Duplicate)
+	}
+}
+
+// TestSyncRetryAfter: a rate limit's wait (retry-after, or Gemini's
+// RetryInfo) is honoured before the call is sent again.
+func TestSyncRetryAfter(t *testing.T) {
+	for _, c := range syncRigs {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.make(t, 1, rtFaults{rateLimited: 1, retryAfter: 1})
+			start := time.Now()
+			res := r.send("A", lifecycle.SyncOptions{})
+			if el := time.Since(start); el < time.Second {
+				t.Errorf("sent again after %s, before the 1 s the rate limit asked for", el)
+			}
+			if sh := res.Shards[0]; sh.Answered != 1 || sh.Calls != 2 || sh.MaybeSent != 0 {
+				t.Fatalf("shard: %+v", sh)
+			}
+		})
 	}
 }
