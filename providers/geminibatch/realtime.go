@@ -186,4 +186,3 @@ func statusName(code int) string {
 	}
 	return "INVALID_ARGUMENT"
 }
-
