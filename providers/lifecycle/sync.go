@@ -79,7 +79,8 @@ type SyncResult struct {
 	Mode   string      `json:"mode"`
 	State  lake.State  `json:"state"`
 	Shards []SyncShard `json:"shards"`
-	// Pending is true when a shard is held by another live sender (exit 75).
+	// Pending is true when a shard is held by another live sender, or this
+	// run lost its lease: run again later (exit 75).
 	Pending bool `json:"pending"`
 	// Cancelled is true when the run was interrupted: what finished is
 	// written and the shard closed; its other records are left for the
@@ -141,7 +142,7 @@ func (d *Driver) SubmitSync(ctx context.Context, job lake.Digest, o SyncOptions)
 		if err != nil {
 			return nil, fmt.Errorf("sync %s: %w", s.ShardID, err)
 		}
-		res.Pending = res.Pending || sr.Action == "leased"
+		res.Pending = res.Pending || sr.Action == "leased" || sr.Action == "lease_lost"
 		res.Cancelled = res.Cancelled || sr.Action == "cancelled"
 		res.Shards = append(res.Shards, sr)
 		states = append(states, sr.State)

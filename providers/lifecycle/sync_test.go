@@ -6,11 +6,13 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
@@ -272,4 +274,38 @@ func TestSyncRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncAndBatchExclusive: a shard is sent one way only. A batch submit
+// of a shard being sent through the real-time API is refused, and so is a
+// sync of a shard submitted as a batch; neither makes a provider call.
+func TestSyncAndBatchExclusive(t *testing.T) {
+	t.Run("batch submit of a sync shard", func(t *testing.T) {
+		r := openaiSyncRig(t, 3, rtFaults{})
+		g := lake.NewLedger(r.l, "syncer")
+		if _, err := g.Transition(context.Background(), r.job, r.shard, lake.Submitting, -time.Second, "", map[string]string{"target": "openai", lifecycle.DetailMode: lifecycle.ModeSync}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.submitter("batcher", time.Minute, 0, 0).Submit(context.Background(), r.job)
+		var ue *errkind.UsageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("batch submit of a sync shard: %v, want a usage error", err)
+		}
+		if r.batches() != 0 {
+			t.Fatalf("a batch was created")
+		}
+	})
+	t.Run("sync of a batch shard", func(t *testing.T) {
+		r := openaiSyncRig(t, 3, rtFaults{})
+		r.submitUntilBound(time.Minute, 0, 0)
+		d := &lifecycle.Driver{Lake: r.l, Ledger: lake.NewLedger(r.l, "syncer"), Target: r.target, Lease: time.Minute, TmpDir: r.tmp}
+		_, err := d.SubmitSync(context.Background(), r.job, lifecycle.SyncOptions{RealTime: r.rt()})
+		var ue *errkind.UsageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("sync of a batch shard: %v, want a usage error", err)
+		}
+		if p, _ := r.calls(); p != 0 {
+			t.Fatalf("%d real-time calls made", p)
+		}
+	})
 }
