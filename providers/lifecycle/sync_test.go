@@ -309,3 +309,30 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncMaybeSent: a record whose earlier call was recorded without an
+// answer (a crash) is sent again as a counted duplicate, or, with
+// LeaveMaybeSent, left unsent as a retryable failure.
+func TestSyncMaybeSent(t *testing.T) {
+	for _, leave := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
+			r := openaiSyncRig(t, 3, rtFaults{})
+			// r1's first call went out, then the sender died.
+			if err := r.l.PutSyncCall(context.Background(), r.job, lake.SyncCall{JobKey: r.job.Hex(), ShardID: r.shard, CustomID: "r1", N: 1, Actor: "crashed"}); err != nil {
+				t.Fatal(err)
+			}
+			res := r.send("A", lifecycle.SyncOptions{LeaveMaybeSent: leave})
+			sh := res.Shards[0]
+			p, _ := r.calls()
+			rep := r.reconcile()
+			switch {
+			case sh.MaybeSent != 1:
+				t.Fatalf("shard: %+v", sh)
+			case leave && (sh.Left != 1 || p != 2 || rep.Succeeded != 2 || rep.FailedRetryable != 1 || rep.Duplicate != 0 || rep.RetryRecords != 1):
+				t.Fatalf("leave: shard %+v, %d calls, report %d succeeded %d retryable %d duplicate", sh, p, rep.Succeeded, rep.FailedRetryable, rep.Duplicate)
+			case !leave && (sh.Resent != 1 || p != 3 || rep.Succeeded != 3 || rep.Duplicate != 1):
+				t.Fatalf("resend: shard %+v, %d calls, report %d succeeded %d duplicate", sh, p, rep.Succeeded, rep.Duplicate)
+			}
+		})
+	}
+}
