@@ -207,6 +207,9 @@ func (d *Driver) syncShard(ctx context.Context, m *lake.Manifest, s lake.Manifes
 		return sr, nil
 	}
 	if runErr != nil {
+		// Every call of this run has ended: the next run may take over at
+		// once (the answers kept stay kept).
+		d.Ledger.Release(context.WithoutCancel(ctx), ev, 0, map[string]string{"target": d.Target, DetailMode: ModeSync, "error": runErr.Error()})
 		return sr, runErr
 	}
 	cancelled := ctx.Err() != nil
@@ -334,7 +337,10 @@ func (r *syncRun) run(recs []syncLine) ([]*recState, error) {
 		r.o.Progress(r.done.Load(), total)
 	}
 	work := make(chan int)
-	errs := make(chan error, r.o.Concurrency)
+	// The first error stops the feed; the calls in flight finish.
+	var firstErr error
+	var errOnce sync.Once
+	failed := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < r.o.Concurrency; w++ {
 		wg.Add(1)
@@ -342,10 +348,7 @@ func (r *syncRun) run(recs []syncLine) ([]*recState, error) {
 			defer wg.Done()
 			for i := range work {
 				if err := r.send(recs[i], states[i]); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
+					errOnce.Do(func() { firstErr = err; close(failed) })
 				}
 				if r.o.Progress != nil {
 					r.o.Progress(r.done.Add(1), total)
@@ -360,20 +363,14 @@ feed:
 			break feed
 		case <-r.ctx.Done():
 			break feed
-		case err := <-errs:
-			errs <- err
+		case <-failed:
 			break feed
 		case work <- i:
 		}
 	}
 	close(work)
 	wg.Wait()
-	select {
-	case err := <-errs:
-		return states, err
-	default:
-	}
-	return states, nil
+	return states, firstErr
 }
 
 // hook records each HTTP attempt of one record's call in the lake.
