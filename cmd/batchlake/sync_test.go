@@ -120,6 +120,15 @@ func TestRetrySyncTail(t *testing.T) {
 	if len(modes) != 1 || modes[0].Mode != "batch" {
 		t.Errorf("parent's cost rows: %+v, want mode batch", modes)
 	}
+	// cost --by mode shows what the tail cost against the batch.
+	var byMode []struct {
+		Mode  string `json:"mode"`
+		Lines int64  `json:"lines"`
+	}
+	decode(t, h.must([]int{0}, "cost", "--by", "mode", "--format", "json"), &byMode)
+	if len(byMode) != 2 || byMode[0].Mode != "batch" || byMode[1].Mode != "sync" || byMode[1].Lines != 5 {
+		t.Errorf("cost --by mode: %+v, want a batch row and a sync row of 5 lines", byMode)
+	}
 	// Running retry again changes nothing.
 	again := h.retrySync(parent)
 	if len(again.Sync.Shards) != 0 && again.Sync.Shards[0].Action != "already_sent" {
