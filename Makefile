@@ -11,14 +11,15 @@ all: build
 build: ## the batchlake binary (DuckDB's Arrow interface compiled in)
 	$(GO) build -tags $(TAGS) -o $(BIN) ./cmd/batchlake
 
-demo: build ## the whole loop on the built-in simulator: plan, submit, collect, reconcile, retry
+demo: build ## the whole loop on the built-in simulator: plan, submit, collect, reconcile, retry; the last small retry runs synchronously
 	rm -rf $(DEMO)
 	$(BIN) run --lake $(DEMO)/lake --provider sim --input testdata/demo/requests.jsonl \
-		--tenant demo --prompt-version v1 --shard-max-records 100 --poll 50ms --out $(DEMO)/out
+		--tenant demo --prompt-version v1 --shard-max-records 100 --poll 50ms --out $(DEMO)/out --sync-below 20
 	@echo
 	@echo "Reports and retry files are in $(DEMO)/out/. Now ask the lake, for example:"
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT final_state, count(*) AS records, sum(cost_usd) AS cost_usd FROM records GROUP BY ALL\""
 	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT category, sum(cost_usd) AS usd FROM costs GROUP BY ALL ORDER BY usd DESC\""
+	@echo "  $(BIN) sql --lake $(DEMO)/lake \"SELECT attempt, mode, count(*) AS lines, sum(cost_usd) AS usd FROM costs GROUP BY ALL ORDER BY attempt\""
 
 # ---- tests ------------------------------------------------------------------
 # make test is what CI runs: lint, every test (each fuzz target runs its seed

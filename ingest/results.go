@@ -44,6 +44,10 @@ type FileOptions struct {
 	// always copied: the lake must not share it.
 	Owned bool
 	Now   func() time.Time
+	// Mode is how the file's lines were sent: "" or "batch" for a provider
+	// batch, "sync" for the real-time API (the sync tail), which reconcile
+	// prices without the batch multiplier.
+	Mode string
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
 }
@@ -174,7 +178,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	rec = lake.IngestRecord{
 		Version: lake.IngestVersion, JobKey: m.JobKey, Provider: m.Provider, Channel: o.Channel, Raw: raw, RawBytes: size,
 		FileName: name, ProviderJobID: o.ProviderJobID, Lines: res.Lines, Rows: res.Rows, Quarantined: res.Quarantined,
-		AttemptsFile: akey, QuarantineFile: qkey, IngestedAt: now,
+		AttemptsFile: akey, QuarantineFile: qkey, IngestedAt: now, Mode: o.Mode,
 	}
 	// The commit marker last: until it exists the files above are invisible.
 	created, err := l.PutJSON(ctx, markerKey, lake.FormatIngest, rec)

@@ -119,6 +119,9 @@ type IngestRecord struct {
 	AttemptsFile   string    `json:"attempts_file,omitempty"`
 	QuarantineFile string    `json:"quarantine_file,omitempty"`
 	IngestedAt     time.Time `json:"ingested_at"`
+	// Mode is "sync" for a file of answers from the real-time API (the
+	// sync tail), priced without the batch multiplier; empty for a batch's.
+	Mode string `json:"mode,omitempty"`
 }
 
 // IngestVersion is the version of the ingest record this code writes and reads.

@@ -123,4 +123,7 @@ type CostRow struct {
 	// Unpriced: the line had tokens but the price table no row for its
 	// model (or its token counts were out of range), so it cost 0.
 	Unpriced bool `parquet:"unpriced"`
+	// Mode is how the line's request was sent: batch, or sync (the
+	// real-time API: retry --mode sync), priced without the batch multiplier.
+	Mode string `parquet:"mode,dict"`
 }

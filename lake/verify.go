@@ -254,6 +254,9 @@ func (v *verifier) classify(k string) {
 		if _, _, ok := ParseBatchRecordKey(k); ok {
 			return
 		}
+		if _, _, ok := ParseSyncKey(k); ok {
+			return
+		}
 	}
 	if isTempKey(k) {
 		v.problem(k, SeverityWarning, "temporary file of an unfinished or concurrent write")

@@ -67,6 +67,11 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus], Action: "unchanged"}
 		switch last.State {
 		case lake.Submitted, lake.Running:
+			if last.Detail[DetailMode] == ModeSync {
+				// Sent through the real-time API: no provider batch to poll.
+				res.Shards = append(res.Shards, sr)
+				continue
+			}
 		case lake.Validated, lake.Submitting:
 			sr.Action = "not_submitted"
 			res.Pending = true

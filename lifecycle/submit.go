@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -189,6 +190,9 @@ func (d *Driver) submitShard(ctx context.Context, m *lake.Manifest, s lake.Manif
 		sr.Detail = fmt.Sprintf("may not be submitted before %s (%s from now): the retry's not-before window; run submit again then",
 			m.NotBefore.Format(time.RFC3339), m.NotBefore.Sub(now).Round(time.Second))
 		return sr, nil
+	}
+	if last.State == lake.Submitting && IsSync(evs) {
+		return sr, &errkind.UsageError{Msg: fmt.Sprintf("shard %s of job %s is being sent through the real-time API (retry --mode sync, SUBMITTING by %s): run that again to finish it; it is not also sent as a batch", s.ShardID, m.JobKey, last.Actor)}
 	}
 	if last.State == lake.Submitting {
 		if t := last.Detail["target"]; t != "" && t != d.Target {

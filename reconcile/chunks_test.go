@@ -92,7 +92,7 @@ func TestTableRowsOrderChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &lake.Manifest{JobKey: "j", Tenant: "t", ExpectedRecords: 3}
-	_, _, err = writeTables(ctx, e, l, m, lake.Sum([]byte("j")), dir, false)
+	_, _, err = writeTables(ctx, e, l, m, lake.Sum([]byte("j")), dir, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "out of record_id order") {
 		t.Fatalf("writeTables over an unordered outcomes table: %v, want an order error", err)
 	}

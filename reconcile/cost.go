@@ -16,6 +16,8 @@ import (
 var costDimensions = map[string]string{
 	"tenant": "tenant", "job": "job_key", "model": "model_family", "model_version": "model_version", "category": "category",
 	"attempt": "attempt", "provider": "provider", "record": "record_id",
+	// mode: batch, or sync for the real-time tail (retry --mode sync).
+	"mode": "mode",
 }
 
 // CostQuery runs the cost attribution of the costs view grouped by dims, for
@@ -32,7 +34,7 @@ func (e *Engine) CostQueryFamily(ctx context.Context, dims []string, job, tenant
 		d = strings.TrimSpace(d)
 		col, ok := costDimensions[d]
 		if !ok {
-			return nil, &errkind.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, model_version, category, attempt, provider, record", d)}
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("--by %q: want some of tenant, job, model, model_version, category, attempt, provider, record, mode", d)}
 		}
 		sel = append(sel, col+" AS "+d)
 		group = append(group, col)

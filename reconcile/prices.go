@@ -190,6 +190,9 @@ func errString(err error) string {
 
 var million = big.NewRat(1_000_000, 1)
 
+// onDemand is the multiplier of the real-time API's price: none.
+var onDemand = big.NewRat(1, 1)
+
 // perToken renders usd_per_mtok × multiplier / 1e6 with 18 decimals. It is
 // exact for prices with up to 12 decimals and multipliers with up to 6.
 func perToken(perM, mult *big.Rat) string {
@@ -215,13 +218,21 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 			"Provider": quote(p.Provider), "Model": quote(p.Model), "From": from, "Input": quote(perToken(p.Input, p.Multiply)),
 			"Cached": quote(perToken(p.CachedInput, p.CachedMultiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
 			"CacheWrite1h": quote(perToken(p.CacheWrite1h, p.Multiply)), "Output": quote(perToken(p.Output, p.Multiply)),
+			// On demand (the sync tail): no batch multiplier.
+			"ODInput": quote(perToken(p.Input, onDemand)), "ODCached": quote(perToken(p.CachedInput, onDemand)),
+			"ODCacheWrite": quote(perToken(p.CacheWrite, onDemand)), "ODCacheWrite1h": quote(perToken(p.CacheWrite1h, onDemand)),
+			"ODOutput": quote(perToken(p.Output, onDemand)),
 		}); err != nil {
 			return fmt.Errorf("load prices %s: %w", t.Name, err)
 		}
 	}
 	for _, r := range recs {
+		mode := r.Mode
+		if mode == "" {
+			mode = "batch"
+		}
 		if err := e.ExecFile(ctx, "price_time_add.sql", map[string]string{
-			"Channel": quote(r.Channel), "Raw": quote(r.Raw.Hex()), "At": quote(r.IngestedAt.UTC().Format(timestampSQL)),
+			"Channel": quote(r.Channel), "Raw": quote(r.Raw.Hex()), "At": quote(r.IngestedAt.UTC().Format(timestampSQL)), "Mode": quote(mode),
 		}); err != nil {
 			return fmt.Errorf("load ingest times: %w", err)
 		}

@@ -553,7 +553,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		return nil, err
 	}
 	start := time.Now()
-	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged); err != nil {
+	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged, rawModes(in.recs)); err != nil {
 		return nil, err
 	}
 	logTiming("writeTables", "outcomes and costs tables", start)

@@ -24,7 +24,27 @@ const pipeDepth = 16
 // Both tables are read in ranges of their sort key (chunks.go): DuckDB
 // materialises a query's whole result before the first row comes out, so one
 // ORDER BY over every row held them all in memory at once.
-func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool) (outcomes, costs string, err error) {
+// rawModes maps each raw file sent through the real-time API (the sync
+// tail) to its mode; files of batches are absent.
+func rawModes(recs []lake.IngestRecord) map[string]string {
+	out := map[string]string{}
+	for _, r := range recs {
+		if r.Mode != "" {
+			out[r.Raw.Hex()] = r.Mode
+		}
+	}
+	return out
+}
+
+// modeOf is the costs table's mode of a raw file's lines.
+func modeOf(modes map[string]string, raw string) string {
+	if m := modes[raw]; m != "" {
+		return m
+	}
+	return "batch"
+}
+
+func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool, modes map[string]string) (outcomes, costs string, err error) {
 	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
@@ -96,10 +116,11 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 				return fmt.Errorf("reconcile: cost of %s line %d: %w", s[7], n[1], err)
 			}
 			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
-				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: cost, Unpriced: n[3] != 0})
+				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: cost, Unpriced: n[3] != 0,
+				Mode: modeOf(modes, s[7])})
 		})
 	} else {
-		err = scanCosts(ctx, e, m, inOrder, cpipe)
+		err = scanCosts(ctx, e, m, inOrder, cpipe, modes)
 	}
 	if cerr := cpipe.Close(err); err == nil {
 		err = cerr
@@ -113,7 +134,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 
 // scanCosts reads a reconcile's costs table in ranges of costed's stored
 // order (cost_scan.sql), naming each row's raw file from its out_no.
-func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow]) error {
+func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
 	raws, err := costFiles(ctx, e)
 	if err != nil {
 		return err
@@ -137,7 +158,8 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 				return fmt.Errorf("reconcile: cost of %s line %d: %w", raws[n[2]-1], n[1], err)
 			}
 			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
-				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: cost, Unpriced: n[3] != 0})
+				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: cost, Unpriced: n[3] != 0,
+				Mode: modeOf(modes, raws[n[2]-1])})
 		})
 		if err != nil {
 			return err

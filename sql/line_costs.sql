@@ -37,6 +37,9 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
         WHEN l.record_id IS NULL THEN 0
         WHEN l.rank = 1 AND o.best_key = l.line_key THEN 1
         WHEN l.rank = 1 THEN 2
+        -- A real-time call that may have reached the provider without an
+        -- answer, of a record answered by another call: a duplicate submission.
+        WHEN l.error_code = 'maybe_sent' AND o.answered THEN 2
         WHEN o.gave_up THEN 3
         WHEN l.rank = 2 THEN 4
         WHEN l.rank = 3 THEN 5
@@ -47,7 +50,8 @@ JOIN files f ON f.file_no = l.file_no
 -- outcomes holds only known custom ids. Only what the category needs goes into
 -- the join's hash table (a boolean, not two strings): at 10M it has every
 -- record, and what does not fit in --memory-limit spills.
-LEFT JOIN (SELECT custom_id, best_key, disposition = 'manual' AND outcome <> 'failed_permanent' AS gave_up
+LEFT JOIN (SELECT custom_id, best_key, disposition = 'manual' AND outcome <> 'failed_permanent' AS gave_up,
+                  outcome IN ('succeeded', 'quality_failed') AS answered
            FROM outcomes) o ON o.custom_id = l.custom_id
 {{- if .Sorted}}
 ORDER BY f.out_no, l.line_no;

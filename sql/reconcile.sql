@@ -29,11 +29,17 @@ FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
 -- id without its inference-profile prefix (us., eu., apac., global.): Claude
 -- output says claude-sonnet-4-5-20250929, Converse output says nothing (ingest
 -- fills in the job's id, us.anthropic.claude-…), and the price table names
--- the base model, anthropic.claude-sonnet-4-5.
+-- the base model, anthropic.claude-sonnet-4-5. A raw file of the sync tail
+-- (raw_times.mode sync: answers of the real-time API) is priced on demand,
+-- without the batch multiplier.
 CREATE OR REPLACE TEMP TABLE model_prices AS
-SELECT m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model, p.input_per_token, p.cached_per_token,
-       p.cache_write_per_token, p.cache_write_1h_per_token, p.output_per_token
-FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at,
+SELECT m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model,
+       CASE WHEN m.mode = 'sync' THEN p.od_input_per_token ELSE p.input_per_token END AS input_per_token,
+       CASE WHEN m.mode = 'sync' THEN p.od_cached_per_token ELSE p.cached_per_token END AS cached_per_token,
+       CASE WHEN m.mode = 'sync' THEN p.od_cache_write_per_token ELSE p.cache_write_per_token END AS cache_write_per_token,
+       CASE WHEN m.mode = 'sync' THEN p.od_cache_write_1h_per_token ELSE p.cache_write_1h_per_token END AS cache_write_1h_per_token,
+       CASE WHEN m.mode = 'sync' THEN p.od_output_per_token ELSE p.output_per_token END AS output_per_token
+FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at, t.mode,
              CASE WHEN a.provider = 'bedrock' THEN j.model END AS job_model
       FROM attempts_raw a
       LEFT JOIN raw_times t ON t.channel = a.channel AND t.raw_sha256 = a.raw_sha256
@@ -90,6 +96,9 @@ classified AS (
         CAST(CASE
             WHEN a.gate_ok{{if not .AcceptTruncated}} AND NOT a.truncated{{end}} THEN 1
             WHEN a.outcome = 'success' THEN 2
+            -- A real-time call of the sync tail that may have reached the
+            -- provider without an answer (maybe_sent): worth another attempt.
+            WHEN a.error_code = 'maybe_sent' THEN 3
             WHEN a.error_code IN (SELECT code FROM permanent_codes) THEN 4
             WHEN a.status_code IN (SELECT status FROM retry_status)
               OR a.error_code IN (SELECT code FROM retry_codes)

@@ -89,7 +89,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 	c.Flags().StringVar(&job, "job", "", "only this job (key or unique prefix)")
 	c.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
 	c.Flags().BoolVar(&family, "family", false, "with --job: the job and its retry descendants (a fallback's children on other providers too), e.g. --by provider,model")
-	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model (family), model_version, category, attempt, provider, record")
+	c.Flags().StringVar(&by, "by", "category", "comma-separated: tenant, job, model (family), model_version, category, attempt, provider, record, mode (batch or sync)")
 	c.Flags().StringVar(&format, "format", "table", "table, csv or json")
 	c.Flags().BoolVar(&estimate, "estimate", false, "per job: estimated, billed and committed-not-billed USD, and provider token totals minus the lines'")
 	c.Flags().StringVar(&prices, "prices", "", "with --estimate: price table for jobs not reconciled yet (default: the shipped one)")

@@ -13,6 +13,7 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 	var job string
 	var notBefore time.Duration
 	var fb *fallbackFlags
+	var sf syncFlags
 	c := &cobra.Command{
 		Use:   "retry",
 		Short: "Turn a job's retry shard into a child job (attempt n+1, lineage kept), ready to submit",
@@ -34,13 +35,18 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			out, err := sf.retrySync(ctx, g, l, res)
+			if out == nil {
+				return err
+			}
 			g.log.Info(res.Message, "parent", res.ParentJobKey[:12])
-			printJSON(g.stdout, res)
-			return nil
+			printJSON(g.stdout, out)
+			return err
 		},
 	}
 	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	fb = addFallbackFlags(c)
 	c.Flags().DurationVar(&notBefore, "not-before", 0, "the child may be submitted no earlier than this long from now (recorded in its manifest; submit exits 75 before)")
+	sf.register(c)
 	return c
 }

@@ -59,6 +59,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 		poll      time.Duration
 		out       string
 		fbf       *runFallback
+		sf        syncFlags
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -108,7 +109,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			var last *reconcile.Report
 			for round := 1; ; round++ {
 				d, _ := lake.ParseDigest(job)
-				if last, err = runRound(ctx, g, drv, d, rf, poll, out); err != nil {
+				if last, err = sf.round(ctx, g, drv, nil, d, rf, poll, out); err != nil {
 					return err
 				}
 				gen := generation{JobKey: last.JobKey, Attempt: last.Attempt, Expected: last.Expected, Succeeded: last.Succeeded,
@@ -173,6 +174,8 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 	pf.register(c, "sim")
 	rf.register(c)
 	fbf = addRunFallbackFlags(c)
+	sf.mode = "auto"
+	sf.registerTail(c)
 	c.Flags().IntVar(&maxRounds, "max-rounds", 10, "stop after this many submit-reconcile rounds")
 	c.Flags().IntVar(&pf.simLostCreates, "sim-lost-creates", 1, "with --provider sim: the fake server drops this many create responses (the batch exists; submit must find it, not create it again)")
 	c.Flags().DurationVar(&poll, "poll", 2*time.Second, "status poll interval")
@@ -224,6 +227,11 @@ func runRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.D
 		return nil, err
 	}
 	g.log.Info("collected", "job", job.Hex()[:12], "shards", len(res.Shards))
+	return reconcileRound(ctx, g, drv, job, rf, out)
+}
+
+// reconcileRound reconciles one job of a run.
+func reconcileRound(ctx context.Context, g *globals, drv *lifecycle.Driver, job lake.Digest, rf reconcileFlags, out string) (*reconcile.Report, error) {
 	o, err := rf.options(g, job.Hex())
 	if err != nil {
 		return nil, err

@@ -75,4 +75,14 @@ for submit, for the parent's provider. --not-before delays the child's
 submission (submit exits 75 before it). Records that a retry of the same parent
 (an earlier child, or its children) already did are left out (already_succeeded).
 The child supersedes the parent's older children that were not submitted yet:
-their shards move to CANCELLED (detail superseded_by) and submit refuses them.`
+their shards move to CANCELLED (detail superseded_by) and submit refuses them.
+
+--mode sync sends the child's records at once through the provider's real-time
+API (OpenAI, Anthropic, Gemini, sim) instead of a batch: every HTTP attempt is recorded
+in the lake before it goes out, the answers are written as a batch output file,
+archived and ingested, and the child is ready to reconcile. --mode auto (the
+default) does so for a child below the provider's minimum records per batch
+job or below --sync-below. A call that may have reached the provider without
+an answer (a crash) is maybe_sent; sending it again is a counted duplicate
+submission. Exit 75: another sender holds the shard; 10: interrupted (what
+finished is written). See docs/sync.md.`

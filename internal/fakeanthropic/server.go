@@ -45,6 +45,8 @@ type Options struct {
 	// every request from the first view.
 	FillViews int
 	Faults    Faults
+	// RealTime are the failures to inject into POST /v1/messages.
+	RealTime RealTimeFaults
 }
 
 // Faults are counters of failures still to inject.
@@ -101,6 +103,8 @@ type Server struct {
 	batches  map[string]*batch
 	seq      int
 	base     string
+	rtFaults RealTimeFaults
+	rtCalls  []RealTimeCall
 }
 
 // New makes a server; mount Handler on an httptest server and call SetBaseURL.
@@ -114,7 +118,7 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{opts: o, faults: o.Faults, batches: map[string]*batch{}}
+	return &Server{opts: o, faults: o.Faults, rtFaults: o.RealTime, batches: map[string]*batch{}}
 }
 
 // SetBaseURL tells the server its own URL, for results_url.
@@ -196,6 +200,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// The SDK sends the key as a bearer token; older clients use x-api-key.
 	if r.Header.Get("X-Api-Key") != s.opts.APIKey && r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
 		fail(401, "authentication_error", "invalid x-api-key: "+r.Header.Get("Authorization"))
+		return
+	}
+	if r.URL.Path == "/v1/messages" && r.Method == http.MethodPost {
+		s.message(w, r, &rec, reply, fail)
 		return
 	}
 	m := pathRe.FindStringSubmatch(r.URL.Path)

@@ -43,6 +43,8 @@ type Options struct {
 	// (python-genai #1547, #1590) — and no file is stored.
 	RefuseMIME []string
 	Faults     Faults
+	// RealTime are the failures to inject into generateContent.
+	RealTime RealTimeFaults
 }
 
 // Faults are counters of failures still to inject.
@@ -103,6 +105,8 @@ type Server struct {
 	batches  map[string]*batch
 	seq      int
 	base     string
+	rtFaults RealTimeFaults
+	rtCalls  []RealTimeCall
 }
 
 // New makes a server; mount Handler and call SetBaseURL.
@@ -116,7 +120,7 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Server{opts: o, faults: o.Faults, files: map[string]*file{}, uploads: map[string]*file{}, batches: map[string]*batch{}}
+	return &Server{opts: o, faults: o.Faults, rtFaults: o.RealTime, files: map[string]*file{}, uploads: map[string]*file{}, batches: map[string]*batch{}}
 }
 
 // SetBaseURL tells the server its own URL (for upload URLs).
@@ -212,6 +216,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				"state": "ACTIVE", "createTime": f.created.Format(time.RFC3339Nano), "expirationTime": f.created.Add(48 * time.Hour).Format(time.RFC3339Nano)})
 		}
 		reply(200, map[string]any{"files": out})
+	case strings.HasPrefix(p, "/v1beta/models/") && strings.HasSuffix(p, ":generateContent") && r.Method == http.MethodPost:
+		s.generate(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/v1beta/"), ":generateContent"), &rec, reply, fail)
 	case strings.HasPrefix(p, "/v1beta/models/") && strings.HasSuffix(p, ":batchGenerateContent") && r.Method == http.MethodPost:
 		s.create(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/v1beta/"), ":batchGenerateContent"), &rec, reply, fail)
 	case p == "/v1beta/batches" && r.Method == http.MethodGet:

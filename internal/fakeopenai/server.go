@@ -47,6 +47,8 @@ type Options struct {
 	// custom_id in place of the simulator's words (tests of an output
 	// contract need JSON answers); usage stays the simulator's.
 	Answer func(customID string) string
+	// RealTime are the failures to inject into real-time calls.
+	RealTime RealTimeFaults
 	// ListDelay is how long (in real time) a new batch stays out of
 	// GET /v1/batches, as an eventually consistent listing does; GET of the
 	// batch by id sees it at once.
@@ -150,6 +152,8 @@ type Server struct {
 	files    map[string]*file
 	batches  map[string]*batch
 	seq      int // orders objects created in the same second (in memory)
+	rtFaults RealTimeFaults
+	rtCalls  []RealTimeCall
 	srv      *http.Server
 	url      string
 }
@@ -173,10 +177,11 @@ func New(opts Options) *Server {
 		opts.IDTag = "fake"
 	}
 	s := &Server{
-		opts:    opts,
-		faults:  opts.Faults,
-		files:   map[string]*file{},
-		batches: map[string]*batch{},
+		opts:     opts,
+		faults:   opts.Faults,
+		rtFaults: opts.RealTime,
+		files:    map[string]*file{},
+		batches:  map[string]*batch{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/files", s.uploadFile)
@@ -187,6 +192,9 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /v1/batches", s.listBatches)
 	mux.HandleFunc("GET /v1/batches/{id}", s.getBatch)
 	mux.HandleFunc("POST /v1/batches/{id}/cancel", s.cancelBatch)
+	for _, p := range []string{"/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"} {
+		mux.HandleFunc("POST "+p, s.realTime)
+	}
 	s.mux = mux
 	return s
 }

@@ -149,6 +149,26 @@ func modelVersion(m string) string {
 }
 
 func success(url, id, cid, reqID, model, text string, prompt, cached int64) []byte {
+	body := successBody(url, reqID, model, text, prompt, cached)
+	return mustJSON(map[string]any{"id": id, "custom_id": cid, "response": map[string]any{"status_code": 200, "request_id": reqID, "body": body}, "error": nil})
+}
+
+// Answer is the simulator's real-time answer to one request body sent to
+// url (/v1/chat/completions, /v1/responses, /v1/embeddings): the response
+// body the endpoint returns with status 200, and its request id. The same
+// seed and body give the same answer.
+func Answer(seed uint64, url string, reqBody []byte) (body []byte, requestID string) {
+	var in struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(reqBody, &in)
+	key := string(reqBody)
+	reqID := fmt.Sprintf("req_%x", hash(seed, "rt", key)%1e12)
+	p := int64(len(reqBody)/4 + 8)
+	return mustJSON(successBody(url, reqID, modelVersion(in.Model), answer(seed, key), p, 0)), reqID
+}
+
+func successBody(url, reqID, model, text string, prompt, cached int64) map[string]any {
 	completion := int64(len(text)/4 + 1)
 	if text == "" {
 		completion = 1
@@ -177,7 +197,7 @@ func success(url, id, cid, reqID, model, text string, prompt, cached int64) []by
 			"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
 				"prompt_tokens_details": map[string]any{"cached_tokens": cached}, "completion_tokens_details": map[string]any{"reasoning_tokens": 0}}}
 	}
-	return mustJSON(map[string]any{"id": id, "custom_id": cid, "response": map[string]any{"status_code": 200, "request_id": reqID, "body": body}, "error": nil})
+	return body
 }
 
 func httpError(id, cid, reqID string, status int, typ, code, msg string) []byte {

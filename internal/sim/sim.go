@@ -92,3 +92,9 @@ func (s *Simulator) serves(ctx context.Context, jobKey string) error {
 	}
 	return nil
 }
+
+// RealTime is the simulator's real-time API, for the synchronous tail: the
+// OpenAI adapter's real-time client talking to the same fake server.
+func (s *Simulator) RealTime() (providers.RealTime, error) {
+	return openaibatch.NewRealTime(openaibatch.Config{APIKey: s.srv.APIKey(), BaseURL: s.url})
+}

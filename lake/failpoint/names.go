@@ -24,6 +24,11 @@ const (
 	ReconcileBeforeFinal      = "reconcile.before-final"      // about to append a shard's PARTIAL/COMPLETED (per shard)
 
 	RetryBeforePlan = "retry.before-plan" // the child's input assembled from the retry shards; nothing planned yet
+
+	SyncAfterSubmitting = "sync.after-submitting" // a shard's SUBMITTING (mode sync, with lease) appended; no call yet
+	SyncAfterCall       = "sync.after-call"       // a record's call record stored; the HTTP attempt not sent yet (per attempt)
+	SyncAfterResult     = "sync.after-result"     // a record's answer kept in the lake (per record)
+	SyncAfterIngest     = "sync.after-ingest"     // the shard's output file archived and ingested; the shard not bound yet
 )
 
 // Names lists every failpoint placed in batchlake.
@@ -33,4 +38,5 @@ var Names = []string{
 	IngestAfterRaw, IngestAfterAttempts, IngestAfterMarker,
 	ReconcileAfterReconciling, ReconcileAfterOutcomes, ReconcileAfterTables, ReconcileAfterRetry, ReconcileAfterReport, ReconcileBeforeFinal,
 	RetryBeforePlan,
+	SyncAfterSubmitting, SyncAfterCall, SyncAfterResult, SyncAfterIngest,
 }
