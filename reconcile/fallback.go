@@ -14,12 +14,12 @@ import (
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
-	"github.com/batchlake/batchlake/providers/translate"
+	"github.com/batchlake/batchlake/ingest/translate"
 )
 
 // Fallback makes a retry child for another provider or model (retry
 // --provider --model): the retry set's requests are translated from the
-// parent's format (providers/translate), keeping each record's id and
+// parent's format (ingest/translate), keeping each record's id and
 // lineage.
 type Fallback struct {
 	Provider string

@@ -13,7 +13,7 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
-	"github.com/batchlake/batchlake/providers/translate"
+	"github.com/batchlake/batchlake/ingest/translate"
 )
 
 // RetryResult is what the retry command prints.
