@@ -1,20 +1,22 @@
--- The lake's public views (docs/contract.md) over explicit lists of committed files.
+-- The lake's public views (docs/contract.md) over explicit lists of committed files:
+-- each source is a read_parquet of a list of files (with, for the jobs a
+-- compaction covers, the compaction's files: reconcile/compact.go).
 -- {{.Kind}} is TEMP VIEW for a session, VIEW for a catalog database.
 
 -- One row per ingest of a raw result file (the lake's ingest records).
 CREATE OR REPLACE {{.Kind}} ingests AS
-SELECT * FROM read_parquet({{.Ingests}}, union_by_name = true);
+SELECT * FROM {{.Ingests}};
 
 -- One row per provider batch of a shard, with completed_at: when status
 -- first recorded it terminal at the provider (NULL while it is not).
 CREATE OR REPLACE {{.Kind}} batches AS
-SELECT * FROM read_parquet({{.Batches}}, union_by_name = true);
+SELECT * FROM {{.Batches}};
 
 CREATE OR REPLACE {{.Kind}} expected AS
-SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
+SELECT * FROM {{.Expected}};
 
 CREATE OR REPLACE {{.Kind}} attempts_raw AS
-SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true);
+SELECT * FROM {{.Attempts}};
 
 -- Each line with its record (record_id, business_key, attempt through the
 -- job's expected rows), the time its raw file was ingested and the time its
@@ -37,13 +39,13 @@ LEFT JOIN (SELECT job_key, provider_job_id, min(completed_at) AS completed_at FR
        ON b.job_key = a.job_key AND b.provider_job_id = a.provider_job_id;
 
 CREATE OR REPLACE {{.Kind}} quarantine AS
-SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);
+SELECT * FROM {{.Quarantine}};
 
 -- The files keep cost_usd as exact decimal text; the view is DECIMAL, as
 -- in costs, so sum(cost_usd) needs no cast.
 CREATE OR REPLACE {{.Kind}} outcomes AS
 SELECT * REPLACE (CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd)
-FROM read_parquet({{.Outcomes}}, union_by_name = true);
+FROM {{.Outcomes}};
 
 -- model_family groups a model's dated versions under one name: the price
 -- table's model that priced the line (gpt-4o-mini for gpt-4o-mini-2024-07-18),
@@ -59,7 +61,7 @@ SELECT c.* REPLACE (CAST(c.cost_usd AS DECIMAL(38, 18)) AS cost_usd),
                 regexp_replace(c.model_version, '([-@]([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|[0-9]{3,4}|v[0-9]+(:[0-9]+)?))+$', ''))
            AS model_family,
        i.ingested_at
-FROM read_parquet({{.Costs}}, union_by_name = true) c
+FROM {{.Costs}} c
 LEFT JOIN (SELECT job_key, raw_sha256, min(ingested_at) AS ingested_at FROM ingests GROUP BY ALL) i
        ON i.job_key = c.job_key AND i.raw_sha256 = c.raw_sha256;
 
@@ -80,17 +82,17 @@ FROM outcomes
 GROUP BY record_id;
 
 CREATE OR REPLACE {{.Kind}} manifests AS
-SELECT * FROM read_parquet({{.Manifests}}, union_by_name = true);
+SELECT * FROM {{.Manifests}};
 
 CREATE OR REPLACE {{.Kind}} shards AS
-SELECT * FROM read_parquet({{.Shards}}, union_by_name = true);
+SELECT * FROM {{.Shards}};
 
 CREATE OR REPLACE {{.Kind}} ledger AS
-SELECT * FROM read_parquet({{.Ledger}}, union_by_name = true);
+SELECT * FROM {{.Ledger}};
 
 -- When each raw file of a job first counted in a committed report.
 CREATE OR REPLACE {{.Kind}} report_files AS
-SELECT * FROM read_parquet({{.ReportFiles}}, union_by_name = true);
+SELECT * FROM {{.ReportFiles}};
 
 -- The write-back table: exactly one accepted result per record across every
 -- generation. Candidates are the lines that passed the quality gate (the

@@ -1,0 +1,299 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// A compaction (lake.Compaction) holds, for many jobs at once, the rows the
+// views read: one content-addressed Parquet object per view source. A
+// session then reads a dozen files for the jobs it covers instead of every
+// job's markers and table files, and reads live only the jobs that are new
+// or whose markers changed since (their marker fingerprint differs). verify
+// re-reads every covered job live and checks the compaction holds exactly
+// those rows (VerifyCompactions).
+
+// CompactResult is what Compact wrote.
+type CompactResult struct {
+	Key    string            `json:"key"`
+	Jobs   int               `json:"jobs"`
+	Tables map[string]string `json:"tables"`
+}
+
+// jobKeyRow is one row of the job lists the compaction check reads.
+type jobKeyRow struct {
+	JobKey string `parquet:"job_key"`
+}
+
+// Compact writes a compaction of every job in the lake and its marker.
+func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time.Time) (*CompactResult, error) {
+	if now == nil {
+		now = time.Now
+	}
+	e, err := OpenEngine(l, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	// Fingerprints first: a job whose markers change while it is read gets
+	// a fingerprint older than its rows, so no session and no verify trusts
+	// its rows (they read it live).
+	marks, err := l.JobMarkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := l.List(ctx, lake.ManifestPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		src  viewSources
+		jobs []lake.CompactedJob
+	)
+	g := lake.NewLedger(l, "")
+	for _, k := range keys {
+		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
+		if err != nil {
+			continue
+		}
+		m, err := l.GetManifest(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if err := src.addJob(ctx, l, g, d, m); err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, lake.CompactedJob{JobKey: d.Hex(), Tenant: m.Tenant, Markers: marks[d.Hex()]})
+	}
+	sort.Slice(jobs, func(i, j int) bool { return jobs[i].JobKey < jobs[j].JobKey })
+	dir := filepath.Join(e.tmp, "compact")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e.emptyDir = dir
+	res := &CompactResult{Jobs: len(jobs), Tables: map[string]string{}}
+	for _, t := range e.viewTables(ctx, dir, &src) {
+		paths, err := t.files()
+		if err != nil {
+			return nil, err
+		}
+		out := filepath.Join(dir, t.table+".compact.parquet")
+		if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Files": sqlList(paths), "Out": quote(out)}); err != nil {
+			return nil, fmt.Errorf("compact %s: %w", t.table, err)
+		}
+		d, _, err := l.PutFile(ctx, out, lake.ObjectKey)
+		if err != nil {
+			return nil, fmt.Errorf("compact %s: %w", t.table, err)
+		}
+		res.Tables[t.table] = lake.ObjectKey(d)
+	}
+	c := &lake.Compaction{CreatedAt: now().UTC(), Jobs: jobs, Tables: res.Tables}
+	if res.Key, err = l.PutCompaction(ctx, c); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// compactionUse is the lake's latest compaction as one session uses it.
+type compactionUse struct {
+	c *lake.Compaction
+	// covered: the jobs whose markers are unchanged since the compaction.
+	covered map[string]bool
+	// stale: the jobs it names whose markers changed (read live instead).
+	stale  []string
+	tenant string
+}
+
+// useCompaction finds the lake's latest compaction and which of its jobs
+// are unchanged since (nil: no compaction).
+func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse, error) {
+	c, _, err := e.lake.LatestCompaction(ctx)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	marks, err := e.lake.JobMarkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u := &compactionUse{c: c, covered: make(map[string]bool, len(c.Jobs)), tenant: scope.Tenant}
+	for _, j := range c.Jobs {
+		if j.Markers != "" && marks[j.JobKey] == j.Markers {
+			u.covered[j.JobKey] = true
+		} else {
+			u.stale = append(u.stale, j.JobKey)
+		}
+	}
+	return u, nil
+}
+
+// covers says whether the session reads job from the compaction.
+func (u *compactionUse) covers(job string) bool { return u != nil && u.covered[job] }
+
+// source is the SELECT of one view source's compacted rows for the jobs the
+// session reads from the compaction, and the local file it reads.
+func (u *compactionUse) source(ctx context.Context, e *Engine, t viewTable) (string, []string, error) {
+	key, ok := u.c.Tables[t.table]
+	if !ok {
+		return "", nil, fmt.Errorf("compaction has no %s table", t.table)
+	}
+	p, err := e.stage.local(ctx, key)
+	if err != nil {
+		return "", nil, err
+	}
+	empty, err := t.empty()
+	if err != nil {
+		return "", nil, err
+	}
+	var where []string
+	if len(u.stale) > 0 {
+		where = append(where, "job_key NOT IN "+sqlTuple(u.stale))
+	}
+	if u.tenant != "" {
+		where = append(where, "tenant = "+quote(u.tenant))
+	}
+	q := "SELECT * FROM read_parquet(" + sqlList([]string{empty, p}) + ", union_by_name = true)"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q, []string{empty, p}, nil
+}
+
+// sqlTuple is ('a', 'b', …).
+func sqlTuple(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = quote(s)
+	}
+	return "(" + strings.Join(q, ", ") + ")"
+}
+
+// VerifyCompactions checks every compaction against its sources: for each
+// job it names whose markers are unchanged since, the rows of every view
+// source read live from the job's markers and table files must equal the
+// compaction's rows, and the compaction may hold no row of a job it does
+// not name. Jobs whose markers changed since are not used by any session;
+// they are counted, not checked.
+func VerifyCompactions(ctx context.Context, l *lake.Lake, o EngineOptions) ([]lake.Problem, error) {
+	keys, err := l.List(ctx, lake.CompactionArea)
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	marks, err := l.JobMarkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var problems []lake.Problem
+	for _, k := range keys {
+		if _, ok := lake.ParseCompactionKey(k); !ok {
+			continue
+		}
+		var c lake.Compaction
+		if err := l.GetJSON(ctx, k, lake.FormatCompaction, &c); err != nil {
+			// lake.Verify reports the marker itself.
+			continue
+		}
+		ps, err := verifyCompaction(ctx, l, o, k, &c, marks)
+		if err != nil {
+			return nil, fmt.Errorf("verify compaction %s: %w", k, err)
+		}
+		problems = append(problems, ps...)
+	}
+	return problems, nil
+}
+
+func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key string, c *lake.Compaction, marks map[string]string) ([]lake.Problem, error) {
+	e, err := OpenEngine(l, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	dir := filepath.Join(e.tmp, "verify")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	e.emptyDir = dir
+	var (
+		src          viewSources
+		fresh, named []jobKeyRow
+	)
+	g := lake.NewLedger(l, "")
+	for _, j := range c.Jobs {
+		named = append(named, jobKeyRow{j.JobKey})
+		if j.Markers == "" || marks[j.JobKey] != j.Markers {
+			continue
+		}
+		d, err := lake.ParseDigest(j.JobKey)
+		if err != nil {
+			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %q: %v", j.JobKey, err)}}, nil
+		}
+		m, err := l.GetManifest(ctx, d)
+		if err != nil {
+			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: %v", j.JobKey, err)}}, nil
+		}
+		if m.Tenant != j.Tenant {
+			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: tenant %q, the manifest says %q", j.JobKey, j.Tenant, m.Tenant)}}, nil
+		}
+		if err := src.addJob(ctx, l, g, d, m); err != nil {
+			return nil, err
+		}
+		fresh = append(fresh, jobKeyRow{j.JobKey})
+	}
+	freshPath, err := smallTable(dir, "fresh-jobs", fresh)
+	if err != nil {
+		return nil, err
+	}
+	namedPath, err := smallTable(dir, "named-jobs", named)
+	if err != nil {
+		return nil, err
+	}
+	var problems []lake.Problem
+	for _, t := range e.viewTables(ctx, dir, &src) {
+		ck, ok := c.Tables[t.table]
+		if !ok {
+			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction has no %s table", t.table)})
+			continue
+		}
+		p, err := e.stage.local(ctx, ck)
+		if err != nil {
+			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
+			continue
+		}
+		live, err := t.files()
+		if err != nil {
+			return nil, err
+		}
+		empty, err := t.empty()
+		if err != nil {
+			return nil, err
+		}
+		rows, err := e.QueryFile(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList([]string{empty, p}), "Live": sqlList(live),
+			"Fresh": sqlList(freshPath), "Named": sqlList(namedPath)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.table, err)
+		}
+		var differing, strays int64
+		if rows.Next() {
+			err = rows.Scan(&differing, &strays)
+		}
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+		if differing > 0 {
+			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError,
+				Message: fmt.Sprintf("compaction table %s: %d rows differ from its jobs' sources (run batchlake compact again; sessions must not use it)", t.table, differing)})
+		}
+		if strays > 0 {
+			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError,
+				Message: fmt.Sprintf("compaction table %s: %d rows of jobs the compaction does not name", t.table, strays)})
+		}
+	}
+	return problems, nil
+}
