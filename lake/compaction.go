@@ -170,4 +170,3 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 	}
 	return nil
 }
-
