@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
@@ -53,24 +55,19 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
-	var (
-		src  viewSources
-		jobs []lake.CompactedJob
-	)
-	g := lake.NewLedger(l, "")
+	var ds []lake.Digest
 	for _, k := range keys {
-		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
-		if err != nil {
-			continue
+		if d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json")); err == nil {
+			ds = append(ds, d)
 		}
-		m, err := l.GetManifest(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		if err := src.addJob(ctx, l, g, d, m); err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, lake.CompactedJob{JobKey: d.Hex(), Tenant: m.Tenant, Markers: marks[d.Hex()]})
+	}
+	src, ms, err := readJobs(ctx, l, ds, nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]lake.CompactedJob, 0, len(ms))
+	for _, m := range ms {
+		jobs = append(jobs, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
 	}
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].JobKey < jobs[j].JobKey })
 	dir := filepath.Join(e.tmp, "compact")
@@ -79,7 +76,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	}
 	e.emptyDir = dir
 	res := &CompactResult{Jobs: len(jobs), Tables: map[string]string{}}
-	for _, t := range e.viewTables(ctx, dir, &src) {
+	for _, t := range e.viewTables(ctx, dir, src) {
 		paths, err := t.files()
 		if err != nil {
 			return nil, err
@@ -220,10 +217,10 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 	}
 	e.emptyDir = dir
 	var (
-		src          viewSources
 		fresh, named []jobKeyRow
+		ds           []lake.Digest
+		tenants      = map[string]string{}
 	)
-	g := lake.NewLedger(l, "")
 	for _, j := range c.Jobs {
 		named = append(named, jobKeyRow{j.JobKey})
 		if j.Markers == "" || marks[j.JobKey] != j.Markers {
@@ -233,17 +230,18 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		if err != nil {
 			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %q: %v", j.JobKey, err)}}, nil
 		}
-		m, err := l.GetManifest(ctx, d)
-		if err != nil {
-			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: %v", j.JobKey, err)}}, nil
-		}
-		if m.Tenant != j.Tenant {
-			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: tenant %q, the manifest says %q", j.JobKey, j.Tenant, m.Tenant)}}, nil
-		}
-		if err := src.addJob(ctx, l, g, d, m); err != nil {
-			return nil, err
-		}
+		ds = append(ds, d)
+		tenants[d.Hex()] = j.Tenant
 		fresh = append(fresh, jobKeyRow{j.JobKey})
+	}
+	src, ms, err := readJobs(ctx, l, ds, nil)
+	if err != nil {
+		return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("reading its jobs: %v", err)}}, nil
+	}
+	for _, m := range ms {
+		if m.Tenant != tenants[m.JobKey] {
+			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: tenant %q, the manifest says %q", m.JobKey, tenants[m.JobKey], m.Tenant)}}, nil
+		}
 	}
 	freshPath, err := smallTable(dir, "fresh-jobs", fresh)
 	if err != nil {
@@ -254,7 +252,7 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		return nil, err
 	}
 	var problems []lake.Problem
-	for _, t := range e.viewTables(ctx, dir, &src) {
+	for _, t := range e.viewTables(ctx, dir, src) {
 		ck, ok := c.Tables[t.table]
 		if !ok {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction has no %s table", t.table)})
@@ -296,4 +294,76 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		}
 	}
 	return problems, nil
+}
+
+// markerReaders is how many jobs' markers are read at once: reading is a
+// round trip per object on an object store, and a few parallel reads keep a
+// local lake's cores busy parsing.
+const markerReaders = 8
+
+// readJobs reads the markers of the jobs ds, several at a time, into one
+// viewSources in the order of ds. keep, if set, is asked about each manifest
+// first: a job it refuses is skipped. It returns the manifests kept.
+func readJobs(ctx context.Context, l *lake.Lake, ds []lake.Digest, keep func(*lake.Manifest) bool) (*viewSources, []*lake.Manifest, error) {
+	per := make([]*viewSources, len(ds))
+	ms := make([]*lake.Manifest, len(ds))
+	g := lake.NewLedger(l, "")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		once  sync.Once
+		first error
+	)
+	for range min(markerReaders, len(ds)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ds) || ctx.Err() != nil {
+					return
+				}
+				m, err := l.GetManifest(ctx, ds[i])
+				if err == nil && (keep == nil || keep(m)) {
+					var s viewSources
+					if err = s.addJob(ctx, l, g, ds[i], m); err == nil {
+						per[i], ms[i] = &s, m
+					}
+				}
+				if err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	var all viewSources
+	var kept []*lake.Manifest
+	for i, s := range per {
+		if s == nil {
+			continue
+		}
+		kept = append(kept, ms[i])
+		all.expected = append(all.expected, s.expected...)
+		all.attempts = append(all.attempts, s.attempts...)
+		all.quarantine = append(all.quarantine, s.quarantine...)
+		all.outcomes = append(all.outcomes, s.outcomes...)
+		all.costs = append(all.costs, s.costs...)
+		all.mrows = append(all.mrows, s.mrows...)
+		all.srows = append(all.srows, s.srows...)
+		all.lrows = append(all.lrows, s.lrows...)
+		all.frows = append(all.frows, s.frows...)
+		all.irows = append(all.irows, s.irows...)
+		all.brows = append(all.brows, s.brows...)
+	}
+	return &all, kept, nil
 }

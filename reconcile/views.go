@@ -125,28 +125,19 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 	if err != nil {
 		return nil, err
 	}
-	var src viewSources
-	g := lake.NewLedger(l, "")
+	var ds []lake.Digest
 	for _, k := range keys {
-		d, ok := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
-		if ok != nil {
+		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
+		if err != nil || comp.covers(d.Hex()) {
 			continue
 		}
-		if comp.covers(d.Hex()) {
-			continue
-		}
-		m, err := l.GetManifest(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		if scope.Tenant != "" && m.Tenant != scope.Tenant {
-			continue
-		}
-		if err := src.addJob(ctx, l, g, d, m); err != nil {
-			return nil, err
-		}
+		ds = append(ds, d)
 	}
-	return e.createViews(ctx, kind, smallDir, &src, comp)
+	src, _, err := readJobs(ctx, l, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
+	if err != nil {
+		return nil, err
+	}
+	return e.createViews(ctx, kind, smallDir, src, comp)
 }
 
 // viewSources are what the views read of the jobs read live: table files
