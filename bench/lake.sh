@@ -48,7 +48,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$LAKE"
 
-jobs_in_lake() { find "$LAKE/manifests" -name '*.json' 2>/dev/null | wc -l; }
+jobs_in_lake() { { find "$LAKE/manifests" -name '*.json' 2>/dev/null || true; } | wc -l; }
 inputs_in_lake() { cat "$LAKE.inputs" 2>/dev/null || echo 0; }
 
 # grow N: add inputs until the lake holds at least N jobs.

@@ -34,7 +34,9 @@ type jobKeyRow struct {
 	JobKey string `parquet:"job_key"`
 }
 
-// Compact writes a compaction of every job in the lake and its marker.
+// Compact writes a compaction of every job in the lake and its marker. The
+// jobs the latest compaction covers and whose markers are unchanged are
+// taken from it; only new and changed jobs are read.
 func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time.Time) (*CompactResult, error) {
 	if now == nil {
 		now = time.Now
@@ -55,9 +57,19 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
+	// The latest compaction's rows of the jobs unchanged since are taken
+	// as they are: compacting again reads only new and changed jobs.
+	prev, _, err := l.LatestCompaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var comp *compactionUse
+	if prev != nil {
+		comp = newCompactionUse(prev, marks, Scope{})
+	}
 	var ds []lake.Digest
 	for _, k := range keys {
-		if d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json")); err == nil {
+		if d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json")); err == nil && !comp.covers(d.Hex()) {
 			ds = append(ds, d)
 		}
 	}
@@ -68,6 +80,13 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	jobs := make([]lake.CompactedJob, 0, len(ms))
 	for _, m := range ms {
 		jobs = append(jobs, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
+	}
+	if comp != nil {
+		for _, j := range prev.Jobs {
+			if comp.covers(j.JobKey) {
+				jobs = append(jobs, j)
+			}
+		}
 	}
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].JobKey < jobs[j].JobKey })
 	dir := filepath.Join(e.tmp, "compact")
@@ -81,8 +100,16 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		if err != nil {
 			return nil, err
 		}
+		q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true)"
+		if comp != nil {
+			expr, _, err := comp.source(ctx, e, t)
+			if err != nil {
+				return nil, err
+			}
+			q += " UNION ALL BY NAME " + expr
+		}
 		out := filepath.Join(dir, t.table+".compact.parquet")
-		if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Files": sqlList(paths), "Out": quote(out)}); err != nil {
+		if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Query": q, "Out": quote(out)}); err != nil {
 			return nil, fmt.Errorf("compact %s: %w", t.table, err)
 		}
 		d, _, err := l.PutFile(ctx, out, lake.ObjectKey)
@@ -119,6 +146,12 @@ func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse
 	if err != nil {
 		return nil, err
 	}
+	return newCompactionUse(c, marks, scope), nil
+}
+
+// newCompactionUse sorts c's jobs into those whose markers (marks) are
+// unchanged since c and the stale rest.
+func newCompactionUse(c *lake.Compaction, marks map[string]string, scope Scope) *compactionUse {
 	u := &compactionUse{c: c, covered: make(map[string]bool, len(c.Jobs)), tenant: scope.Tenant}
 	for _, j := range c.Jobs {
 		if j.Markers != "" && marks[j.JobKey] == j.Markers {
@@ -127,7 +160,7 @@ func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse
 			u.stale = append(u.stale, j.JobKey)
 		}
 	}
-	return u, nil
+	return u
 }
 
 // covers says whether the session reads job from the compaction.

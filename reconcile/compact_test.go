@@ -193,6 +193,24 @@ func TestCompactionGivesTheSameViews(t *testing.T) {
 		sameViews(t, "one tenant after new jobs", dumpViews(t, ctx, l, one), dumpViews(t, ctx, plain, one))
 	})
 
+	t.Run("compacting again reads the new and changed jobs", func(t *testing.T) {
+		again, err := reconcile.Compact(ctx, l, eo, func() time.Time { return clock.Add(time.Minute) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := plain.List(ctx, lake.ManifestPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Jobs != len(ms) || again.Key == res.Key {
+			t.Errorf("second compaction %s covers %d jobs, want %d (first %s)", again.Key, again.Jobs, len(ms), res.Key)
+		}
+		sameViews(t, "second compaction", dumpViews(t, ctx, l, all), dumpViews(t, ctx, plain, all))
+		if ps, err := reconcile.VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
+			t.Fatalf("verify: problems %+v, err %v", ps, err)
+		}
+	})
+
 	// A compaction that claims the jobs' current markers but holds the old
 	// rows (a bug, or a forged marker): it is the newest, so a session
 	// would trust it; verify must refuse it.
@@ -205,6 +223,7 @@ func TestCompactionGivesTheSameViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := lake.Compaction{CreatedAt: clock.Add(time.Hour), Tables: old.Tables}
+	// (old is the first compaction: from before the new and changed jobs.)
 	for _, j := range old.Jobs {
 		j.Markers = marks[j.JobKey]
 		forged.Jobs = append(forged.Jobs, j)

@@ -1,3 +1,4 @@
--- One view source of a compaction (reconcile/compact.go): the rows of the
--- given files, as the views read them, in one Parquet file.
-COPY (SELECT * FROM read_parquet({{.Files}}, union_by_name = true)) TO {{.Out}} (FORMAT parquet, COMPRESSION zstd);
+-- One view source of a compaction (reconcile/compact.go): the rows the views
+-- read for it (the jobs read live, and the previous compaction's rows of the
+-- jobs unchanged since), in one Parquet file.
+COPY ({{.Query}}) TO {{.Out}} (FORMAT parquet, COMPRESSION zstd);
