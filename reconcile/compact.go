@@ -204,38 +204,32 @@ func sqlTuple(ss []string) string {
 	return "(" + strings.Join(q, ", ") + ")"
 }
 
-// VerifyCompactions checks every compaction against its sources: for each
+// VerifyCompactions checks the latest compaction (the one sessions read,
+// and the one the next compaction builds on) against its sources: for each
 // job it names whose markers are unchanged since, the rows of every view
 // source read live from the job's markers and table files must equal the
 // compaction's rows, and the compaction may hold no row of a job it does
-// not name. Jobs whose markers changed since are not used by any session;
-// they are counted, not checked.
+// not name. Jobs whose markers changed since are read live by every session
+// and are not checked. Older compactions are read by nothing; lake.Verify
+// checks their markers and objects.
 func VerifyCompactions(ctx context.Context, l *lake.Lake, o EngineOptions) ([]lake.Problem, error) {
-	keys, err := l.List(ctx, lake.CompactionArea)
-	if err != nil || len(keys) == 0 {
-		return nil, err
+	c, k, err := l.LatestCompaction(ctx)
+	if err != nil {
+		// Sessions would fail the same way: a marker that does not open.
+		return []lake.Problem{{Key: lake.CompactionArea, Severity: lake.SeverityError, Message: fmt.Sprintf("the latest compaction cannot be read: %v", err)}}, nil
+	}
+	if c == nil {
+		return nil, nil
 	}
 	marks, err := l.JobMarkers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var problems []lake.Problem
-	for _, k := range keys {
-		if _, ok := lake.ParseCompactionKey(k); !ok {
-			continue
-		}
-		var c lake.Compaction
-		if err := l.GetJSON(ctx, k, lake.FormatCompaction, &c); err != nil {
-			// lake.Verify reports the marker itself.
-			continue
-		}
-		ps, err := verifyCompaction(ctx, l, o, k, &c, marks)
-		if err != nil {
-			return nil, fmt.Errorf("verify compaction %s: %w", k, err)
-		}
-		problems = append(problems, ps...)
+	ps, err := verifyCompaction(ctx, l, o, k, c, marks)
+	if err != nil {
+		return nil, fmt.Errorf("verify compaction %s: %w", k, err)
 	}
-	return problems, nil
+	return ps, nil
 }
 
 func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key string, c *lake.Compaction, marks map[string]string) ([]lake.Problem, error) {
