@@ -28,7 +28,7 @@ const (
 // Formats lists every marker format this batchlake writes (and so reads),
 // for `batchlake --version`.
 func Formats() []string {
-	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition}
+	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition, FormatCompaction}
 }
 
 // SealJSON renders v in an envelope of the given format.
