@@ -4,7 +4,7 @@ TAGS    := duckdb_arrow
 BIN     := bin/batchlake
 DEMO    := demo
 
-.PHONY: all build demo test test-short test-race test-timing lint tidy-check fuzz bench bench-go reliability clean
+.PHONY: all build demo test test-short test-race test-timing lint tidy-check fuzz bench bench-lake bench-go reliability clean
 
 all: build
 
@@ -74,6 +74,11 @@ fuzz: ## every fuzz target, instrumented, for FUZZTIME (default 60s each; Nx for
 # through the environment.
 bench: ## measure plan, ingest, reconcile, the DuckDB baseline, contract floor and Python reconciler at N records (default 1M)
 	bash bench/run.sh
+
+# make bench-lake [JOBS=10000] [RUNS=3] [LAKE=./bench-lake] — lake-wide sql over a
+# lake of many small jobs, read live and through a compaction (bench/lake.sh).
+bench-lake: ## time lake-wide sql at 1, 100, 1,000 and 10,000 small jobs, live and compacted
+	JOBS=$(or $(JOBS),10000) bash bench/lake.sh
 
 bench-go: ## Go benchmarks of the hot paths
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem ./bench/gen/ ./ingest/ ./lake/ ./reconcile/

@@ -31,7 +31,7 @@ const (
 // Formats lists every format this batchlake writes (and so reads): the
 // markers' and the tables', for `batchlake --version`.
 func Formats() []string {
-	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition, FormatTables}
+	return []string{FormatManifest, FormatIngest, FormatReport, FormatEvent, FormatPartition, FormatTables, FormatCompaction}
 }
 
 // SealJSON renders v in an envelope of the given format.

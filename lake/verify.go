@@ -83,6 +83,7 @@ const verifyWorkers = 4
 //     the ingest records it retracts exist;
 //   - each shard's ledger has sequence numbers 1..n without gaps and only
 //     transitions CanTransition allows;
+//   - each compaction marker verifies and the objects it names exist and verify;
 //   - table files that no marker references are reported as orphan warnings.
 //
 // The error is for failures to read the lake at all (I/O, a cancelled
@@ -96,7 +97,7 @@ func Verify(ctx context.Context, l *Lake) (Report, error) {
 		manifests:  map[Digest]*Manifest{},
 	}
 	steps := []func(context.Context) error{
-		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkRetractions, v.checkReports, v.checkPartitions, v.checkLedger,
+		v.list, v.hashContent, v.checkManifests, v.checkIngests, v.checkRetractions, v.checkReports, v.checkPartitions, v.checkLedger, v.checkCompactions,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -138,7 +139,7 @@ type verifier struct {
 	manifests map[Digest]*Manifest
 
 	manifestKeys, ingestKeys, reportKeys, partitionKeys []string
-	retractionKeys                                      []string
+	retractionKeys, compactionKeys                      []string
 	ledgerKeys                                          []string
 }
 
@@ -147,7 +148,7 @@ func (v *verifier) problem(key string, sev Severity, format string, args ...any)
 }
 
 // lakeAreas are the top-level folders of the layout (keys.go).
-var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/", PartitionArea, RetractionArea}
+var lakeAreas = []string{"objects/", "tables/", "manifests/", "ingests/", "reports/", "ledger/", PartitionArea, RetractionArea, CompactionArea}
 
 // list reads every key of the lake and sorts it into its kind.
 func (v *verifier) list(ctx context.Context) error {
@@ -244,6 +245,11 @@ func (v *verifier) classify(k string) {
 	case strings.HasPrefix(k, PartitionArea):
 		if _, _, _, ok := ParsePartitionKey(k); ok {
 			v.partitionKeys = append(v.partitionKeys, k)
+			return
+		}
+	case strings.HasPrefix(k, CompactionArea):
+		if _, ok := ParseCompactionKey(k); ok {
+			v.compactionKeys = append(v.compactionKeys, k)
 			return
 		}
 	case strings.HasPrefix(k, "ledger/"):

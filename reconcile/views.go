@@ -113,169 +113,207 @@ type Scope struct{ Tenant string }
 
 // Views creates the lake's views in the session (kind "TEMP VIEW") or in a
 // catalog database (kind "VIEW"). It returns every local file the views read,
-// so a read-only session can be limited to exactly those.
+// so a read-only session can be limited to exactly those. A session uses the
+// lake's latest compaction (compact.go) for the jobs whose markers are
+// unchanged since it, and reads every other job live.
 func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir string) ([]string, error) {
 	l := e.lake
 	if err := os.MkdirAll(smallDir, 0o755); err != nil {
 		return nil, err
 	}
 	e.emptyDir = smallDir
+	var comp *compactionUse
+	if kind == "TEMP VIEW" {
+		var err error
+		if comp, err = e.useCompaction(ctx, scope); err != nil {
+			return nil, err
+		}
+	}
 	keys, err := l.List(ctx, lake.ManifestPrefix)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		expected, attempts, quarantine, outcomes, costs []string
-		mrows                                           []manifestRow
-		srows                                           []shardRow
-		lrows                                           []ledgerRow
-		frows                                           []reportFileRow
-		irows                                           []ingestRow
-		brows                                           []batchRow
-	)
-	g := lake.NewLedger(l, "")
+	var ds []lake.Digest
 	for _, k := range keys {
-		d, ok := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
-		if ok != nil {
+		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
+		if err != nil || comp.covers(d.Hex()) {
 			continue
 		}
-		m, err := l.GetManifest(ctx, d)
+		ds = append(ds, d)
+	}
+	src, _, err := readJobs(ctx, l, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
+	if err != nil {
+		return nil, err
+	}
+	return e.createViews(ctx, kind, smallDir, src, comp)
+}
+
+// viewSources are what the views read of the jobs read live: table files
+// (lake keys) and the rows of the small tables built from markers.
+type viewSources struct {
+	expected, attempts, quarantine, outcomes, costs []string
+	mrows                                           []manifestRow
+	srows                                           []shardRow
+	lrows                                           []ledgerRow
+	frows                                           []reportFileRow
+	irows                                           []ingestRow
+	brows                                           []batchRow
+}
+
+// addJob reads one job's markers: its ingest records, every shard's ledger
+// events and the reports they name.
+func (s *viewSources) addJob(ctx context.Context, l *lake.Lake, g *lake.Ledger, d lake.Digest, m *lake.Manifest) error {
+	s.mrows = append(s.mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
+		m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
+		m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore,
+		m.ParentProvider, m.ParentModel, m.OutputSchema})
+	s.expected = append(s.expected, m.ExpectedFiles...)
+	recs, err := l.IngestRecords(ctx, d)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.Channel == ingest.ChannelOutput || r.Channel == ingest.ChannelError {
+			s.irows = append(s.irows, ingestRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: r.Channel, RawSHA256: r.Raw.Hex(),
+				ProviderJobID: r.ProviderJobID, Lines: r.Lines, IngestedAt: r.IngestedAt})
+		}
+		if r.AttemptsFile != "" {
+			s.attempts = append(s.attempts, r.AttemptsFile)
+		}
+		if r.QuarantineFile != "" {
+			s.quarantine = append(s.quarantine, r.QuarantineFile)
+		}
+	}
+	var reportKey string
+	var reportAt time.Time
+	reportKeys := map[string]bool{}
+	for _, sh := range m.Shards {
+		evs, err := g.Events(ctx, d, sh.ShardID)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if scope.Tenant != "" && m.Tenant != scope.Tenant {
-			continue
-		}
-		mrows = append(mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
-			m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
-			m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore,
-			m.ParentProvider, m.ParentModel, m.OutputSchema})
-		expected = append(expected, m.ExpectedFiles...)
-		recs, err := l.IngestRecords(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			if r.Channel == ingest.ChannelOutput || r.Channel == ingest.ChannelError {
-				irows = append(irows, ingestRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: r.Channel, RawSHA256: r.Raw.Hex(),
-					ProviderJobID: r.ProviderJobID, Lines: r.Lines, IngestedAt: r.IngestedAt})
-			}
-			if r.AttemptsFile != "" {
-				attempts = append(attempts, r.AttemptsFile)
-			}
-			if r.QuarantineFile != "" {
-				quarantine = append(quarantine, r.QuarantineFile)
-			}
-		}
-		var reportKey string
-		var reportAt time.Time
-		reportKeys := map[string]bool{}
-		for _, s := range m.Shards {
-			evs, err := g.Events(ctx, d, s.ShardID)
-			if err != nil {
-				return nil, err
-			}
-			row := shardRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, FileSHA256: s.Object.Hex(), Records: s.Records, Bytes: s.Bytes}
-			// One row per provider batch of the shard, in the order first seen.
-			batchAt := map[string]int{}
-			for _, ev := range evs {
-				if id := ev.ProviderJobID; id != "" {
-					i, ok := batchAt[id]
-					if !ok {
-						i = len(brows)
-						batchAt[id] = i
-						brows = append(brows, batchRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: s.ShardID, ProviderJobID: id})
-					}
-					b := &brows[i]
-					if st := ev.Detail[lake.DetailProviderStatus]; st != "" && b.CompletedAt == nil {
-						b.ProviderStatus = st
-						if lake.ProviderStatusTerminal(st) {
-							at := ev.At
-							b.CompletedAt = &at
-						}
+		row := shardRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sh.ShardID, FileSHA256: sh.Object.Hex(), Records: sh.Records, Bytes: sh.Bytes}
+		// One row per provider batch of the shard, in the order first seen.
+		batchAt := map[string]int{}
+		for _, ev := range evs {
+			if id := ev.ProviderJobID; id != "" {
+				i, ok := batchAt[id]
+				if !ok {
+					i = len(s.brows)
+					batchAt[id] = i
+					s.brows = append(s.brows, batchRow{JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sh.ShardID, ProviderJobID: id})
+				}
+				b := &s.brows[i]
+				if st := ev.Detail[lake.DetailProviderStatus]; st != "" && b.CompletedAt == nil {
+					b.ProviderStatus = st
+					if lake.ProviderStatusTerminal(st) {
+						at := ev.At
+						b.CompletedAt = &at
 					}
 				}
 			}
-			for _, ev := range evs {
-				if ev.ProviderJobID != "" {
-					row.ProviderJobID = ev.ProviderJobID
-				}
-				row.State = string(ev.State)
-				if k := ev.Detail["report"]; k != "" {
-					reportKeys[k] = true
-					if !ev.At.Before(reportAt) {
-						reportKey, reportAt = k, ev.At
-					}
-				}
-				det, _ := json.Marshal(ev.Detail)
-				lr := ledgerRow{JobKey: ev.JobKey, Tenant: m.Tenant, ShardID: ev.ShardID, Seq: int64(ev.Seq), State: string(ev.State), At: ev.At,
-					Actor: ev.Actor, ProviderJobID: ev.ProviderJobID, Detail: string(det)}
-				if ev.LeaseExpires != nil {
-					lr.LeaseExpires = ev.LeaseExpires.Format(time.RFC3339Nano)
-				}
-				lrows = append(lrows, lr)
-			}
-			srows = append(srows, row)
 		}
-		// Every committed report of the job (the ledger names them), for the
-		// time each raw file first counted.
-		first := map[string]time.Time{}
-		for k := range reportKeys {
-			var r Report
-			if err := l.GetJSON(ctx, k, lake.FormatReport, &r); err != nil {
-				return nil, err
+		for _, ev := range evs {
+			if ev.ProviderJobID != "" {
+				row.ProviderJobID = ev.ProviderJobID
 			}
-			for _, raw := range append(append([]string{}, r.Files.Output...), r.Files.Error...) {
-				if t, ok := first[raw]; !ok || r.ReconciledAt.Before(t) {
-					first[raw] = r.ReconciledAt
+			row.State = string(ev.State)
+			if k := ev.Detail["report"]; k != "" {
+				reportKeys[k] = true
+				if !ev.At.Before(reportAt) {
+					reportKey, reportAt = k, ev.At
 				}
 			}
-		}
-		raws := make([]string, 0, len(first))
-		for raw := range first {
-			raws = append(raws, raw)
-		}
-		sort.Strings(raws)
-		for _, raw := range raws {
-			frows = append(frows, reportFileRow{JobKey: m.JobKey, Tenant: m.Tenant, RawSHA256: raw, FirstReconciledAt: first[raw]})
-		}
-		if reportKey != "" {
-			var r Report
-			if err := l.GetJSON(ctx, reportKey, lake.FormatReport, &r); err != nil {
-				return nil, err
+			det, _ := json.Marshal(ev.Detail)
+			lr := ledgerRow{JobKey: ev.JobKey, Tenant: m.Tenant, ShardID: ev.ShardID, Seq: int64(ev.Seq), State: string(ev.State), At: ev.At,
+				Actor: ev.Actor, ProviderJobID: ev.ProviderJobID, Detail: string(det)}
+			if ev.LeaseExpires != nil {
+				lr.LeaseExpires = ev.LeaseExpires.Format(time.RFC3339Nano)
 			}
-			if r.OutcomesFile != "" {
-				outcomes = append(outcomes, r.OutcomesFile)
-			}
-			if r.CostsFile != "" {
-				costs = append(costs, r.CostsFile)
+			s.lrows = append(s.lrows, lr)
+		}
+		s.srows = append(s.srows, row)
+	}
+	// Every committed report of the job (the ledger names them), for the
+	// time each raw file first counted.
+	first := map[string]time.Time{}
+	reports := map[string]*Report{}
+	for k := range reportKeys {
+		var r Report
+		if err := l.GetJSON(ctx, k, lake.FormatReport, &r); err != nil {
+			return err
+		}
+		reports[k] = &r
+		for _, raw := range append(append([]string{}, r.Files.Output...), r.Files.Error...) {
+			if t, ok := first[raw]; !ok || r.ReconciledAt.Before(t) {
+				first[raw] = r.ReconciledAt
 			}
 		}
 	}
+	raws := make([]string, 0, len(first))
+	for raw := range first {
+		raws = append(raws, raw)
+	}
+	sort.Strings(raws)
+	for _, raw := range raws {
+		s.frows = append(s.frows, reportFileRow{JobKey: m.JobKey, Tenant: m.Tenant, RawSHA256: raw, FirstReconciledAt: first[raw]})
+	}
+	if r := reports[reportKey]; r != nil {
+		if r.OutcomesFile != "" {
+			s.outcomes = append(s.outcomes, r.OutcomesFile)
+		}
+		if r.CostsFile != "" {
+			s.costs = append(s.costs, r.CostsFile)
+		}
+	}
+	return nil
+}
+
+// viewTable is one source of the views: the local files of the jobs read
+// live, and the empty file of its schema.
+type viewTable struct {
+	name  string // views.sql's name for it
+	table string // the compaction's name for it
+	files func() ([]string, error)
+	empty func() (string, error)
+}
+
+func (e *Engine) viewTables(ctx context.Context, smallDir string, s *viewSources) []viewTable {
+	return []viewTable{
+		{"Expected", "expected", func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, s.expected) }, func() (string, error) { return emptyFile[lake.ExpectedRow](smallDir) }},
+		{"Attempts", "attempts", func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, s.attempts) }, func() (string, error) { return emptyFile[lake.AttemptRow](smallDir) }},
+		{"Quarantine", "quarantine", func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, s.quarantine) }, func() (string, error) { return emptyFile[lake.QuarantineRow](smallDir) }},
+		{"Outcomes", "outcomes", func() ([]string, error) { return LocalFiles[lake.OutcomeRow](ctx, e, s.outcomes) }, func() (string, error) { return emptyFile[lake.OutcomeRow](smallDir) }},
+		{"Costs", "costs", func() ([]string, error) { return LocalFiles[lake.CostRow](ctx, e, s.costs) }, func() (string, error) { return emptyFile[lake.CostRow](smallDir) }},
+		{"Manifests", "manifests", func() ([]string, error) { return smallTable(smallDir, "manifests", s.mrows) }, func() (string, error) { return emptySmall[manifestRow](smallDir, "manifests") }},
+		{"Shards", "shards", func() ([]string, error) { return smallTable(smallDir, "shards", s.srows) }, func() (string, error) { return emptySmall[shardRow](smallDir, "shards") }},
+		{"Ledger", "ledger", func() ([]string, error) { return smallTable(smallDir, "ledger", s.lrows) }, func() (string, error) { return emptySmall[ledgerRow](smallDir, "ledger") }},
+		{"ReportFiles", "report_files", func() ([]string, error) { return smallTable(smallDir, "report_files", s.frows) }, func() (string, error) { return emptySmall[reportFileRow](smallDir, "report_files") }},
+		{"Ingests", "ingests", func() ([]string, error) { return smallTable(smallDir, "ingests", s.irows) }, func() (string, error) { return emptySmall[ingestRow](smallDir, "ingests") }},
+		{"Batches", "batches", func() ([]string, error) { return smallTable(smallDir, "batches", s.brows) }, func() (string, error) { return emptySmall[batchRow](smallDir, "batches") }},
+	}
+}
+
+// createViews runs views.sql over the live sources, and the compaction's
+// files for the jobs it covers.
+func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *viewSources, comp *compactionUse) ([]string, error) {
 	var all []string
 	data := map[string]string{"Kind": kind}
-	for _, t := range []struct {
-		name  string
-		files func() ([]string, error)
-	}{
-		{"Expected", func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, expected) }},
-		{"Attempts", func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, attempts) }},
-		{"Quarantine", func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, quarantine) }},
-		{"Outcomes", func() ([]string, error) { return LocalFiles[lake.OutcomeRow](ctx, e, outcomes) }},
-		{"Costs", func() ([]string, error) { return LocalFiles[lake.CostRow](ctx, e, costs) }},
-		{"Manifests", func() ([]string, error) { return smallTable(smallDir, "manifests", mrows) }},
-		{"Shards", func() ([]string, error) { return smallTable(smallDir, "shards", srows) }},
-		{"Ledger", func() ([]string, error) { return smallTable(smallDir, "ledger", lrows) }},
-		{"ReportFiles", func() ([]string, error) { return smallTable(smallDir, "report_files", frows) }},
-		{"Ingests", func() ([]string, error) { return smallTable(smallDir, "ingests", irows) }},
-		{"Batches", func() ([]string, error) { return smallTable(smallDir, "batches", brows) }},
-	} {
+	for _, t := range e.viewTables(ctx, smallDir, s) {
 		paths, err := t.files()
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, paths...)
 		data[t.name] = "read_parquet(" + sqlList(paths) + ", union_by_name = true)"
+		if comp != nil {
+			expr, files, err := comp.source(ctx, e, t)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, files...)
+			data[t.name] = "(SELECT * FROM " + data[t.name] + " UNION ALL BY NAME " + expr + ")"
+		}
 	}
 	if err := e.ExecFile(ctx, "views.sql", data); err != nil {
 		return nil, err
@@ -294,4 +332,16 @@ func smallTable[T any](dir, name string, rows []T) ([]string, error) {
 		return nil, err
 	}
 	return []string{p}, nil
+}
+
+// emptySmall writes (once per folder) an empty file of a small table's schema.
+func emptySmall[T any](dir, name string) (string, error) {
+	p := filepath.Join(dir, name+"-empty.parquet")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if err := parquet.WriteFile(p, []T{}); err != nil {
+		return "", err
+	}
+	return p, nil
 }

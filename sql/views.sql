@@ -1,8 +1,9 @@
 -- The lake's public views (docs/contract.md). {{.Kind}} is TEMP VIEW for a
 -- session, VIEW for a catalog database. Each source (.Expected, …) is a
 -- FROM item: read_parquet over an explicit list of committed files (a
--- session, a snapshot catalog), or a view of catalog_sources.sql (a live
--- catalog).
+-- session, a snapshot catalog; with, for the jobs a compaction covers, the
+-- compaction's files: reconcile/compact.go), or a view of
+-- catalog_sources.sql (a live catalog).
 
 -- One row per ingest of a raw result file (the lake's ingest records).
 CREATE OR REPLACE {{.Kind}} ingests AS

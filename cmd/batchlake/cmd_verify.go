@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 func verifyCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -24,6 +25,13 @@ func verifyCmd(ctx context.Context, g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A compaction's rows are checked against its jobs' sources
+			// (DuckDB reads both), beside lake.Verify's check of its objects.
+			cps, err := reconcile.VerifyCompactions(ctx, l, g.engineOptions())
+			if err != nil {
+				return err
+			}
+			rep.Problems = append(rep.Problems, cps...)
 			for _, p := range rep.Problems {
 				g.log.Warn(p.Message, "key", p.Key, "severity", p.Severity)
 			}

@@ -32,7 +32,8 @@ finished is kept: collect and reconcile afterwards, and retry the rest.`,
 const verifyLong = `verify re-hashes every object and table file the lake holds against its name,
 opens every sealed marker (manifests, ingest records, reports, ledger events),
 checks that what each marker references exists and verifies, and that each
-shard's ledger is gap-free and makes only allowed transitions. Files no marker
+shard's ledger is gap-free and makes only allowed transitions, and that each
+compaction holds exactly the rows its jobs' sources give. Files no marker
 references (left by an interrupted run) are warnings; anything else is an
 error. Stdout lists every problem ("problems": [] when there is none) with "ok";
 exit 1 on any error.`

@@ -237,7 +237,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
 		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g),
-		jobsCmd(ctx, g))
+		jobsCmd(ctx, g), compactCmd(ctx, g))
 	return root
 }
 

@@ -1,0 +1,208 @@
+package lake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// A compaction gathers the rows the lake-wide views read for many jobs into
+// one content-addressed Parquet object per view source, so that a session
+// over a lake of thousands of jobs reads a dozen files instead of tens of
+// thousands of markers and table files. It is a cache with a proof: written
+// once, never trusted for a job whose markers changed since (JobMarkers), and
+// checked against its sources by verify.
+//
+//	compactions/<hex>.json   the marker: jobs covered and their marker fingerprints, the objects
+const (
+	CompactionArea    = "compactions/"
+	FormatCompaction  = "batchlake.compaction/v1"
+	CompactionVersion = 1
+)
+
+// Compaction is the marker of one compaction.
+type Compaction struct {
+	Version   int       `json:"compaction_version"`
+	CreatedAt time.Time `json:"created_at"`
+	// Jobs are the jobs covered, in job key order.
+	Jobs []CompactedJob `json:"jobs"`
+	// Tables maps each view source (expected, attempts, quarantine,
+	// outcomes, costs, manifests, shards, ledger, report_files, ingests,
+	// batches) to the objects/ key of its Parquet file.
+	Tables map[string]string `json:"tables"`
+}
+
+// CompactedJob is one job a compaction covers: its rows in the compaction
+// are those its markers gave when their keys digested to Markers.
+type CompactedJob struct {
+	JobKey  string `json:"job_key"`
+	Tenant  string `json:"tenant"`
+	Markers string `json:"markers"`
+}
+
+// CompactionKey is the key of a compaction marker named by digest d.
+func CompactionKey(d Digest) string { return CompactionArea + d.Hex() + ".json" }
+
+// ParseCompactionKey accepts exactly the keys CompactionKey builds.
+func ParseCompactionKey(k string) (Digest, bool) {
+	d, err := ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, CompactionArea), ".json"))
+	if err != nil || CompactionKey(d) != k {
+		return Digest{}, false
+	}
+	return d, true
+}
+
+// PutCompaction stores c under the digest of its body and returns the key.
+func (l *Lake) PutCompaction(ctx context.Context, c *Compaction) (string, error) {
+	c.Version = CompactionVersion
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	k := CompactionKey(Sum(b))
+	if _, err := l.PutJSON(ctx, k, FormatCompaction, c); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+// LatestCompaction returns the newest compaction marker (by created_at,
+// then key), or nil when the lake has none.
+func (l *Lake) LatestCompaction(ctx context.Context) (*Compaction, string, error) {
+	keys, err := l.List(ctx, CompactionArea)
+	if err != nil {
+		return nil, "", err
+	}
+	var (
+		best    *Compaction
+		bestKey string
+	)
+	for _, k := range keys {
+		if _, ok := ParseCompactionKey(k); !ok {
+			continue // a concurrent write's temp file
+		}
+		var c Compaction
+		if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
+			return nil, "", err
+		}
+		if c.Version != CompactionVersion {
+			return nil, "", errUnknownVersion(k, c.Version)
+		}
+		if best == nil || c.CreatedAt.After(best.CreatedAt) || (c.CreatedAt.Equal(best.CreatedAt) && k > bestKey) {
+			best, bestKey = &c, k
+		}
+	}
+	return best, bestKey, nil
+}
+
+// JobMarkers fingerprints, per job, every marker the views read a job's
+// rows through besides its immutable manifest: its ingest records,
+// retractions and ledger keys (reports are read only where a ledger event
+// names them). Two equal fingerprints mean the same markers, hence the same
+// rows: markers are write-once, and everything they reference is
+// content-addressed. It lists each area once, flat (one listing per
+// thousand keys on an object store, not one per job).
+func (l *Lake) JobMarkers(ctx context.Context) (map[string]string, error) {
+	byJob := map[string][]string{}
+	for _, area := range []string{"ingests/", RetractionArea, "ledger/"} {
+		keys, err := l.listNames(ctx, area)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if isTempKey(k) {
+				continue
+			}
+			job, _, ok := strings.Cut(strings.TrimPrefix(k, area), "/")
+			if !ok {
+				continue
+			}
+			byJob[job] = append(byJob[job], k)
+		}
+	}
+	out := make(map[string]string, len(byJob))
+	for job, keys := range byJob {
+		sort.Strings(keys)
+		h := NewFieldHasher()
+		for _, k := range keys {
+			h.AddString(path.Clean(k))
+		}
+		out[job] = h.Sum().Hex()
+	}
+	return out, nil
+}
+
+// checkCompactions checks each compaction marker: its envelope, its version,
+// its name, and that every object it names exists and verifies. That its
+// rows equal what its jobs' markers give is checked by reconcile, which can
+// read them (reconcile.VerifyCompactions).
+func (v *verifier) checkCompactions(ctx context.Context) error {
+	for _, k := range v.compactionKeys {
+		var c Compaction
+		ok, err := v.readMarker(ctx, k, FormatCompaction, &c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if c.Version != CompactionVersion {
+			v.problem(k, SeverityError, "unknown compaction_version %d", c.Version)
+			continue
+		}
+		for _, j := range c.Jobs {
+			if d, err := ParseDigest(j.JobKey); err == nil {
+				v.needManifest(k, d, "compaction")
+			} else {
+				v.problem(k, SeverityError, "compaction names job %q: %v", j.JobKey, err)
+			}
+		}
+		for name, key := range c.Tables {
+			if _, ok := ParseObjectKey(key); !ok || !strings.HasPrefix(key, "objects/") {
+				v.problem(k, SeverityError, "compaction table %s is %q, not an object key", name, key)
+				continue
+			}
+			v.checkRef(k, "compaction table "+name, key)
+		}
+	}
+	return nil
+}
+
+// listNames is List, but for a local lake a plain walk of the folder: the
+// names are all JobMarkers needs, and fileblob's listing stats every file
+// and looks for its attributes file (three system calls a key, for a
+// hundred thousand ledger events).
+func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
+	if l.dir == "" {
+		return l.List(ctx, prefix)
+	}
+	root := filepath.Join(l.dir, filepath.FromSlash(prefix))
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // an area not made yet, or a temp file gone
+			}
+			return err
+		}
+		if d.IsDir() {
+			return ctx.Err()
+		}
+		rel, err := filepath.Rel(l.dir, p)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, wrapOp("list", prefix, err)
+	}
+	return keys, nil
+}

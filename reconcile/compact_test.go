@@ -1,0 +1,249 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/bench/lakegen"
+	"github.com/batchlake/batchlake/lake"
+	"github.com/batchlake/batchlake/reconcile"
+)
+
+// viewNames are every view a session makes.
+var viewNames = []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "records", "costs",
+	"ledger", "ingests", "batches", "report_files", "accepted", "manual"}
+
+// dumpViews renders every row of every view (sorted) and the two analyst
+// queries, as one string per view.
+func dumpViews(t *testing.T, ctx context.Context, l *lake.Lake, scope reconcile.Scope) map[string]string {
+	t.Helper()
+	e, err := reconcile.OpenSession(ctx, l, reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir(), CacheDir: t.TempDir()}, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	out := map[string]string{}
+	qs := map[string]string{
+		"q:costs":   "SELECT tenant, sum(cost_usd) FROM costs GROUP BY 1 ORDER BY 1",
+		"q:records": "SELECT tenant, final_state, count(*), sum(cost_usd) FROM records GROUP BY ALL ORDER BY ALL",
+	}
+	for _, v := range viewNames {
+		qs[v] = "SELECT * FROM " + v + " ORDER BY ALL"
+	}
+	for name, q := range qs {
+		rows, err := e.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cols, _ := rows.Columns()
+		var b strings.Builder
+		fmt.Fprintln(&b, strings.Join(cols, ","))
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%v\n", vals)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		out[name] = b.String()
+	}
+	return out
+}
+
+// copyLake copies a local lake without its compactions: the same lake as
+// read with no compaction.
+func copyLake(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if strings.HasPrefix(rel, "compactions") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+func sameViews(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: view %s differs with the compaction:\n got %.600s\nwant %.600s", what, name, got[name], w)
+		}
+	}
+}
+
+func openLake(t *testing.T, ctx context.Context, dir string) *lake.Lake {
+	l, err := lake.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestCompactionGivesTheSameViews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes simulated jobs end to end")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	l := openLake(t, ctx, dir)
+	g, err := lakegen.New(l, lakegen.Options{TmpDir: t.TempDir(), Tenants: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var first []string
+	for i := range 3 {
+		keys, err := g.Job(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, keys...)
+	}
+	eo := reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}
+	all := reconcile.Scope{}
+	one := reconcile.Scope{Tenant: g.Tenant(1)}
+	before, beforeOne := dumpViews(t, ctx, l, all), dumpViews(t, ctx, l, one)
+	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	res, err := reconcile.Compact(ctx, l, eo, func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs != len(first) {
+		t.Fatalf("compaction covers %d jobs, want %d", res.Jobs, len(first))
+	}
+
+	t.Run("same rows with and without it", func(t *testing.T) {
+		sameViews(t, "whole lake", dumpViews(t, ctx, l, all), before)
+		sameViews(t, "one tenant", dumpViews(t, ctx, l, one), beforeOne)
+	})
+	t.Run("the session reads the compaction, not the jobs' files", func(t *testing.T) {
+		e, err := reconcile.OpenEngine(l, eo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		files, err := e.Views(ctx, all, "TEMP VIEW", t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.Contains(f, string(filepath.Separator)+"tables"+string(filepath.Separator)) {
+				t.Errorf("a covered job's table file is read: %s", f)
+			}
+		}
+	})
+	t.Run("verify finds it true", func(t *testing.T) {
+		ps, err := reconcile.VerifyCompactions(ctx, l, eo)
+		if err != nil || len(ps) > 0 {
+			t.Fatalf("problems %+v, err %v", ps, err)
+		}
+		rep, err := lake.Verify(ctx, l)
+		if err != nil || !rep.OK() {
+			t.Fatalf("lake.Verify: %+v, %v", rep.Problems, err)
+		}
+	})
+
+	// A new job, and a covered job that changes (reconciled again with
+	// other settings: a new report and new ledger events), after the
+	// compaction.
+	if _, err := g.Job(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconcile.Run(ctx, l, reconcile.Options{JobKey: first[0], MaxAttempts: 5, TmpDir: t.TempDir(), Engine: eo}); err != nil {
+		t.Fatal(err)
+	}
+	plain := openLake(t, ctx, copyLake(t, dir))
+	t.Run("new and changed jobs are read live", func(t *testing.T) {
+		want := dumpViews(t, ctx, plain, all)
+		if want["ledger"] == before["ledger"] || want["manifests"] == before["manifests"] {
+			t.Fatal("the lake did not change")
+		}
+		sameViews(t, "after new jobs", dumpViews(t, ctx, l, all), want)
+		sameViews(t, "one tenant after new jobs", dumpViews(t, ctx, l, one), dumpViews(t, ctx, plain, one))
+	})
+
+	t.Run("compacting again reads the new and changed jobs", func(t *testing.T) {
+		again, err := reconcile.Compact(ctx, l, eo, func() time.Time { return clock.Add(time.Minute) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := plain.List(ctx, lake.ManifestPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Jobs != len(ms) || again.Key == res.Key {
+			t.Errorf("second compaction %s covers %d jobs, want %d (first %s)", again.Key, again.Jobs, len(ms), res.Key)
+		}
+		sameViews(t, "second compaction", dumpViews(t, ctx, l, all), dumpViews(t, ctx, plain, all))
+		if ps, err := reconcile.VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
+			t.Fatalf("verify: problems %+v, err %v", ps, err)
+		}
+	})
+
+	// A compaction that claims the jobs' current markers but holds the old
+	// rows (a bug, or a forged marker): it is the newest, so a session
+	// would trust it; verify must refuse it.
+	var old lake.Compaction
+	if err := l.GetJSON(ctx, res.Key, lake.FormatCompaction, &old); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := l.JobMarkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := lake.Compaction{CreatedAt: clock.Add(time.Hour), Tables: old.Tables}
+	// (old is the first compaction: from before the new and changed jobs.)
+	for _, j := range old.Jobs {
+		j.Markers = marks[j.JobKey]
+		forged.Jobs = append(forged.Jobs, j)
+	}
+	if _, err := l.PutCompaction(ctx, &forged); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("verify refuses a compaction that differs from its sources", func(t *testing.T) {
+		ps, err := reconcile.VerifyCompactions(ctx, l, eo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range ps {
+			if strings.Contains(p.Message, "ledger") && strings.Contains(p.Message, "differ") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no problem with the forged compaction's ledger: %+v", ps)
+		}
+	})
+}
