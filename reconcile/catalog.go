@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/duckdb/duckdb-go/v2"
@@ -251,6 +252,21 @@ func (e *Engine) liveViews(ctx context.Context, lakeDir, rel, side string, scope
 	if scope.Tenant != "" {
 		tenantDir = "tenant=" + scope.Tenant
 	}
+	// A table's view reads its folder and its empty stand-in together, so
+	// the view has today's columns even when every file in the folder was
+	// written before a column existed (the stand-in's rows are none, and its
+	// name is no file the markers name).
+	withSchema := func(name, glob string, empty func() (string, error)) (string, error) {
+		g, err := source(name, glob, empty)
+		if err != nil || slices.Contains(static, name) {
+			return g, err
+		}
+		p, err := empty()
+		if err != nil {
+			return "", err
+		}
+		return "[" + g + ", " + quote(sideRel+"/"+filepath.Base(p)) + "]", nil
+	}
 	var tables []liveTable
 	for _, t := range []struct {
 		name  string
@@ -262,7 +278,7 @@ func (e *Engine) liveViews(ctx context.Context, lakeDir, rel, side string, scope
 		{"outcomes", func() (string, error) { return emptyFile[lake.OutcomeRow](side) }},
 		{"costs", func() (string, error) { return emptyFile[lake.CostRow](side) }},
 	} {
-		g, err := source(t.name, "tables/"+t.name+"/"+tenantDir+"/*/*.parquet", t.empty)
+		g, err := withSchema(t.name, "tables/"+t.name+"/"+tenantDir+"/*/*.parquet", t.empty)
 		if err != nil {
 			return 0, nil, err
 		}

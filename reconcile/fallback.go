@@ -13,8 +13,8 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
-	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/ingest/translate"
+	"github.com/batchlake/batchlake/lake"
 )
 
 // Fallback makes a retry child for another provider or model (retry

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/ingest/translate"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
-	"github.com/batchlake/batchlake/ingest/translate"
 )
 
 // RetryResult is what the retry command prints.
