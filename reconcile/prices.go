@@ -209,12 +209,13 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 	if err := e.ExecFile(ctx, "prices.sql", nil); err != nil {
 		return err
 	}
+	var rows []map[string]string
 	for _, p := range t.priced() {
 		from := "NULL"
 		if !p.EffectiveFrom.IsZero() {
 			from = quote(p.EffectiveFrom.Format(timestampSQL))
 		}
-		if err := e.ExecFile(ctx, "price_add.sql", map[string]string{
+		rows = append(rows, map[string]string{
 			"Provider": quote(p.Provider), "Model": quote(p.Model), "From": from, "Input": quote(perToken(p.Input, p.Multiply)),
 			"Cached": quote(perToken(p.CachedInput, p.CachedMultiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
 			"CacheWrite1h": quote(perToken(p.CacheWrite1h, p.Multiply)), "Output": quote(perToken(p.Output, p.Multiply)),
@@ -222,18 +223,23 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 			"ODInput": quote(perToken(p.Input, onDemand)), "ODCached": quote(perToken(p.CachedInput, onDemand)),
 			"ODCacheWrite": quote(perToken(p.CacheWrite, onDemand)), "ODCacheWrite1h": quote(perToken(p.CacheWrite1h, onDemand)),
 			"ODOutput": quote(perToken(p.Output, onDemand)),
-		}); err != nil {
+		})
+	}
+	if len(rows) > 0 {
+		if err := e.ExecFile(ctx, "price_add.sql", map[string]any{"Rows": rows}); err != nil {
 			return fmt.Errorf("load prices %s: %w", t.Name, err)
 		}
 	}
+	rows = rows[:0]
 	for _, r := range recs {
 		mode := r.Mode
 		if mode == "" {
 			mode = "batch"
 		}
-		if err := e.ExecFile(ctx, "price_time_add.sql", map[string]string{
-			"Channel": quote(r.Channel), "Raw": quote(r.Raw.Hex()), "At": quote(r.IngestedAt.UTC().Format(timestampSQL)), "Mode": quote(mode),
-		}); err != nil {
+		rows = append(rows, map[string]string{"Channel": quote(r.Channel), "Raw": quote(r.Raw.Hex()), "At": quote(r.IngestedAt.UTC().Format(timestampSQL)), "Mode": quote(mode)})
+	}
+	if len(rows) > 0 {
+		if err := e.ExecFile(ctx, "price_time_add.sql", map[string]any{"Rows": rows}); err != nil {
 			return fmt.Errorf("load ingest times: %w", err)
 		}
 	}

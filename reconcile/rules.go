@@ -91,18 +91,26 @@ func (r Rules) load(ctx context.Context, e *Engine) error {
 	if err := e.ExecFile(ctx, "rules.sql", nil); err != nil {
 		return err
 	}
-	for _, s := range r.Statuses {
-		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "retry_status", "Value": strconv.Itoa(s)}); err != nil {
-			return err
-		}
+	statuses := make([]string, len(r.Statuses))
+	for i, s := range r.Statuses {
+		statuses[i] = strconv.Itoa(s)
 	}
-	for _, c := range r.Codes {
-		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "retry_codes", "Value": quote(c)}); err != nil {
-			return err
-		}
+	codes := make([]string, len(r.Codes))
+	for i, c := range r.Codes {
+		codes[i] = quote(c)
 	}
-	for _, c := range r.Permanent {
-		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": "permanent_codes", "Value": quote(c)}); err != nil {
+	permanent := make([]string, len(r.Permanent))
+	for i, c := range r.Permanent {
+		permanent[i] = quote(c)
+	}
+	for _, t := range []struct {
+		table  string
+		values []string
+	}{{"retry_status", statuses}, {"retry_codes", codes}, {"permanent_codes", permanent}} {
+		if len(t.values) == 0 {
+			continue
+		}
+		if err := e.ExecFile(ctx, "rules_add.sql", map[string]any{"Table": t.table, "Values": t.values}); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,7 @@
--- One price row; values are quoted literals rendered by the Go side: the
--- per-token prices with the batch multiplier, then without it (on demand).
-INSERT INTO prices VALUES ({{.Provider}}, {{.Model}}, CAST({{.From}} AS TIMESTAMP), CAST({{.Input}} AS DECIMAL(38, 18)), CAST({{.Cached}} AS DECIMAL(38, 18)), CAST({{.CacheWrite}} AS DECIMAL(38, 18)), CAST({{.CacheWrite1h}} AS DECIMAL(38, 18)), CAST({{.Output}} AS DECIMAL(38, 18)),
-    CAST({{.ODInput}} AS DECIMAL(38, 18)), CAST({{.ODCached}} AS DECIMAL(38, 18)), CAST({{.ODCacheWrite}} AS DECIMAL(38, 18)), CAST({{.ODCacheWrite1h}} AS DECIMAL(38, 18)), CAST({{.ODOutput}} AS DECIMAL(38, 18)));
+-- The price rows, one statement for them all; values are quoted literals
+-- rendered by the Go side: the per-token prices with the batch multiplier,
+-- then without it (on demand, the sync tail).
+INSERT INTO prices VALUES
+{{- range $i, $p := .Rows}}{{if $i}},{{end}}
+    ({{$p.Provider}}, {{$p.Model}}, CAST({{$p.From}} AS TIMESTAMP), CAST({{$p.Input}} AS DECIMAL(38, 18)), CAST({{$p.Cached}} AS DECIMAL(38, 18)), CAST({{$p.CacheWrite}} AS DECIMAL(38, 18)), CAST({{$p.CacheWrite1h}} AS DECIMAL(38, 18)), CAST({{$p.Output}} AS DECIMAL(38, 18)),
+     CAST({{$p.ODInput}} AS DECIMAL(38, 18)), CAST({{$p.ODCached}} AS DECIMAL(38, 18)), CAST({{$p.ODCacheWrite}} AS DECIMAL(38, 18)), CAST({{$p.ODCacheWrite1h}} AS DECIMAL(38, 18)), CAST({{$p.ODOutput}} AS DECIMAL(38, 18))){{end}};

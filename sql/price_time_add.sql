@@ -1,2 +1,5 @@
--- The pricing time and mode of one raw file; values are quoted literals rendered by the Go side.
-INSERT INTO raw_times VALUES ({{.Channel}}, {{.Raw}}, CAST({{.At}} AS TIMESTAMP), {{.Mode}});
+-- The pricing time and mode of each raw file, one statement for them all;
+-- values are quoted literals rendered by the Go side.
+INSERT INTO raw_times VALUES
+{{- range $i, $r := .Rows}}{{if $i}},{{end}}
+    ({{$r.Channel}}, {{$r.Raw}}, CAST({{$r.At}} AS TIMESTAMP), {{$r.Mode}}){{end}};
