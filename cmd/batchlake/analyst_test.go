@@ -45,7 +45,7 @@ func TestManualAndReportCommands(t *testing.T) {
 	dir := t.TempDir()
 	lk := filepath.Join(dir, "lake")
 	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "50ms", "--progress", "never")
+		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("run: exit %d %v", code, res)
 	}

@@ -80,7 +80,7 @@ func TestJobsAndJobPrefixes(t *testing.T) {
 	lk := filepath.Join(dir, "lake")
 	demo := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
 	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", demo,
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "50ms", "--progress", "never")
+		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("run: exit %d %v", code, res)
 	}

@@ -224,7 +224,7 @@ func TestSQLCannotWrite(t *testing.T) {
 			}
 			global := []string{"--lake", lk, "--tmp-dir", tmp, "--cache-dir", cache, "--progress", "never", "--threads", "1"}
 			code, out, errs := runCLI(append([]string{"run", "--provider", "sim", "--input", input, "--tenant", "acme",
-				"--prompt-version", "v1", "--poll", "50ms"}, global...)...)
+				"--prompt-version", "v1", "--poll", "1ms"}, global...)...)
 			if code != exitOK {
 				t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
 			}

@@ -18,7 +18,7 @@ func demoLake(t *testing.T, extra ...string) (string, string) {
 	t.Helper()
 	lk := filepath.Join(t.TempDir(), "lake")
 	args := append([]string{"run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "50ms", "--progress", "never"}, extra...)
+		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never"}, extra...)
 	code, res := cli(t, args...)
 	if code != exitOK {
 		t.Fatalf("run: exit %d %v", code, res)
