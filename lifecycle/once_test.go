@@ -228,25 +228,19 @@ func (r *rig) submitting() bool {
 // and B creates. Either way: exactly one batch, every round.
 func TestSlowUploadOneBatch(t *testing.T) {
 	const lease, margin, delay = 600 * time.Millisecond, 100 * time.Millisecond, 1500 * time.Millisecond
-	// Bedrock's rounds set the AWS environment (t.Setenv), so they run in
-	// the body; the other providers' rounds, each mostly waiting out its
-	// slow upload, run beside each other after it.
 	t.Run("openai", func(t *testing.T) {
-		t.Parallel()
 		rounds(t, 20, func(t *testing.T) {
 			r, srv := openaiRig(t, fakeopenai.Options{Seed: 1, Faults: fakeopenai.Faults{UploadSlow: 1, UploadDelay: delay}})
 			slowUploadRound(t, r, func() bool { return srv.CountRequests("POST", "/v1/files") > 0 }, lease, margin)
 		})
 	})
 	t.Run("anthropic", func(t *testing.T) {
-		t.Parallel()
 		rounds(t, 20, func(t *testing.T) {
 			r := anthropicRig(t, fakeanthropic.Faults{UploadSlow: 1, UploadDelay: delay})
 			slowUploadRound(t, r, r.submitting, lease, margin)
 		})
 	})
 	t.Run("gemini", func(t *testing.T) {
-		t.Parallel()
 		rounds(t, 20, func(t *testing.T) {
 			r := geminiRig(t, fakegemini.Faults{UploadSlow: 1, UploadDelay: delay})
 			slowUploadRound(t, r, r.submitting, lease, margin)

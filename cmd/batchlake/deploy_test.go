@@ -1437,7 +1437,7 @@ func checkDockerignore(t *testing.T) {
 // TestDockerImage builds the image and runs it where a Docker engine answers.
 func TestDockerImage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the image is not built")
+		t.Skip("-short: building the container image takes minutes (the full run builds it where Docker is)")
 	}
 	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
 		t.Skipf("no Docker engine (docker info: %v: %s): the image is not built; TestDockerfile checks the Dockerfile", err, strings.TrimSpace(string(out)))
