@@ -41,7 +41,7 @@ test-short: ## the quick loop: in-process tests of every package, no subprocess 
 test-race: ## the race detector over the concurrent packages (lake, ingest, lifecycle)
 	$(GO) test -tags $(TAGS) -short -race -timeout 10m $(RACE_PKGS)
 
-test-timing: ## wall time of the -short run and of the full run (warm the build cache first)
+test-timing: ## wall and cpu time of the -short run and of the full run (warm the build cache first; test results are not reused)
 	@echo "go test -short ./..."; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" $(GO) test -tags $(TAGS) -short -count=1 -timeout 5m ./... >/dev/null
 	@echo "go test ./..."; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" $(GO) test -tags $(TAGS) -count=1 -timeout 15m ./... >/dev/null
 
