@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/batchlake/batchlake/ingest"
-	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
+	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 )
