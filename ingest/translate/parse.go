@@ -557,10 +557,12 @@ func parseAnthropic(b *object, r *Request) error {
 	return parseClaude(b, r)
 }
 
-func parseClaude(b *object, r *Request) error {
-	b.drop("metadata")
+// systemAndTurns reads the shape Anthropic's messages and Bedrock's
+// Converse share: a system prompt and a messages list of {role, content},
+// each read by textOf.
+func systemAndTurns(b *object, r *Request, textOf func(json.RawMessage, string) (string, error)) error {
 	if raw, p := b.take("system"); raw != nil {
-		text, err := claudeText(raw, p)
+		text, err := textOf(raw, p)
 		if err != nil {
 			return err
 		}
@@ -588,7 +590,7 @@ func parseClaude(b *object, r *Request) error {
 		if err := m.rest("no counterpart in the other formats"); err != nil {
 			return err
 		}
-		text, err := claudeText(rawContent, cp)
+		text, err := textOf(rawContent, cp)
 		if err != nil {
 			return err
 		}
@@ -601,6 +603,15 @@ func parseClaude(b *object, r *Request) error {
 			return &Untranslatable{Field: rp, Why: fmt.Sprintf("role %q", role)}
 		}
 	}
+	return nil
+}
+
+func parseClaude(b *object, r *Request) error {
+	b.drop("metadata")
+	if err := systemAndTurns(b, r, claudeText); err != nil {
+		return err
+	}
+	var err error
 	if raw, p := b.take("max_tokens"); raw != nil {
 		if r.MaxTokens, err = count(raw, p); err != nil {
 			return err
@@ -704,47 +715,8 @@ func parseBedrock(b *object, r *Request) error {
 }
 
 func parseConverse(b *object, r *Request) error {
-	if raw, p := b.take("system"); raw != nil {
-		text, err := converseText(raw, p)
-		if err != nil {
-			return err
-		}
-		if err := r.addSystem(text, p); err != nil {
-			return err
-		}
-	}
-	rawMsgs, path := b.take("messages")
-	msgs, err := list(rawMsgs, path)
-	if err != nil {
+	if err := systemAndTurns(b, r, converseText); err != nil {
 		return err
-	}
-	for i, raw := range msgs {
-		mp := idx(path, i)
-		m, err := decodeObject(raw, mp)
-		if err != nil {
-			return err
-		}
-		rawRole, rp := m.take("role")
-		role, err := str(rawRole, rp)
-		if err != nil {
-			return err
-		}
-		rawContent, cp := m.take("content")
-		if err := m.rest("no counterpart in the other formats"); err != nil {
-			return err
-		}
-		text, err := converseText(rawContent, cp)
-		if err != nil {
-			return err
-		}
-		switch role {
-		case "user":
-			r.Turns = append(r.Turns, Turn{RoleUser, text})
-		case "assistant":
-			r.Turns = append(r.Turns, Turn{RoleAssistant, text})
-		default:
-			return &Untranslatable{Field: rp, Why: fmt.Sprintf("role %q", role)}
-		}
 	}
 	if raw, p := b.take("inferenceConfig"); raw != nil {
 		ic, err := decodeObject(raw, p)
