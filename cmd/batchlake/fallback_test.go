@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/batchlake/batchlake/internal/fakeanthropic"
+	"github.com/batchlake/batchlake/internal/fakegemini"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
 )
 
@@ -22,7 +23,9 @@ import (
 // OpenAI server) whose retryable failures and contract failures fall back
 // to Anthropic (the fake Anthropic server) with retry --provider --model,
 // under an output contract (a JSON Schema) checked on both providers'
-// answers; the family's report, lineage and costs must add up exactly.
+// answers; the last record then goes through Gemini's real-time API (retry
+// --provider gemini --mode sync). The family's report, lineage and costs,
+// batch and sync, must add up exactly.
 func TestFallbackOpenAIToAnthropic(t *testing.T) {
 	const (
 		n        = 12
@@ -295,6 +298,66 @@ func TestFallbackOpenAIToAnthropic(t *testing.T) {
 		WHERE e.job_key = '%s'`, parent, gc.Child.JobKey)); fmt.Sprint(r) != "[[anthropic "+badAnt+" true 3]]" {
 		t.Fatalf("grandchild: %v", r)
 	}
+
+	// The last record goes through Gemini's real-time API: a fallback child
+	// of the Anthropic child, sent synchronously (it supersedes the plain
+	// retry above, which was never submitted).
+	const gemKey, gemModel = "AIzaFALLBACKTEST0123456789SECRET", "gemini-2.5-flash"
+	gem := fakegemini.New(fakegemini.Options{APIKey: gemKey, Answer: func([]byte) string { return goodJSON }})
+	gs := httptest.NewServer(gem.Handler())
+	defer gs.Close()
+	gem.SetBaseURL(gs.URL)
+	env = append(env, "GEMINI_API_KEY="+gemKey, "GOOGLE_GEMINI_BASE_URL="+gs.URL)
+	var sr struct {
+		Child struct {
+			JobKey  string `json:"job_key"`
+			Records int64  `json:"records"`
+		} `json:"child"`
+		Mode string `json:"mode"`
+	}
+	decode(t, run(0, "retry", "--job", child, "--provider", "gemini", "--model", gemModel, "--mode", "sync"), &sr)
+	if sr.Child.Records != 1 || sr.Mode != "sync" || sr.Child.JobKey == gc.Child.JobKey {
+		t.Fatalf("retry to Gemini's real-time API: %+v", sr)
+	}
+	if calls := gem.RealTimeCalls(); len(calls) != 1 {
+		t.Fatalf("Gemini's real-time API got %d calls, want 1 (one record)", len(calls))
+	}
+	var grep famReport
+	decode(t, run(0, "reconcile", "--job", sr.Child.JobKey), &grep)
+	if grep.Expected != 1 || grep.Succeeded != 1 {
+		t.Fatalf("the Gemini child's report: %+v", grep)
+	}
+	if r := h.sqlRows(t, fmt.Sprintf(`SELECT final_state, provider, model, attempts FROM records WHERE business_key = '%s'`, badAnt)); fmt.Sprint(r) != "[[succeeded gemini "+gemModel+" 3]]" {
+		t.Fatalf("the record Anthropic failed, after Gemini's real-time answer: %v", r)
+	}
+	if r := h.sqlRows(t, fmt.Sprintf(`SELECT e.record_id = p.record_id FROM expected e JOIN expected p ON p.job_key = '%s' AND p.business_key = e.business_key
+		WHERE e.job_key = '%s'`, parent, sr.Child.JobKey)); fmt.Sprint(r) != "[[true]]" {
+		t.Fatalf("the Gemini child's record id: %v", r)
+	}
+	// Every record succeeded, and the family's cost is the three jobs' to
+	// the last digit, the tail's at the on-demand price (mode sync).
+	gemUSD := grep.CostUSD["total"]
+	if rat(t, gemUSD).Sign() <= 0 {
+		t.Fatalf("the Gemini child cost %s; want it priced", gemUSD)
+	}
+	decodeNumbers(t, run(0, "report", "--job", parent), &fam)
+	if fam.Expected != n || fam.Succeeded != n {
+		t.Fatalf("family after the tail: expected %d succeeded %d, want %d each", fam.Expected, fam.Succeeded, n)
+	}
+	sum.Add(sum, rat(t, gemUSD))
+	if rat(t, fam.CostTotal.String()).Cmp(sum) != 0 {
+		t.Fatalf("family cost %s, want %s + %s + %s", fam.CostTotal, openaiUSD, antUSD, gemUSD)
+	}
+	decodeNumbers(t, run(0, "cost", "--job", parent, "--family", "--by", "provider,mode", "--format", "json"), &cost)
+	byPM := map[string]string{}
+	for _, c := range cost {
+		byPM[fmt.Sprint(c["provider"], "/", c["mode"])] = fmt.Sprint(c["cost_usd"])
+	}
+	if len(byPM) != 3 || rat(t, byPM["gemini/sync"]).Cmp(rat(t, gemUSD)) != 0 ||
+		rat(t, byPM["openai/batch"]).Cmp(rat(t, openaiUSD)) != 0 || rat(t, byPM["anthropic/batch"]).Cmp(rat(t, antUSD)) != 0 {
+		t.Fatalf("cost --family --by provider,mode: %v; want openai/batch %s, anthropic/batch %s, gemini/sync %s", byPM, openaiUSD, antUSD, gemUSD)
+	}
+
 	// The lake, the contract object the child's manifest names included, verifies.
 	run(0, "verify")
 }

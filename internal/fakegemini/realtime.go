@@ -96,8 +96,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, model string, 
 	s.rtCalls = append(s.rtCalls, RealTimeCall{Model: model, Body: lake.Sum(body)})
 	d := lake.Sum(body).Hex()
 	version := strings.TrimPrefix(model, "models/")
+	text := "answer " + d[:8]
+	if s.opts.Answer != nil {
+		text = s.opts.Answer(body)
+	}
 	reply(200, map[string]any{
-		"candidates":    []any{map[string]any{"content": map[string]any{"parts": []any{map[string]any{"text": "answer " + d[:8]}}, "role": "model"}, "finishReason": "STOP", "index": 0}},
+		"candidates":    []any{map[string]any{"content": map[string]any{"parts": []any{map[string]any{"text": text}}, "role": "model"}, "finishReason": "STOP", "index": 0}},
 		"usageMetadata": map[string]any{"promptTokenCount": 10 + len(body)/4, "candidatesTokenCount": 5, "totalTokenCount": 15 + len(body)/4},
 		"modelVersion":  version, "responseId": "resp-" + d[:16],
 	})

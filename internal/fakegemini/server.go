@@ -45,6 +45,10 @@ type Options struct {
 	Faults     Faults
 	// RealTime are the failures to inject into generateContent.
 	RealTime RealTimeFaults
+	// Answer, if set, gives generateContent's answer text for a request
+	// body (tests of an output contract need JSON answers); usage stays
+	// the fake's.
+	Answer func(body []byte) string
 }
 
 // Faults are counters of failures still to inject.
