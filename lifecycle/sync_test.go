@@ -14,12 +14,14 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/internal/fakeanthropic"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
 	"github.com/batchlake/batchlake/internal/fakegemini"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
@@ -138,6 +140,48 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	}
 }
 
+func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
+	t.Helper()
+	awsEnv(t)
+	const model = "anthropic.claude-3-haiku-20240307-v1:0"
+	ra := ""
+	if f.retryAfter > 0 {
+		ra = fmt.Sprint(f.retryAfter)
+	}
+	srv := fakebedrock.New(fakebedrock.Options{RealTime: fakebedrock.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: ra,
+		Unavailable: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "bedrock"}
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf(`{"recordId":"REC%08d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"question %d"}]}]}}`, i, i))
+	}
+	r.plan("bedrock", model, lines)
+	return &syncRig{rig: r,
+		rt: func() providers.RealTime {
+			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: 5 * time.Second}, model, "InvokeModel")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		calls: func() (p, d int) {
+			for _, c := range srv.RealTimeCalls() {
+				if c.Model != model {
+					t.Errorf("call to %s, want %s", c.Model, model)
+				}
+				p++
+				if c.Dropped {
+					d++
+				}
+			}
+			return p, d
+		},
+	}
+}
+
 var syncRigs = []struct {
 	name string
 	make func(t *testing.T, n int, f rtFaults) *syncRig
@@ -145,6 +189,7 @@ var syncRigs = []struct {
 	{"openai", openaiSyncRig},
 	{"anthropic", anthropicSyncRig},
 	{"gemini", geminiSyncRig},
+	{"bedrock", bedrockSyncRig},
 }
 
 func (r *syncRig) send(actor string, o lifecycle.SyncOptions) *lifecycle.SyncResult {
