@@ -267,7 +267,7 @@ func TestBedrockMinimumRecords(t *testing.T) {
 		t.Fatalf("retry of 10 records: %+v; want a child held below the minimum", rr)
 	}
 	submit := []string{"submit", "--provider", "bedrock", "--job", rr.Child.JobKey}
-	if r := h.run(submit...); r.code != exitUsage || !strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "minimum of 100") {
+	if r := h.run(submit...); r.code != exitUsage || !strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "minimum of 100") || !strings.Contains(r.stderr, "--mode sync") {
 		t.Fatalf("submit of a held child: %s; want exit 2 naming the minimum", r)
 	}
 	// Allowed, submit goes on to Bedrock's own settings (here: no role).
