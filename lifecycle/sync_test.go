@@ -32,6 +32,8 @@ type syncRig struct {
 	*rig
 	rt    func() providers.RealTime
 	calls func() (processed, dropped int)
+	// id is the record id of the i-th line.
+	id func(i int) string
 }
 
 // rtFaults are the real-time faults a test injects, whatever the provider.
@@ -47,7 +49,7 @@ func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		ServerError: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
 	r.plan("openai", "", openaiLines(n))
 	base, _ := srv.Start()
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r%d", i) },
 		rt: func() providers.RealTime {
 			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: 5 * time.Second})
 			if err != nil {
@@ -82,7 +84,7 @@ func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		lines = append(lines, fmt.Sprintf(`{"custom_id":"r-%03d","params":{"model":"claude-sonnet-4-6","max_tokens":64,"messages":[{"role":"user","content":"question %d"}]}}`, i, i))
 	}
 	r.plan("anthropic", "", lines)
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
 			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second})
 			if err != nil {
@@ -117,7 +119,7 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		lines = append(lines, fmt.Sprintf(`{"key":"r-%03d","request":{"contents":[{"parts":[{"text":"question %d"}]}]}}`, i, i))
 	}
 	r.plan("gemini", "gemini-2.5-flash", lines)
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
 			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second}, "gemini-2.5-flash")
 			if err != nil {
@@ -159,7 +161,7 @@ func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		lines = append(lines, fmt.Sprintf(`{"recordId":"REC%08d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"question %d"}]}]}}`, i, i))
 	}
 	r.plan("bedrock", model, lines)
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("REC%08d", i) },
 		rt: func() providers.RealTime {
 			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: 5 * time.Second}, model, "InvokeModel")
 			if err != nil {
@@ -359,25 +361,31 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 // answer (a crash) is sent again as a counted duplicate, or, with
 // LeaveMaybeSent, left unsent as a retryable failure.
 func TestSyncMaybeSent(t *testing.T) {
-	for _, leave := range []bool{false, true} {
-		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
-			r := openaiSyncRig(t, 3, rtFaults{})
-			// r1's first call went out, then the sender died.
-			if err := r.l.PutSyncCall(context.Background(), r.job, lake.SyncCall{JobKey: r.job.Hex(), ShardID: r.shard, CustomID: "r1", N: 1, Actor: "crashed"}); err != nil {
-				t.Fatal(err)
-			}
-			res := r.send("A", lifecycle.SyncOptions{LeaveMaybeSent: leave})
-			sh := res.Shards[0]
-			p, _ := r.calls()
-			rep := r.reconcile()
-			switch {
-			case sh.MaybeSent != 1:
-				t.Fatalf("shard: %+v", sh)
-			case leave && (sh.Left != 1 || p != 2 || rep.Succeeded != 2 || rep.FailedRetryable != 1 || rep.Duplicate != 0 || rep.RetryRecords != 1):
-				t.Fatalf("leave: shard %+v, %d calls, report %d succeeded %d retryable %d duplicate", sh, p, rep.Succeeded, rep.FailedRetryable, rep.Duplicate)
-			case !leave && (sh.Resent != 1 || p != 3 || rep.Succeeded != 3 || rep.Duplicate != 1):
-				t.Fatalf("resend: shard %+v, %d calls, report %d succeeded %d duplicate", sh, p, rep.Succeeded, rep.Duplicate)
-			}
-		})
+	for _, c := range syncRigs {
+		for _, leave := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/leave=%v", c.name, leave), func(t *testing.T) {
+				testSyncMaybeSent(t, c.make(t, 3, rtFaults{}), leave)
+			})
+		}
+	}
+}
+
+func testSyncMaybeSent(t *testing.T, r *syncRig, leave bool) {
+	t.Helper()
+	// Record 1's first call went out, then the sender died.
+	if err := r.l.PutSyncCall(context.Background(), r.job, lake.SyncCall{JobKey: r.job.Hex(), ShardID: r.shard, CustomID: r.id(1), N: 1, Actor: "crashed"}); err != nil {
+		t.Fatal(err)
+	}
+	res := r.send("A", lifecycle.SyncOptions{LeaveMaybeSent: leave})
+	sh := res.Shards[0]
+	p, _ := r.calls()
+	rep := r.reconcile()
+	switch {
+	case sh.MaybeSent != 1:
+		t.Fatalf("shard: %+v", sh)
+	case leave && (sh.Left != 1 || p != 2 || rep.Succeeded != 2 || rep.FailedRetryable != 1 || rep.Duplicate != 0 || rep.RetryRecords != 1):
+		t.Fatalf("leave: shard %+v, %d calls, report %d succeeded %d retryable %d duplicate", sh, p, rep.Succeeded, rep.FailedRetryable, rep.Duplicate)
+	case !leave && (sh.Resent != 1 || p != 3 || rep.Succeeded != 3 || rep.Duplicate != 1):
+		t.Fatalf("resend: shard %+v, %d calls, report %d succeeded %d duplicate", sh, p, rep.Succeeded, rep.Duplicate)
 	}
 }
