@@ -438,10 +438,17 @@ func statusOf(line []byte) int {
 			StatusCode int `json:"status_code"`
 		} `json:"response"`
 		Status int `json:"status"`
+		// Bedrock's error line.
+		Error *struct {
+			ErrorCode int `json:"errorCode"`
+		} `json:"error"`
 	}
 	_ = json.Unmarshal(line, &v)
-	if v.Response != nil {
+	switch {
+	case v.Response != nil:
 		return v.Response.StatusCode
+	case v.Error != nil && v.Error.ErrorCode != 0:
+		return v.Error.ErrorCode
 	}
 	return v.Status
 }
@@ -540,6 +547,8 @@ func maybeSentLine(provider, customID string, n int) []byte {
 			"error": map[string]any{"type": "error", "error": map[string]any{"type": MaybeSentCode, "message": msg}}}}
 	case "gemini":
 		v = map[string]any{"key": customID, "error": map[string]any{"message": msg, "status": MaybeSentCode}}
+	case "bedrock":
+		v = map[string]any{"recordId": customID, "error": map[string]any{"errorCode": MaybeSentCode, "errorMessage": msg}}
 	default:
 		v = map[string]any{"id": fmt.Sprintf("sync_maybe_sent_%d", n), "custom_id": customID, "response": nil,
 			"error": map[string]any{"code": MaybeSentCode, "message": msg}}

@@ -14,12 +14,14 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/internal/fakeanthropic"
+	"github.com/batchlake/batchlake/internal/fakebedrock"
 	"github.com/batchlake/batchlake/internal/fakegemini"
 	"github.com/batchlake/batchlake/internal/fakeopenai"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
@@ -30,6 +32,8 @@ type syncRig struct {
 	*rig
 	rt    func() providers.RealTime
 	calls func() (processed, dropped int)
+	// id is the record id of the i-th line.
+	id func(i int) string
 }
 
 // rtFaults are the real-time faults a test injects, whatever the provider.
@@ -45,7 +49,7 @@ func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		ServerError: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
 	r.plan("openai", "", openaiLines(n))
 	base, _ := srv.Start()
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r%d", i) },
 		rt: func() providers.RealTime {
 			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: 5 * time.Second})
 			if err != nil {
@@ -80,7 +84,7 @@ func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		lines = append(lines, fmt.Sprintf(`{"custom_id":"r-%03d","params":{"model":"claude-sonnet-4-6","max_tokens":64,"messages":[{"role":"user","content":"question %d"}]}}`, i, i))
 	}
 	r.plan("anthropic", "", lines)
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
 			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second})
 			if err != nil {
@@ -115,7 +119,7 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 		lines = append(lines, fmt.Sprintf(`{"key":"r-%03d","request":{"contents":[{"parts":[{"text":"question %d"}]}]}}`, i, i))
 	}
 	r.plan("gemini", "gemini-2.5-flash", lines)
-	return &syncRig{rig: r,
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
 			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second}, "gemini-2.5-flash")
 			if err != nil {
@@ -138,6 +142,48 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	}
 }
 
+func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
+	t.Helper()
+	awsEnv(t)
+	const model = "anthropic.claude-3-haiku-20240307-v1:0"
+	ra := ""
+	if f.retryAfter > 0 {
+		ra = fmt.Sprint(f.retryAfter)
+	}
+	srv := fakebedrock.New(fakebedrock.Options{RealTime: fakebedrock.RealTimeFaults{RateLimited: f.rateLimited, RetryAfter: ra,
+		Unavailable: f.serverError, Dropped: f.dropped, BadRequest: f.badRequest}})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	l, tmp := newLake(t)
+	r := &rig{t: t, l: l, tmp: tmp, target: "bedrock"}
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf(`{"recordId":"REC%08d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"question %d"}]}]}}`, i, i))
+	}
+	r.plan("bedrock", model, lines)
+	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("REC%08d", i) },
+		rt: func() providers.RealTime {
+			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: 5 * time.Second}, model, "InvokeModel")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		},
+		calls: func() (p, d int) {
+			for _, c := range srv.RealTimeCalls() {
+				if c.Model != model {
+					t.Errorf("call to %s, want %s", c.Model, model)
+				}
+				p++
+				if c.Dropped {
+					d++
+				}
+			}
+			return p, d
+		},
+	}
+}
+
 var syncRigs = []struct {
 	name string
 	make func(t *testing.T, n int, f rtFaults) *syncRig
@@ -145,6 +191,7 @@ var syncRigs = []struct {
 	{"openai", openaiSyncRig},
 	{"anthropic", anthropicSyncRig},
 	{"gemini", geminiSyncRig},
+	{"bedrock", bedrockSyncRig},
 }
 
 func (r *syncRig) send(actor string, o lifecycle.SyncOptions) *lifecycle.SyncResult {
@@ -314,25 +361,31 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 // answer (a crash) is sent again as a counted duplicate, or, with
 // LeaveMaybeSent, left unsent as a retryable failure.
 func TestSyncMaybeSent(t *testing.T) {
-	for _, leave := range []bool{false, true} {
-		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
-			r := openaiSyncRig(t, 3, rtFaults{})
-			// r1's first call went out, then the sender died.
-			if err := r.l.PutSyncCall(context.Background(), r.job, lake.SyncCall{JobKey: r.job.Hex(), ShardID: r.shard, CustomID: "r1", N: 1, Actor: "crashed"}); err != nil {
-				t.Fatal(err)
-			}
-			res := r.send("A", lifecycle.SyncOptions{LeaveMaybeSent: leave})
-			sh := res.Shards[0]
-			p, _ := r.calls()
-			rep := r.reconcile()
-			switch {
-			case sh.MaybeSent != 1:
-				t.Fatalf("shard: %+v", sh)
-			case leave && (sh.Left != 1 || p != 2 || rep.Succeeded != 2 || rep.FailedRetryable != 1 || rep.Duplicate != 0 || rep.RetryRecords != 1):
-				t.Fatalf("leave: shard %+v, %d calls, report %d succeeded %d retryable %d duplicate", sh, p, rep.Succeeded, rep.FailedRetryable, rep.Duplicate)
-			case !leave && (sh.Resent != 1 || p != 3 || rep.Succeeded != 3 || rep.Duplicate != 1):
-				t.Fatalf("resend: shard %+v, %d calls, report %d succeeded %d duplicate", sh, p, rep.Succeeded, rep.Duplicate)
-			}
-		})
+	for _, c := range syncRigs {
+		for _, leave := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/leave=%v", c.name, leave), func(t *testing.T) {
+				testSyncMaybeSent(t, c.make(t, 3, rtFaults{}), leave)
+			})
+		}
+	}
+}
+
+func testSyncMaybeSent(t *testing.T, r *syncRig, leave bool) {
+	t.Helper()
+	// Record 1's first call went out, then the sender died.
+	if err := r.l.PutSyncCall(context.Background(), r.job, lake.SyncCall{JobKey: r.job.Hex(), ShardID: r.shard, CustomID: r.id(1), N: 1, Actor: "crashed"}); err != nil {
+		t.Fatal(err)
+	}
+	res := r.send("A", lifecycle.SyncOptions{LeaveMaybeSent: leave})
+	sh := res.Shards[0]
+	p, _ := r.calls()
+	rep := r.reconcile()
+	switch {
+	case sh.MaybeSent != 1:
+		t.Fatalf("shard: %+v", sh)
+	case leave && (sh.Left != 1 || p != 2 || rep.Succeeded != 2 || rep.FailedRetryable != 1 || rep.Duplicate != 0 || rep.RetryRecords != 1):
+		t.Fatalf("leave: shard %+v, %d calls, report %d succeeded %d retryable %d duplicate", sh, p, rep.Succeeded, rep.FailedRetryable, rep.Duplicate)
+	case !leave && (sh.Resent != 1 || p != 3 || rep.Succeeded != 3 || rep.Duplicate != 1):
+		t.Fatalf("resend: shard %+v, %d calls, report %d succeeded %d duplicate", sh, p, rep.Succeeded, rep.Duplicate)
 	}
 }

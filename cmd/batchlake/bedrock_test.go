@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -207,8 +208,9 @@ func TestBedrockProcess(t *testing.T) {
 // records per batch job (exit 2, naming it) unless told --below-min allow,
 // and shows the minimum; a retry child below it is planned but held, and
 // submit refuses to send it as a batch (exit 2, naming the minimum) unless
-// told --below-min allow.
+// told --below-min allow; retry --mode auto sends it through InvokeModel.
 func TestBedrockMinimumRecords(t *testing.T) {
+	const bedrockModel = "anthropic.claude-haiku-4-5-20251001-v1:0"
 	h := newHarness(t, fakeopenai.Options{})
 	write := func(name string, n int, line func(i int) string) string {
 		var b strings.Builder
@@ -225,7 +227,7 @@ func TestBedrockMinimumRecords(t *testing.T) {
 		return fmt.Sprintf(`{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`, i, i)
 	}
 	plan := func(in string, extra ...string) []string {
-		return append([]string{"plan", "--provider", "bedrock", "--model", "anthropic.claude-3-haiku-20240307-v1:0", "--input", in,
+		return append([]string{"plan", "--provider", "bedrock", "--model", bedrockModel, "--input", in,
 			"--tenant", "acme", "--prompt-version", "p1"}, extra...)
 	}
 	type planJSON struct {
@@ -260,16 +262,59 @@ func TestBedrockMinimumRecords(t *testing.T) {
 		Child   planJSON `json:"child"`
 		Message string   `json:"message"`
 	}
-	decode(t, h.must([]int{0}, "retry", "--job", p.JobKey), &rr)
+	decode(t, h.must([]int{0}, "retry", "--job", p.JobKey, "--mode", "batch"), &rr)
 	if rr.Child.Records != 10 || rr.Child.MinRecords != 100 || !strings.Contains(rr.Child.Held, "10 records") || !strings.Contains(rr.Message, "held") {
 		t.Fatalf("retry of 10 records: %+v; want a child held below the minimum", rr)
 	}
 	submit := []string{"submit", "--provider", "bedrock", "--job", rr.Child.JobKey}
-	if r := h.run(submit...); r.code != exitUsage || !strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "minimum of 100") {
+	if r := h.run(submit...); r.code != exitUsage || !strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "minimum of 100") || !strings.Contains(r.stderr, "--mode sync") {
 		t.Fatalf("submit of a held child: %s; want exit 2 naming the minimum", r)
 	}
 	// Allowed, submit goes on to Bedrock's own settings (here: no role).
 	if r := h.run(append(submit, "--below-min", "allow")...); r.code != exitUsage || strings.Contains(r.stderr, "is held") || !strings.Contains(r.stderr, "bedrock-role-arn") {
 		t.Fatalf("submit --below-min allow of a held child: %s; want it past the hold", r)
+	}
+
+	// Under --mode auto (the default) the held child goes through the
+	// runtime's InvokeModel instead, past a throttle and a 503, priced on
+	// demand (claude-haiku-4-5: 1.00 input, 5.00 output per million tokens,
+	// no batch multiplier).
+	fake := fakebedrock.New(fakebedrock.Options{RealTime: fakebedrock.RealTimeFaults{RateLimited: 1, Unavailable: 1}})
+	brk := httptest.NewServer(fake.Handler())
+	defer brk.Close()
+	aws := []string{"AWS_ACCESS_KEY_ID=AKIATESTBATCHLAKE", "AWS_SECRET_ACCESS_KEY=test", "AWS_SESSION_TOKEN=", "AWS_PROFILE=", "AWS_REGION=us-east-1",
+		"AWS_CONFIG_FILE=" + os.DevNull, "AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull, "AWS_EC2_METADATA_DISABLED=true",
+		"BATCHLAKE_BEDROCK_RUNTIME_ENDPOINT=" + brk.URL}
+	r := h.runEnv(aws, "retry", "--job", p.JobKey)
+	var sr syncRetryOut
+	decode(t, r, &sr)
+	if r.code != 0 || sr.Mode != "sync" || sr.Child.JobKey != rr.Child.JobKey || len(sr.Sync.Shards) != 1 || sr.Sync.Shards[0].Answered != 10 || sr.Sync.Shards[0].Calls != 12 {
+		t.Fatalf("retry --mode auto of a held Bedrock child: %s", r)
+	}
+	calls := fake.RealTimeCalls()
+	if len(calls) != 10 || calls[0].Model != bedrockModel {
+		t.Fatalf("InvokeModel processed %d calls (%+v), want 10 to %s", len(calls), calls, bedrockModel)
+	}
+	if rep := h.reconcile(sr.Child.JobKey, 10); rep.State != "COMPLETED" || rep.Succeeded != 10 || rep.Duplicate != 0 {
+		t.Fatalf("child: %s", rep.counts())
+	}
+	var rows []struct {
+		Mode string `json:"mode"`
+		Cost string `json:"cost"`
+		In   int64  `json:"input_tokens"`
+		Out  int64  `json:"output_tokens"`
+	}
+	h.query(fmt.Sprintf(`SELECT c.mode, CAST(c.cost_usd AS VARCHAR) AS cost, a.input_tokens, a.output_tokens
+		FROM costs c JOIN attempts a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND a.line_no = c.line_no
+		WHERE c.job_key = '%s'`, sr.Child.JobKey), &rows)
+	if len(rows) != 10 {
+		t.Fatalf("want 10 cost rows of the child, got %d", len(rows))
+	}
+	for _, r := range rows {
+		want := new(big.Rat).SetFrac64(r.In*1000+r.Out*5000, 1_000_000_000)
+		got, ok := new(big.Rat).SetString(r.Cost)
+		if r.Mode != "sync" || r.In == 0 || !ok || got.Cmp(want) != 0 {
+			t.Errorf("cost row: mode %s cost %s (%d in, %d out), want sync %s", r.Mode, r.Cost, r.In, r.Out, want.FloatString(18))
+		}
 	}
 }

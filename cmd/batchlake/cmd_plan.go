@@ -43,9 +43,13 @@ func refuseHeld(m *lake.Manifest, allow string) error {
 	if m.Held == "" || allow == ingest.BelowMinAllow {
 		return nil
 	}
+	other := "Add these records to a larger job"
+	if m.ParentJobKey != "" && hasRealTime(m) {
+		other = fmt.Sprintf("Send them through the real-time API (batchlake retry --job %s --mode sync), add them to a larger job", m.ParentJobKey)
+	}
 	return &errkind.UsageError{Msg: fmt.Sprintf("submit: job %s is held: %s. %s fails batch jobs below its minimum of %d records: "+
-		"nothing was sent. Add these records to a larger job, or pass --below-min allow if your account's quota for %s is lower",
-		m.JobKey[:12], m.Held, m.Provider, m.MinRecords, m.Model)}
+		"nothing was sent. %s, or pass --below-min allow if your account's quota for %s is lower",
+		m.JobKey[:12], m.Held, m.Provider, m.MinRecords, other, m.Model)}
 }
 
 func planCmd(ctx context.Context, g *globals) *cobra.Command {

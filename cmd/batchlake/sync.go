@@ -18,6 +18,7 @@ import (
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
+	"github.com/batchlake/batchlake/providers/bedrockbatch"
 	"github.com/batchlake/batchlake/providers/geminibatch"
 	"github.com/batchlake/batchlake/providers/openaibatch"
 	"github.com/batchlake/batchlake/reconcile"
@@ -96,12 +97,15 @@ func (f *syncFlags) wantSync(m *lake.Manifest) (bool, error) {
 	case "batch":
 		return false, nil
 	case "sync":
-		if !hasRealTime(m.Provider) {
-			return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode sync: provider %s has no real-time client in this batchlake (have openai, anthropic, gemini and sim): use --mode batch", m.Provider)}
+		if !hasRealTime(m) {
+			if m.Provider == "bedrock" {
+				return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode sync: the job's Bedrock records are %s requests and the real-time client sends InvokeModel bodies only: use --mode batch", m.Endpoint)}
+			}
+			return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode sync: provider %s has no real-time client in this batchlake (have openai, anthropic, bedrock (InvokeModel), gemini and sim): use --mode batch", m.Provider)}
 		}
 		return true, nil
 	case "auto":
-		if !hasRealTime(m.Provider) {
+		if !hasRealTime(m) {
 			return false, nil
 		}
 		return m.Held != "" || (f.syncBelow > 0 && m.ExpectedRecords < f.syncBelow), nil
@@ -109,10 +113,15 @@ func (f *syncFlags) wantSync(m *lake.Manifest) (bool, error) {
 	return false, &errkind.UsageError{Msg: fmt.Sprintf("--mode %q: want batch, sync or auto", f.mode)}
 }
 
-func hasRealTime(provider string) bool {
-	switch provider {
+// hasRealTime tells whether a job's records can go through its provider's
+// real-time API: Bedrock's InvokeModel records can, its Converse records
+// cannot (the client sends bodies as they are, to InvokeModel).
+func hasRealTime(m *lake.Manifest) bool {
+	switch m.Provider {
 	case "openai", "anthropic", "gemini", ingest.SimProvider:
 		return true
+	case "bedrock":
+		return m.Endpoint == "" || m.Endpoint == ingest.BedrockInvokeModel
 	}
 	return false
 }
@@ -128,6 +137,11 @@ func (f *syncFlags) realTimeFor(g *globals, l *lake.Lake, m *lake.Manifest) (rt 
 		rt, err = anthropicbatch.NewRealTime(anthropicbatch.Config{})
 	case "gemini":
 		rt, err = geminibatch.NewRealTime(geminibatch.Config{}, m.Model)
+	case "bedrock":
+		// The runtime (bedrock-runtime.<region>) is another endpoint than
+		// the control plane --bedrock-endpoint overrides.
+		rt, err = bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Region: os.Getenv("BATCHLAKE_BEDROCK_REGION"),
+			Endpoint: os.Getenv("BATCHLAKE_BEDROCK_RUNTIME_ENDPOINT")}, m.Model, m.Endpoint)
 	case ingest.SimProvider:
 		sm, serr := sim.Start(l, sim.Options{Seed: f.simSeed, Logger: g.log})
 		if serr != nil {

@@ -18,6 +18,14 @@
 // Options.Seed and Options.Rates; Outcomes returns them so a test can
 // compare a reconcile report with the truth.
 //
+// The same server answers the runtime's InvokeModel (POST
+// /model/{modelId}/invoke) for Anthropic Claude bodies (anthropic_version,
+// max_tokens, messages) with a Message and its usage, for the synchronous
+// tail; RealTimeFaults inject throttling (429, with Retry-After if asked),
+// 503 ServiceUnavailableException, 408 ModelTimeoutException, 400
+// ValidationException and dropped connections (processed, answer lost), and
+// RealTimeCalls lists what was processed.
+//
 // Faults are counters like fakeopenai's: creates that lose their response
 // after creating, creates answered with an error after creating, refused
 // creates, throttled or failing lists, jobs that fail validation, end

@@ -41,6 +41,8 @@ type Options struct {
 	MinRecords int
 	// Faults are the failures to inject; see Faults.
 	Faults Faults
+	// RealTime are the failures to inject into InvokeModel calls.
+	RealTime RealTimeFaults
 }
 
 // Rates are per-record outcome probabilities; the rest succeed.
@@ -101,6 +103,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	faults   Faults
+	rtFaults RealTimeFaults
+	rtCalls  []RealTimeCall
 	requests []Request
 	jobs     map[string]*job // by ARN
 	tokens   map[string]string
@@ -130,12 +134,15 @@ func New(opts Options) *Server {
 		r := DefaultRates
 		opts.Rates = &r
 	}
-	s := &Server{opts: opts, faults: opts.Faults, jobs: map[string]*job{}, tokens: map[string]string{}}
+	s := &Server{opts: opts, faults: opts.Faults, rtFaults: opts.RealTime, jobs: map[string]*job{}, tokens: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /model-invocation-job", s.create)
 	mux.HandleFunc("GET /model-invocation-jobs", s.list)
 	mux.HandleFunc("GET /model-invocation-job/{id...}", s.get)
 	mux.HandleFunc("POST /model-invocation-job/{id...}", s.stop)
+	// The runtime's InvokeModel (bedrock-runtime.<region>.amazonaws.com),
+	// served here too so one server stands for both endpoints.
+	mux.HandleFunc("POST /model/{modelId}/invoke", s.invoke)
 	s.mux = mux
 	return s
 }
