@@ -89,16 +89,17 @@ type staged struct {
 
 var _ providers.Client = (*Client)(nil)
 
-// New makes a client. It fails when no API key is configured.
-func New(cfg Config) (*Client, error) {
-	key := cfg.APIKey
+// endpoint is the API key and base URL of cfg, or of ANTHROPIC_API_KEY and
+// ANTHROPIC_BASE_URL: the batch client's and the real-time client's.
+func endpoint(cfg Config) (key, base string, bu *url.URL, err error) {
+	key = cfg.APIKey
 	if key == "" {
 		key = os.Getenv("ANTHROPIC_API_KEY")
 	}
 	if key == "" {
-		return nil, errors.New("anthropicbatch: no API key: set ANTHROPIC_API_KEY")
+		return "", "", nil, errors.New("anthropicbatch: no API key: set ANTHROPIC_API_KEY")
 	}
-	base := cfg.BaseURL
+	base = cfg.BaseURL
 	if base == "" {
 		base = os.Getenv("ANTHROPIC_BASE_URL")
 	}
@@ -108,9 +109,18 @@ func New(cfg Config) (*Client, error) {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
-	bu, err := url.Parse(base)
+	bu, err = url.Parse(base)
 	if err != nil || bu.Scheme == "" || bu.Host == "" {
-		return nil, fmt.Errorf("anthropicbatch: base URL %q is not an absolute URL", base)
+		return "", "", nil, fmt.Errorf("anthropicbatch: base URL %q is not an absolute URL", base)
+	}
+	return key, base, bu, nil
+}
+
+// New makes a client. It fails when no API key is configured.
+func New(cfg Config) (*Client, error) {
+	key, base, bu, err := endpoint(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = DefaultCreateTimeout

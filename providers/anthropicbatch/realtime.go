@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -37,19 +36,9 @@ var _ providers.RealTime = (*RealTime)(nil)
 // NewRealTime makes a real-time client from the same Config as New
 // (RequestTimeout bounds each attempt; DefaultRealTimeRetries retries).
 func NewRealTime(cfg Config) (*RealTime, error) {
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv("ANTHROPIC_API_KEY")
-	}
-	if key == "" {
-		return nil, errors.New("anthropicbatch: no API key: set ANTHROPIC_API_KEY")
-	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = os.Getenv("ANTHROPIC_BASE_URL")
-	}
-	if base == "" {
-		base = defaultBaseURL
+	key, base, _, err := endpoint(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.RequestTimeout <= 0 {
 		// A message can take minutes to generate.

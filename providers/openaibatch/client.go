@@ -60,14 +60,24 @@ type Client struct {
 
 var _ providers.Client = (*Client)(nil)
 
-// New makes a client. It fails when no API key is configured.
-func New(cfg Config) (*Client, error) {
+// apiKey is cfg's API key, or OPENAI_API_KEY: the batch client's and the
+// real-time client's.
+func apiKey(cfg Config) (string, error) {
 	key := cfg.APIKey
 	if key == "" {
 		key = os.Getenv("OPENAI_API_KEY")
 	}
 	if key == "" {
-		return nil, errors.New("openaibatch: no API key: set OPENAI_API_KEY")
+		return "", errors.New("openaibatch: no API key: set OPENAI_API_KEY")
+	}
+	return key, nil
+}
+
+// New makes a client. It fails when no API key is configured.
+func New(cfg Config) (*Client, error) {
+	key, err := apiKey(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.CreateTimeout <= 0 {
 		cfg.CreateTimeout = DefaultCreateTimeout

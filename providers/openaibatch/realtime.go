@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -38,12 +37,9 @@ var _ providers.RealTime = (*RealTime)(nil)
 // NewRealTime makes a real-time client from the same Config as New
 // (RequestTimeout bounds each attempt; DefaultRealTimeRetries retries).
 func NewRealTime(cfg Config) (*RealTime, error) {
-	key := cfg.APIKey
-	if key == "" {
-		key = os.Getenv("OPENAI_API_KEY")
-	}
-	if key == "" {
-		return nil, errors.New("openaibatch: no API key: set OPENAI_API_KEY")
+	key, err := apiKey(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
