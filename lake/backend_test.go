@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/batchlake/batchlake/lake/cloud" // s3:// lakes on the test S3 server
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 )

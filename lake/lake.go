@@ -14,11 +14,8 @@ import (
 	"time"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // azblob:// lakes
 	"gocloud.dev/blob/fileblob"
-	_ "gocloud.dev/blob/gcsblob" // gs:// lakes
 	_ "gocloud.dev/blob/memblob" // mem:// lakes
-	_ "gocloud.dev/blob/s3blob"  // s3:// lakes
 	"gocloud.dev/gcerrors"
 )
 
@@ -43,7 +40,8 @@ type Lake struct {
 }
 
 // Open opens the lake at u: a gocloud.dev/blob URL, or a plain path for a
-// local folder (created if missing).
+// local folder (created if missing). Remote schemes (s3://, gs://, azblob://)
+// need their driver registered: import package lake/cloud.
 func Open(ctx context.Context, u string) (*Lake, error) {
 	if u == "" {
 		u = "./lake"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
+	_ "github.com/batchlake/batchlake/lake/cloud" // s3://, gs:// and azblob:// lakes
 	"github.com/batchlake/batchlake/reconcile"
 )
 

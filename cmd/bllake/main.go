@@ -20,6 +20,7 @@ import (
 
 	"github.com/batchlake/batchlake/bench/lakegen"
 	"github.com/batchlake/batchlake/lake"
+	_ "github.com/batchlake/batchlake/lake/cloud" // s3://, gs:// and azblob:// lakes
 )
 
 func main() {
