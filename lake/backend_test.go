@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/batchlake/batchlake/lake/cloud" // s3:// lakes on the test S3 server
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	_ "gocloud.dev/blob/s3blob" // s3:// lakes on the test S3 server
 )
 
 // TestMain points the AWS SDK at fixed test credentials (the S3 backend is an

@@ -17,7 +17,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/batchlake/batchlake/lake"
-	_ "github.com/batchlake/batchlake/lake/cloud" // s3:// lakes on the test S3 server
+	_ "gocloud.dev/blob/s3blob" // s3:// lakes on the test S3 server
 )
 
 // TestFlowOnS3: plan, ingest, reconcile and sql on an s3:// lake served by a
