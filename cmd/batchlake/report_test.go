@@ -49,7 +49,7 @@ func TestReportTenantAndLake(t *testing.T) {
 	jobs, anyJob := map[string]int{}, ""
 	for _, tenant := range []string{"acme", "beta"} {
 		code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-			"--tenant", tenant, "--prompt-version", "v1", "--poll", "50ms", "--progress", "never")
+			"--tenant", tenant, "--prompt-version", "v1", "--poll", "1ms", "--progress", "never")
 		if code != exitOK {
 			t.Fatalf("run %s: exit %d %v", tenant, code, res)
 		}

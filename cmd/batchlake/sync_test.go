@@ -174,7 +174,7 @@ func TestRetrySyncCrash(t *testing.T) {
 func TestRunSyncTail(t *testing.T) {
 	lk := filepath.Join(t.TempDir(), "lake")
 	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-		"--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100", "--poll", "50ms", "--progress", "never", "--sync-below", "20")
+		"--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100", "--poll", "1ms", "--progress", "never", "--sync-below", "20")
 	if code != exitOK {
 		t.Fatalf("run: exit %d %v", code, res)
 	}
