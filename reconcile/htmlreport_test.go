@@ -270,6 +270,9 @@ func checkPage(t *testing.T, page []byte, s *JobSummary) {
 	checkCharts(t, "go html parser", page, charts)
 
 	t.Run("chromium", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: starting a browser takes seconds; make test renders the page in Chromium")
+		}
 		chromium, err := exec.LookPath("chromium")
 		if err != nil {
 			t.Skip("chromium not installed (apt-get install chromium): the page was checked with the Go HTML parser only")
