@@ -247,21 +247,11 @@ func TestSlowUploadOneBatch(t *testing.T) {
 		})
 	})
 	t.Run("bedrock", func(t *testing.T) {
-		awsEnv(t)
 		rounds(t, 20, func(t *testing.T) {
 			r := bedrockRig(t, delay)
 			slowUploadRound(t, r, r.submitting, lease, margin)
 		})
 	})
-}
-
-// awsEnv points the AWS SDK at nothing real (static test credentials).
-func awsEnv(t *testing.T) {
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_REGION": "us-east-1"} {
-		t.Setenv(k, v)
-	}
 }
 
 // bedrockRig is fakebedrock with its S3 (gofakes3) behind a front that

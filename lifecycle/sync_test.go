@@ -144,7 +144,6 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 
 func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	t.Helper()
-	awsEnv(t)
 	const model = "anthropic.claude-3-haiku-20240307-v1:0"
 	ra := ""
 	if f.retryAfter > 0 {

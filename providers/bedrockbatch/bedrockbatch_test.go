@@ -61,8 +61,8 @@ func newEnv(t *testing.T, opts fakebedrock.Options) *env {
 		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
 	opts.OpenBucket = e.openBucket
 	if opts.MinRecords == 0 {
-		// Most jobs here are a few records: an account whose quota allows
-		// them. TestFlow runs with Bedrock's default minimum.
+		// The jobs here are a few records: an account whose quota allows
+		// them. (The whole flow at Bedrock's minimum is tested in lifecycle.)
 		opts.MinRecords = -1
 	}
 	e.fake = fakebedrock.New(opts)
