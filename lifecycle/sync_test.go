@@ -220,8 +220,10 @@ func (r *syncRig) reconcile() *reconcile.Report {
 // by the SDK) is a counted duplicate priced as duplicate_submission, and a
 // second run sends nothing.
 func TestSyncFaults(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 6, rtFaults{rateLimited: 2, serverError: 1, dropped: 1})
 			res := r.send("A", lifecycle.SyncOptions{Concurrency: 2})
 			if len(res.Shards) != 1 {
@@ -260,8 +262,10 @@ func TestSyncFaults(t *testing.T) {
 // TestSyncPermanentError: an error answer (400) is the record's result, an
 // error line reconcile classifies as a permanent failure; nothing is resent.
 func TestSyncPermanentError(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 3, rtFaults{badRequest: 1})
 			res := r.send("A", lifecycle.SyncOptions{Concurrency: 1})
 			if sh := res.Shards[0]; sh.Answered != 3 || sh.MaybeSent != 0 || sh.Calls != 3 {
@@ -279,6 +283,7 @@ func TestSyncPermanentError(t *testing.T) {
 // and writes what finished; the records not sent are missing in reconcile
 // (and go to the next retry), none is lost or sent twice.
 func TestSyncCancel(t *testing.T) {
+	t.Parallel()
 	r := openaiSyncRig(t, 8, rtFaults{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -307,8 +312,10 @@ func TestSyncCancel(t *testing.T) {
 // TestSyncRetryAfter: a rate limit's wait (retry-after, or Gemini's
 // RetryInfo) is honoured before the call is sent again.
 func TestSyncRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 1, rtFaults{rateLimited: 1, retryAfter: 1})
 			start := time.Now()
 			res := r.send("A", lifecycle.SyncOptions{})
@@ -326,7 +333,9 @@ func TestSyncRetryAfter(t *testing.T) {
 // of a shard being sent through the real-time API is refused, and so is a
 // sync of a shard submitted as a batch; neither makes a provider call.
 func TestSyncAndBatchExclusive(t *testing.T) {
+	t.Parallel()
 	t.Run("batch submit of a sync shard", func(t *testing.T) {
+		t.Parallel()
 		r := openaiSyncRig(t, 3, rtFaults{})
 		g := lake.NewLedger(r.l, "syncer")
 		if _, err := g.Transition(context.Background(), r.job, r.shard, lake.Submitting, -time.Second, "", map[string]string{"target": "openai", lifecycle.DetailMode: lifecycle.ModeSync}); err != nil {
@@ -342,6 +351,7 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 		}
 	})
 	t.Run("sync of a batch shard", func(t *testing.T) {
+		t.Parallel()
 		r := openaiSyncRig(t, 3, rtFaults{})
 		r.submitUntilBound(time.Minute, 0, 0)
 		d := &lifecycle.Driver{Lake: r.l, Ledger: lake.NewLedger(r.l, "syncer"), Target: r.target, Lease: time.Minute, TmpDir: r.tmp}
@@ -360,9 +370,11 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 // answer (a crash) is sent again as a counted duplicate, or, with
 // LeaveMaybeSent, left unsent as a retryable failure.
 func TestSyncMaybeSent(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		for _, leave := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/leave=%v", c.name, leave), func(t *testing.T) {
+				t.Parallel()
 				testSyncMaybeSent(t, c.make(t, 3, rtFaults{}), leave)
 			})
 		}
