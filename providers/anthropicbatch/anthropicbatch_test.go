@@ -118,6 +118,7 @@ func TestSubmitTwiceCreatesOnce(t *testing.T) {
 }
 
 func TestLostCreateIsFoundNotCreatedAgain(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, Faults: fakeanthropic.Faults{CreateLost: 1}})
 	job := e.plan(t, 3, 3)
 	r := e.submit(t, job)
@@ -155,8 +156,10 @@ func TestLostCreateIsFoundNotCreatedAgain(t *testing.T) {
 }
 
 func TestCreateErrorsAfterCreatingAreUnknown(t *testing.T) {
+	t.Parallel()
 	for _, st := range []int{500, 429} {
 		t.Run(fmt.Sprint(st), func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakeanthropic.Options{PollsPerStep: 1, Faults: fakeanthropic.Faults{CreateErrorAfter: 1, CreateStatus: st}})
 			job := e.plan(t, 2, 2)
 			if got := actions(e.submit(t, job)); got != "part-00000:unknown" {
@@ -218,6 +221,7 @@ func TestForeignBatchIsNotAdopted(t *testing.T) {
 // lost create): it is unverified, not absent, and nothing is created until
 // it ends and its custom_ids decide.
 func TestFillingCountsAreUnverifiedNotAbsent(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, FillViews: 3, Faults: fakeanthropic.Faults{CreateLost: 1}})
 	job := e.plan(t, 4, 4)
 	if got := actions(e.submit(t, job)); got != "part-00000:unknown" {

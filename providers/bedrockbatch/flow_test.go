@@ -89,8 +89,10 @@ func (f *flow) plan(t *testing.T, n, shardMax int, converse bool) lake.Digest {
 // TestSubmitProtocol: two submitters at once, and a submit whose create
 // response was lost, each leave exactly one job per shard at the fake.
 func TestSubmitProtocol(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("concurrent submitters", func(t *testing.T) {
+		t.Parallel()
 		f := newFlow(t, fakebedrock.Options{}, 0)
 		job := f.plan(t, 40, 10, false)
 		var wg sync.WaitGroup
@@ -110,6 +112,7 @@ func TestSubmitProtocol(t *testing.T) {
 		checkOnePerShard(t, f, res)
 	})
 	t.Run("lost create response", func(t *testing.T) {
+		t.Parallel()
 		f := newFlow(t, fakebedrock.Options{Faults: fakebedrock.Faults{CreateLost: 1}}, 1)
 		job := f.plan(t, 20, 10, false)
 		d := f.driver()

@@ -85,8 +85,10 @@ func actions(r *lifecycle.Result) string {
 }
 
 func TestSubmitTwiceCreatesOnce(t *testing.T) {
+	t.Parallel()
 	for _, inline := range []int64{0, 1 << 20} {
 		t.Run(fmt.Sprintf("inline_max=%d", inline), func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100}, inline)
 			job := e.plan(t, 6, 3)
 			if got := actions(e.submit(t, job)); got != "part-00000:created part-00001:created" {
@@ -107,12 +109,14 @@ func TestSubmitTwiceCreatesOnce(t *testing.T) {
 }
 
 func TestLostOrFailedCreateIsFoundByDisplayName(t *testing.T) {
+	t.Parallel()
 	for name, f := range map[string]fakegemini.Faults{
 		"lost":      {CreateLost: 1},
 		"500_after": {CreateErrorAfter: 1},
 		"429_after": {CreateErrorAfter: 1, CreateStatus: 429},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100, Faults: f}, 0)
 			e.drv.LostLookup = -1 // the next run looks it up, not this one
 			job := e.plan(t, 3, 3)
@@ -150,6 +154,7 @@ func TestRefusedCreateCreatesLaterReusingTheUpload(t *testing.T) {
 }
 
 func TestFindNeedsACompleteListing(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakegemini.Options{PollsPerStep: 100}, 0)
 	job := e.plan(t, 2, 2)
 	for range 5 {
@@ -196,6 +201,7 @@ func TestKeyNeverInErrors(t *testing.T) {
 // tried again with the next type, and fails only when every type is
 // refused, naming the setting.
 func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		refuse   []string
@@ -211,6 +217,7 @@ func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100, RefuseMIME: c.refuse}, 0)
 			if c.types != nil {
 				e.drv.Client = must(geminibatch.New(geminibatch.Config{APIKey: testKey, BaseURL: e.url, RequestTimeout: 5 * time.Second,
