@@ -36,6 +36,13 @@ type syncRig struct {
 	id func(i int) string
 }
 
+// rtAttemptTimeout bounds each real-time attempt. It only guards against a
+// hang: the attempt's lake writes (the call and answer records, each
+// synced) run inside it, and on a machine busy with parallel tests a sync
+// can take seconds; an attempt cut after its answer arrived leaves the
+// record unfinished and the test failing for the wrong reason.
+const rtAttemptTimeout = 30 * time.Second
+
 // rtFaults are the real-time faults a test injects, whatever the provider.
 type rtFaults struct {
 	rateLimited, serverError, dropped, badRequest int
@@ -51,7 +58,7 @@ func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	base, _ := srv.Start()
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r%d", i) },
 		rt: func() providers.RealTime {
-			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: 5 * time.Second})
+			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: rtAttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +93,7 @@ func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("anthropic", "", lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
-			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second})
+			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: rtAttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +128,7 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("gemini", "gemini-2.5-flash", lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
-			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second}, "gemini-2.5-flash")
+			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: rtAttemptTimeout}, "gemini-2.5-flash")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +169,7 @@ func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("bedrock", model, lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("REC%08d", i) },
 		rt: func() providers.RealTime {
-			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: 5 * time.Second}, model, "InvokeModel")
+			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: rtAttemptTimeout}, model, "InvokeModel")
 			if err != nil {
 				t.Fatal(err)
 			}
