@@ -60,16 +60,12 @@ func (f *flow) driver() *lifecycle.Driver {
 	return &lifecycle.Driver{Lake: f.l, Ledger: lake.NewLedger(f.l, ""), Client: f.client, Target: "bedrock", Lease: time.Minute, TmpDir: f.dir}
 }
 
-// plan writes a Bedrock input of n records and plans it.
-func (f *flow) plan(t *testing.T, n, shardMax int, converse bool) lake.Digest {
+// plan writes a Bedrock InvokeModel input of n records and plans it.
+func (f *flow) plan(t *testing.T, n, shardMax int) lake.Digest {
 	t.Helper()
 	var b strings.Builder
 	for i := range n {
-		if converse {
-			fmt.Fprintf(&b, `{"recordId":"rec-%05d","modelInput":{"messages":[{"role":"user","content":[{"text":"classify %d"}]}],"inferenceConfig":{"maxTokens":32}}}`+"\n", i, i)
-		} else {
-			fmt.Fprintf(&b, `{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`+"\n", i, i)
-		}
+		fmt.Fprintf(&b, `{"recordId":"CALL%07d","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"summarise call %d"}]}]}}`+"\n", i, i)
 	}
 	p := filepath.Join(f.dir, fmt.Sprintf("input-%d.jsonl", n))
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
@@ -94,7 +90,7 @@ func TestSubmitProtocol(t *testing.T) {
 	t.Run("concurrent submitters", func(t *testing.T) {
 		t.Parallel()
 		f := newFlow(t, fakebedrock.Options{}, 0)
-		job := f.plan(t, 40, 10, false)
+		job := f.plan(t, 40, 10)
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
@@ -114,7 +110,7 @@ func TestSubmitProtocol(t *testing.T) {
 	t.Run("lost create response", func(t *testing.T) {
 		t.Parallel()
 		f := newFlow(t, fakebedrock.Options{Faults: fakebedrock.Faults{CreateLost: 1}}, 1)
-		job := f.plan(t, 20, 10, false)
+		job := f.plan(t, 20, 10)
 		d := f.driver()
 		d.LostLookup = -1 // the next run looks it up, not this one
 		first, err := d.Submit(ctx, job)
