@@ -81,6 +81,7 @@ func startSim(t *testing.T, l *lake.Lake) *sim.Simulator {
 // driver mislabelled openai hands it the job (the simulator's own check);
 // nothing is bound. A job planned with --provider sim is served.
 func TestSimulatorServesOnlySimJobs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, dir := openLake(t)
 	real := planJob(t, l, dir, "openai", 2)
@@ -129,6 +130,7 @@ func TestSimulatorServesOnlySimJobs(t *testing.T) {
 // submit and collect refuse with the way out, cancel closes the shard
 // without calling any provider, and status then leaves it alone.
 func TestWrongKindBinding(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, dir := openLake(t)
 	m := planJob(t, l, dir, "openai", 2)

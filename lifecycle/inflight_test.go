@@ -21,6 +21,7 @@ import (
 // keeps at most two unfinished at the provider, leaves the other shards
 // waiting (Pending: exit 75) and binds every shard with no batch failed.
 func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		maxInFlight int
@@ -30,6 +31,7 @@ func TestMaxInFlight(t *testing.T) {
 		{"two in flight", 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			l, tmp := newLake(t)
 			in := filepath.Join(tmp, "in.jsonl")

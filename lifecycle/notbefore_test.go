@@ -21,6 +21,7 @@ import (
 // provider; once the time has passed, submit binds it. The submitters' clock
 // is the ledger's, moved past the window instead of waiting it out.
 func TestSubmitWaitsForNotBefore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := fakeopenai.New(fakeopenai.Options{Seed: 1})
 	url, err := srv.Start()

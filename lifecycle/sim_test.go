@@ -14,6 +14,7 @@ import (
 // answer) is polled and collected through another, as the step commands do,
 // each in a process of its own. The lost create is found, not made twice.
 func TestOneSimulatorAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	l, dir := openLake(t)
 	m := planJob(t, l, dir, "sim", 3)

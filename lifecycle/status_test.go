@@ -33,6 +33,7 @@ func (f failingGet) Get(ctx context.Context, id string) (*providers.Batch, error
 // step (exit 1, retry it), but only after every other shard's change is
 // recorded in the ledger.
 func TestStatusPollsEveryShard(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))

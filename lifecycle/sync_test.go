@@ -36,6 +36,13 @@ type syncRig struct {
 	id func(i int) string
 }
 
+// rtAttemptTimeout bounds each real-time attempt. It only guards against a
+// hang: the attempt's lake writes (the call and answer records, each
+// synced) run inside it, and on a machine busy with parallel tests a sync
+// can take seconds; an attempt cut after its answer arrived leaves the
+// record unfinished and the test failing for the wrong reason.
+const rtAttemptTimeout = 30 * time.Second
+
 // rtFaults are the real-time faults a test injects, whatever the provider.
 type rtFaults struct {
 	rateLimited, serverError, dropped, badRequest int
@@ -51,7 +58,7 @@ func openaiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	base, _ := srv.Start()
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r%d", i) },
 		rt: func() providers.RealTime {
-			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: 5 * time.Second})
+			c, err := openaibatch.NewRealTime(openaibatch.Config{APIKey: fakeopenai.DefaultAPIKey, BaseURL: base, RequestTimeout: rtAttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +93,7 @@ func anthropicSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("anthropic", "", lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
-			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second})
+			c, err := anthropicbatch.NewRealTime(anthropicbatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: rtAttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +128,7 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("gemini", "gemini-2.5-flash", lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("r-%03d", i) },
 		rt: func() providers.RealTime {
-			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: 5 * time.Second}, "gemini-2.5-flash")
+			c, err := geminibatch.NewRealTime(geminibatch.Config{APIKey: key, BaseURL: hs.URL, RequestTimeout: rtAttemptTimeout}, "gemini-2.5-flash")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +151,6 @@ func geminiSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 
 func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	t.Helper()
-	awsEnv(t)
 	const model = "anthropic.claude-3-haiku-20240307-v1:0"
 	ra := ""
 	if f.retryAfter > 0 {
@@ -163,7 +169,7 @@ func bedrockSyncRig(t *testing.T, n int, f rtFaults) *syncRig {
 	r.plan("bedrock", model, lines)
 	return &syncRig{rig: r, id: func(i int) string { return fmt.Sprintf("REC%08d", i) },
 		rt: func() providers.RealTime {
-			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: 5 * time.Second}, model, "InvokeModel")
+			c, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{Endpoint: hs.URL, RequestTimeout: rtAttemptTimeout}, model, "InvokeModel")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,8 +227,10 @@ func (r *syncRig) reconcile() *reconcile.Report {
 // by the SDK) is a counted duplicate priced as duplicate_submission, and a
 // second run sends nothing.
 func TestSyncFaults(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 6, rtFaults{rateLimited: 2, serverError: 1, dropped: 1})
 			res := r.send("A", lifecycle.SyncOptions{Concurrency: 2})
 			if len(res.Shards) != 1 {
@@ -261,8 +269,10 @@ func TestSyncFaults(t *testing.T) {
 // TestSyncPermanentError: an error answer (400) is the record's result, an
 // error line reconcile classifies as a permanent failure; nothing is resent.
 func TestSyncPermanentError(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 3, rtFaults{badRequest: 1})
 			res := r.send("A", lifecycle.SyncOptions{Concurrency: 1})
 			if sh := res.Shards[0]; sh.Answered != 3 || sh.MaybeSent != 0 || sh.Calls != 3 {
@@ -280,6 +290,7 @@ func TestSyncPermanentError(t *testing.T) {
 // and writes what finished; the records not sent are missing in reconcile
 // (and go to the next retry), none is lost or sent twice.
 func TestSyncCancel(t *testing.T) {
+	t.Parallel()
 	r := openaiSyncRig(t, 8, rtFaults{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -308,8 +319,10 @@ func TestSyncCancel(t *testing.T) {
 // TestSyncRetryAfter: a rate limit's wait (retry-after, or Gemini's
 // RetryInfo) is honoured before the call is sent again.
 func TestSyncRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			r := c.make(t, 1, rtFaults{rateLimited: 1, retryAfter: 1})
 			start := time.Now()
 			res := r.send("A", lifecycle.SyncOptions{})
@@ -327,7 +340,9 @@ func TestSyncRetryAfter(t *testing.T) {
 // of a shard being sent through the real-time API is refused, and so is a
 // sync of a shard submitted as a batch; neither makes a provider call.
 func TestSyncAndBatchExclusive(t *testing.T) {
+	t.Parallel()
 	t.Run("batch submit of a sync shard", func(t *testing.T) {
+		t.Parallel()
 		r := openaiSyncRig(t, 3, rtFaults{})
 		g := lake.NewLedger(r.l, "syncer")
 		if _, err := g.Transition(context.Background(), r.job, r.shard, lake.Submitting, -time.Second, "", map[string]string{"target": "openai", lifecycle.DetailMode: lifecycle.ModeSync}); err != nil {
@@ -343,6 +358,7 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 		}
 	})
 	t.Run("sync of a batch shard", func(t *testing.T) {
+		t.Parallel()
 		r := openaiSyncRig(t, 3, rtFaults{})
 		r.submitUntilBound(time.Minute, 0, 0)
 		d := &lifecycle.Driver{Lake: r.l, Ledger: lake.NewLedger(r.l, "syncer"), Target: r.target, Lease: time.Minute, TmpDir: r.tmp}
@@ -361,9 +377,11 @@ func TestSyncAndBatchExclusive(t *testing.T) {
 // answer (a crash) is sent again as a counted duplicate, or, with
 // LeaveMaybeSent, left unsent as a retryable failure.
 func TestSyncMaybeSent(t *testing.T) {
+	t.Parallel()
 	for _, c := range syncRigs {
 		for _, leave := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/leave=%v", c.name, leave), func(t *testing.T) {
+				t.Parallel()
 				testSyncMaybeSent(t, c.make(t, 3, rtFaults{}), leave)
 			})
 		}

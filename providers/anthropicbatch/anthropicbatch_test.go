@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/anthropicbatch"
-	"github.com/batchlake/batchlake/reconcile"
 )
 
 // testKey looks like a real key so that a leak is unmistakable.
@@ -120,6 +118,7 @@ func TestSubmitTwiceCreatesOnce(t *testing.T) {
 }
 
 func TestLostCreateIsFoundNotCreatedAgain(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, Faults: fakeanthropic.Faults{CreateLost: 1}})
 	job := e.plan(t, 3, 3)
 	r := e.submit(t, job)
@@ -157,8 +156,10 @@ func TestLostCreateIsFoundNotCreatedAgain(t *testing.T) {
 }
 
 func TestCreateErrorsAfterCreatingAreUnknown(t *testing.T) {
+	t.Parallel()
 	for _, st := range []int{500, 429} {
 		t.Run(fmt.Sprint(st), func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakeanthropic.Options{PollsPerStep: 1, Faults: fakeanthropic.Faults{CreateErrorAfter: 1, CreateStatus: st}})
 			job := e.plan(t, 2, 2)
 			if got := actions(e.submit(t, job)); got != "part-00000:unknown" {
@@ -220,6 +221,7 @@ func TestForeignBatchIsNotAdopted(t *testing.T) {
 // lost create): it is unverified, not absent, and nothing is created until
 // it ends and its custom_ids decide.
 func TestFillingCountsAreUnverifiedNotAbsent(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, FillViews: 3, Faults: fakeanthropic.Faults{CreateLost: 1}})
 	job := e.plan(t, 4, 4)
 	if got := actions(e.submit(t, job)); got != "part-00000:unknown" {
@@ -255,87 +257,6 @@ func TestFindWithoutShardIndexRefuses(t *testing.T) {
 	_, err := c.Find(context.Background(), "j", "s", time.Now())
 	if err == nil || errors.Is(err, providers.ErrUnknownOutcome) {
 		t.Fatalf("Find without a shard index: %v", err)
-	}
-}
-
-func outcomeOf(id string) string {
-	switch id {
-	case "r-001", "r-005":
-		return fakeanthropic.Errored
-	case "r-002":
-		return fakeanthropic.Invalid
-	case "r-003":
-		return fakeanthropic.Expired
-	}
-	return fakeanthropic.Succeeded
-}
-
-// The whole flow against the fake, with an exact report.
-func TestSubmitStatusCollectReconcile(t *testing.T) {
-	e := setup(t, fakeanthropic.Options{PollsPerStep: 2, Outcome: outcomeOf})
-	ctx := context.Background()
-	job := e.plan(t, 8, 4)
-	e.submit(t, job)
-	st := must(e.drv.Status(ctx, job))
-	if !st.Pending {
-		t.Fatalf("status after one poll: not pending")
-	}
-	st = must(e.drv.Status(ctx, job))
-	if st.Pending {
-		t.Fatalf("status after two polls: pending %+v", st.Shards)
-	}
-	// r-003 expired in shard 0: that batch is "expired", shard 1's completed.
-	if st.Shards[0].ProviderStatus != "expired" || st.Shards[1].ProviderStatus != "completed" {
-		t.Fatalf("provider statuses: %+v", st.Shards)
-	}
-	col := must(e.drv.Collect(ctx, job))
-	if got := actions(col); got != "part-00000:collected part-00001:collected" {
-		t.Fatalf("collect: %s", got)
-	}
-	if got := actions(must(e.drv.Collect(ctx, job))); got != "part-00000:already_collected part-00001:already_collected" {
-		t.Fatalf("collect again: %s", got)
-	}
-	rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
-	want := fmt.Sprintf("expected=8 succeeded=4 failed_retryable=3 failed_permanent=1 quality_failed=0 missing=0 unknown=0 duplicate=0 quarantined=0 closed=true retry=3 state=%s", lake.Partial)
-	got := fmt.Sprintf("expected=%d succeeded=%d failed_retryable=%d failed_permanent=%d quality_failed=%d missing=%d unknown=%d duplicate=%d quarantined=%d closed=%v retry=%d state=%s",
-		rep.Expected, rep.Succeeded, rep.FailedRetryable, rep.FailedPermanent, rep.QualityFailed, rep.Missing, rep.Unknown, rep.Duplicate, rep.Quarantined, rep.Closed, rep.RetryRecords, rep.State)
-	if got != want {
-		t.Fatalf("report:\n got %s\nwant %s", got, want)
-	}
-	// Four successes r-000, r-004, r-006, r-007: input 10+5 tokens, output 5,
-	// at claude-sonnet-4's $3/$15 per Mtok, batch 0.5.
-	wantCost := new(big.Rat).SetFrac64(4*(15*3+5*15), 2_000_000)
-	gotCost, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
-	if !ok || gotCost.Cmp(wantCost) != 0 {
-		t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], wantCost.FloatString(9))
-	}
-	if len(rep.Files.Output) != 2 {
-		t.Fatalf("report files: %+v", rep.Files)
-	}
-}
-
-func TestCancelKeepsFinishedResults(t *testing.T) {
-	e := setup(t, fakeanthropic.Options{PollsPerStep: 100, Outcome: outcomeOf})
-	ctx := context.Background()
-	job := e.plan(t, 8, 8)
-	e.submit(t, job)
-	c := must(e.drv.Cancel(ctx, job))
-	if c.Shards[0].Action != "cancel_requested" || c.Shards[0].ProviderStatus != "cancelling" {
-		t.Fatalf("cancel: %+v", c.Shards)
-	}
-	e.srv.UpdateFaults(func(*fakeanthropic.Faults) {})
-	for range 100 {
-		must(e.c.Get(ctx, e.srv.Batches()[0]))
-	}
-	st := must(e.drv.Status(ctx, job))
-	if st.Pending || st.Shards[0].State != lake.Cancelled {
-		t.Fatalf("status after cancel: %+v", st.Shards)
-	}
-	must(e.drv.Collect(ctx, job))
-	rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
-	// Successes stay; every other request was canceled (retryable).
-	if rep.Succeeded != 4 || rep.FailedRetryable != 4 || rep.Missing != 0 || !rep.Closed {
-		t.Fatalf("report after cancel: %+v", rep)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -43,17 +42,8 @@ type env struct {
 	query url.Values
 }
 
-func awsEnv(t *testing.T) {
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_REGION": "us-east-1"} {
-		t.Setenv(k, v)
-	}
-}
-
 func newEnv(t *testing.T, opts fakebedrock.Options) *env {
 	t.Helper()
-	awsEnv(t)
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	e := &env{s3: httptest.NewServer(faker.Server())}
 	t.Cleanup(e.s3.Close)
@@ -61,8 +51,8 @@ func newEnv(t *testing.T, opts fakebedrock.Options) *env {
 		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
 	opts.OpenBucket = e.openBucket
 	if opts.MinRecords == 0 {
-		// Most jobs here are a few records: an account whose quota allows
-		// them. TestFlow runs with Bedrock's default minimum.
+		// The jobs here are a few records: an account whose quota allows
+		// them. (The whole flow at Bedrock's minimum is tested in lifecycle.)
 		opts.MinRecords = -1
 	}
 	e.fake = fakebedrock.New(opts)
@@ -126,6 +116,7 @@ func upload(t *testing.T, c *bedrockbatch.Client, data []byte) string {
 // the next create once the outcome was unknown), and by concurrent
 // submitters.
 func TestCreateTwiceSameToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data, _ := input(5)
 	cases := []struct {
@@ -183,6 +174,7 @@ func TestCreateTwiceSameToken(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, fakebedrock.Options{Faults: tc.faults})
 			cfg := e.config()
 			cfg.MaxAttempts = tc.attempt
@@ -222,6 +214,7 @@ func create(t *testing.T, c *bedrockbatch.Client, file string) string {
 // TestCreateOutcomes: which create failures are definite refusals and which
 // leave the outcome unknown, and that no refusal made a job.
 func TestCreateOutcomes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data, _ := input(3)
 	cases := []struct {
@@ -240,6 +233,7 @@ func TestCreateOutcomes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, fakebedrock.Options{Faults: tc.faults})
 			cfg := e.config()
 			cfg.MaxAttempts = 2
@@ -398,6 +392,7 @@ func TestFind(t *testing.T) {
 // counts, whether there is output, and that output and manifest agree with
 // what the fake decided.
 func TestJobStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		name      string
@@ -417,6 +412,7 @@ func TestJobStates(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, fakebedrock.Options{Faults: tc.faults, Seed: 3})
 			c := e.client(t, e.config())
 			data, ids := input(20)
@@ -514,6 +510,7 @@ func TestDownloadGone(t *testing.T) {
 // TestTransientErrorsRetried: a failing list page and a throttled get are
 // retried by the SDK (with the same request), not reported.
 func TestTransientErrorsRetried(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, fakebedrock.Options{})
 	c := e.client(t, e.config())

@@ -17,6 +17,7 @@ import (
 // tokens; an exception the SDK does not retry (408, 400) is the record's
 // error line with its HTTP status as errorCode.
 func TestRealTimeLines(t *testing.T) {
+	t.Parallel()
 	const model = "anthropic.claude-3-haiku-20240307-v1:0"
 	line := `{"recordId":"REC00000001","modelInput":{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}}`
 	format, err := ingest.FormatFor("bedrock")
@@ -36,7 +37,7 @@ func TestRealTimeLines(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			awsEnv(t)
+			t.Parallel()
 			srv := fakebedrock.New(fakebedrock.Options{RealTime: c.faults})
 			hs := httptest.NewServer(srv.Handler())
 			t.Cleanup(hs.Close)
@@ -74,7 +75,6 @@ func TestRealTimeLines(t *testing.T) {
 // TestRealTimeRefusals: a job without a model, or of Converse records (not
 // InvokeModel bodies), gets no real-time client.
 func TestRealTimeRefusals(t *testing.T) {
-	awsEnv(t)
 	if _, err := bedrockbatch.NewRealTime(context.Background(), bedrockbatch.Config{}, "", "InvokeModel"); err == nil || !strings.Contains(err.Error(), "no model") {
 		t.Errorf("no model: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,7 +20,6 @@ import (
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/providers"
 	"github.com/batchlake/batchlake/providers/geminibatch"
-	"github.com/batchlake/batchlake/reconcile"
 )
 
 const testKey = "AIzaTEST0123456789abcdefSECRETkey"
@@ -87,8 +85,10 @@ func actions(r *lifecycle.Result) string {
 }
 
 func TestSubmitTwiceCreatesOnce(t *testing.T) {
+	t.Parallel()
 	for _, inline := range []int64{0, 1 << 20} {
 		t.Run(fmt.Sprintf("inline_max=%d", inline), func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100}, inline)
 			job := e.plan(t, 6, 3)
 			if got := actions(e.submit(t, job)); got != "part-00000:created part-00001:created" {
@@ -109,12 +109,14 @@ func TestSubmitTwiceCreatesOnce(t *testing.T) {
 }
 
 func TestLostOrFailedCreateIsFoundByDisplayName(t *testing.T) {
+	t.Parallel()
 	for name, f := range map[string]fakegemini.Faults{
 		"lost":      {CreateLost: 1},
 		"500_after": {CreateErrorAfter: 1},
 		"429_after": {CreateErrorAfter: 1, CreateStatus: 429},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100, Faults: f}, 0)
 			e.drv.LostLookup = -1 // the next run looks it up, not this one
 			job := e.plan(t, 3, 3)
@@ -152,6 +154,7 @@ func TestRefusedCreateCreatesLaterReusingTheUpload(t *testing.T) {
 }
 
 func TestFindNeedsACompleteListing(t *testing.T) {
+	t.Parallel()
 	e := setup(t, fakegemini.Options{PollsPerStep: 100}, 0)
 	job := e.plan(t, 2, 2)
 	for range 5 {
@@ -177,78 +180,6 @@ func TestFindNeedsACompleteListing(t *testing.T) {
 	}
 }
 
-func outcomeOf(key string) string {
-	switch key {
-	case "r-001":
-		return fakegemini.Internal
-	case "r-002":
-		return fakegemini.Invalid
-	case "r-003":
-		return fakegemini.Blocked
-	case "r-005":
-		return fakegemini.Exhausted
-	}
-	return fakegemini.OK
-}
-
-func TestSubmitStatusCollectReconcile(t *testing.T) {
-	for _, inline := range []int64{0, 1 << 20} {
-		t.Run(fmt.Sprintf("inline_max=%d", inline), func(t *testing.T) {
-			e := setup(t, fakegemini.Options{Outcome: outcomeOf}, inline)
-			ctx := context.Background()
-			job := e.plan(t, 8, 4)
-			e.submit(t, job)
-			if st := must(e.drv.Status(ctx, job)); !st.Pending || st.Shards[0].ProviderStatus != "in_progress" {
-				t.Fatalf("first status: %+v", st.Shards)
-			}
-			st := must(e.drv.Status(ctx, job))
-			if st.Pending || st.Shards[0].ProviderStatus != "completed" {
-				t.Fatalf("second status: %+v", st.Shards)
-			}
-			if got := actions(must(e.drv.Collect(ctx, job))); got != "part-00000:collected part-00001:collected" {
-				t.Fatalf("collect: %s", got)
-			}
-			rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
-			want := fmt.Sprintf("expected=8 succeeded=4 failed_retryable=2 failed_permanent=1 quality_failed=1 missing=0 unknown=0 duplicate=0 quarantined=0 closed=true retry=3 state=%s", lake.Partial)
-			got := fmt.Sprintf("expected=%d succeeded=%d failed_retryable=%d failed_permanent=%d quality_failed=%d missing=%d unknown=%d duplicate=%d quarantined=%d closed=%v retry=%d state=%s",
-				rep.Expected, rep.Succeeded, rep.FailedRetryable, rep.FailedPermanent, rep.QualityFailed, rep.Missing, rep.Unknown, rep.Duplicate, rep.Quarantined, rep.Closed, rep.RetryRecords, rep.State)
-			if got != want {
-				t.Fatalf("report:\n got %s\nwant %s", got, want)
-			}
-			// Four successes: input 10+5 tokens, output 5, at gemini-2.5-flash's
-			// $0.30/$2.50 per Mtok, batch 0.5.
-			wantCost := new(big.Rat).SetFrac64(4*(15*30+5*250), 200_000_000)
-			gotCost, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
-			if !ok || gotCost.Cmp(wantCost) != 0 {
-				t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], wantCost.FloatString(9))
-			}
-		})
-	}
-}
-
-func TestExpiredAndCancelledLeaveRecordsMissing(t *testing.T) {
-	e := setup(t, fakegemini.Options{Faults: fakegemini.Faults{Expire: 1}, PollsPerStep: 1}, 0)
-	ctx := context.Background()
-	job := e.plan(t, 4, 2)
-	e.submit(t, job)
-	must(e.drv.Status(ctx, job)) // shard 0 expires on its first poll, shard 1 runs
-	c := must(e.drv.Cancel(ctx, job))
-	if got := actions(c); got != "part-00000:nothing_to_cancel part-00001:cancel_requested" {
-		t.Fatalf("cancel: %s", got)
-	}
-	st := must(e.drv.Status(ctx, job))
-	if st.Pending || st.Shards[0].State != lake.Expired || st.Shards[1].State != lake.Cancelled {
-		t.Fatalf("status: %+v", st.Shards)
-	}
-	if got := actions(must(e.drv.Collect(ctx, job))); got != "part-00000:no_results part-00001:no_results" {
-		t.Fatalf("collect: %s", got)
-	}
-	rep := must(reconcile.Run(ctx, e.l, reconcile.Options{JobKey: job.Hex(), MaxAttempts: 3, TmpDir: e.tmp}))
-	if rep.Missing != 4 || rep.RetryRecords != 4 {
-		t.Fatalf("report: missing %d retry %d", rep.Missing, rep.RetryRecords)
-	}
-}
-
 func TestKeyNeverInErrors(t *testing.T) {
 	e := setup(t, fakegemini.Options{}, 0)
 	c := must(geminibatch.New(geminibatch.Config{APIKey: testKey + "x", BaseURL: e.url, MaxRetries: -1}))
@@ -270,6 +201,7 @@ func TestKeyNeverInErrors(t *testing.T) {
 // tried again with the next type, and fails only when every type is
 // refused, naming the setting.
 func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		refuse   []string
@@ -285,6 +217,7 @@ func TestUploadFallsBackOnUnsupportedMIME(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, fakegemini.Options{PollsPerStep: 100, RefuseMIME: c.refuse}, 0)
 			if c.types != nil {
 				e.drv.Client = must(geminibatch.New(geminibatch.Config{APIKey: testKey, BaseURL: e.url, RequestTimeout: 5 * time.Second,

@@ -66,6 +66,7 @@ func TestRequestCountsMove(t *testing.T) {
 // poll: the counts of a state or status change, progress at most every
 // ten minutes, and the final counts when the batch ends.
 func TestStatusRecordsMovingCountsSparingly(t *testing.T) {
+	t.Parallel()
 	const polls = 6
 	_, c := setup(t, fakeopenai.Options{Seed: 5, PollsPerStep: polls}, openaibatch.Config{})
 	ctx := context.Background()

@@ -148,6 +148,7 @@ func parseLines(t *testing.T, data []byte) []resultLine {
 // retries the create itself, and that Find then resolves the doubt so the
 // job ends with exactly one batch.
 func TestCreateOutcome(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		faults      fakeopenai.Faults
@@ -173,6 +174,7 @@ func TestCreateOutcome(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, c := setup(t, fakeopenai.Options{Faults: tc.faults}, tc.cfg)
 			ctx := context.Background()
 			data, _ := input(5)
@@ -427,6 +429,7 @@ func TestFindDuplicates(t *testing.T) {
 // request counts and that the result files are the simulator's output for
 // the attempt's rates.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		attempt string
 		rates   fakeopenai.Rates
@@ -436,6 +439,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("attempt "+tc.attempt, func(t *testing.T) {
+			t.Parallel()
 			const seed = 7
 			_, c := setup(t, fakeopenai.Options{Seed: seed}, openaibatch.Config{})
 			ctx := context.Background()

@@ -1,0 +1,34 @@
+package lifecycle_test
+
+import (
+	"flag"
+	"os"
+	"testing"
+)
+
+// TestMain sets the process-wide test environment once, so that the tests
+// that need it can run in parallel (t.Setenv refuses parallel tests):
+//
+//   - the AWS SDK points at nothing real (static test credentials, no
+//     profile, no instance metadata);
+//   - unless -parallel is given, up to 8 parallel tests run at once instead
+//     of GOMAXPROCS: they mostly wait (SDK backoff, retry-after, polls), not
+//     compute, so on a 2-core machine the default would queue the waits.
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
+		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_REGION": "us-east-1"} {
+		if err := os.Setenv(k, v); err != nil {
+			panic(err)
+		}
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", "8"); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
