@@ -597,3 +597,44 @@ func TestPartitionReadsItsShare(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionOldVersion: a partition result stored by an older batchlake
+// (partition_version 1, which split by record_id) is neither returned as
+// this run's partition nor merged with new ones: both are usage errors that
+// say why and what to do, and nothing is written.
+func TestPartitionOldVersion(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(4, 4)), 80, 2, 1), 40)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+	first, err := RunPartition(ctx, l, o, lake.Partition{K: 0, N: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, run, _, ok := lake.ParsePartitionKey(first.Key)
+	if !ok {
+		t.Fatalf("partition key %s does not parse", first.Key)
+	}
+	old := *first
+	old.Version, old.Partition, old.K = 1, "1/2", 1
+	old.Key = lake.PartitionKey(job, run, lake.Partition{K: 1, N: 2})
+	if _, err := l.PutJSON(ctx, old.Key, lake.FormatPartition, old); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.List(ctx, "")
+	for name, f := range map[string]func() error{
+		"partition": func() error { _, err := RunPartition(ctx, l, o, lake.Partition{K: 1, N: 2}); return err },
+		"merge":     func() error { _, err := Merge(ctx, l, o, 2); return err },
+	} {
+		err := f()
+		if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "partition version 1") || !strings.Contains(err.Error(), "another number of partitions") {
+			t.Errorf("%s over a version 1 result: %v, want a usage error that explains it", name, err)
+		}
+	}
+	if after, _ := l.List(ctx, ""); len(after) != len(before) {
+		t.Errorf("refused runs wrote %d keys", len(after)-len(before))
+	}
+	if vr, err := lake.Verify(ctx, l); err != nil || !vr.OK() {
+		t.Errorf("verify with a version 1 partition result: %v %v", err, vr.Problems)
+	}
+}
