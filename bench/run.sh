@@ -39,6 +39,15 @@
 #   SKIP_SHUFFLED=1                leave out the plan of the shuffled input
 #   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags (both runs)
 #   KEEP=1                         keep each run's lake and Parquet files
+#   PARTITIONS=8                   also reconcile in partitions: on a copy of the
+#                                  lake made before the single reconcile, run
+#                                  reconcile --partition k/8 for k = 0..7 one after
+#                                  another, then --merge (checked against
+#                                  truth.json); print their total cpu against the
+#                                  single reconcile's and the bytes each read
+#                                  (rchar of /proc/<pid>/io, by bench/procio.py,
+#                                  against the single reconcile's). Off by default:
+#                                  it is another reconcile's time and a lake copy
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,6 +67,7 @@ SKIP_PYTHON=${SKIP_PYTHON:-}
 PYTHON=${PYTHON:-python3}
 BASELINE_FLAGS=${BASELINE_FLAGS:-}
 KEEP=${KEEP:-}
+PARTITIONS=${PARTITIONS:-}
 TIME=/usr/bin/time
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -65,6 +75,8 @@ log() { echo "bench: $*" >&2; }
 
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "N must be a positive integer, got '$N'"
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
+[[ -z $PARTITIONS || $PARTITIONS =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$PARTITIONS'"
+[[ -z $PARTITIONS ]] || command -v "$PYTHON" >/dev/null || die "PARTITIONS needs $PYTHON (bench/procio.py)"
 [[ -x $TIME ]] || die "$TIME is missing (Debian/Ubuntu: apt-get install time)"
 command -v jq >/dev/null || die "jq is missing (Debian/Ubuntu: apt-get install jq)"
 command -v go >/dev/null || die "go is missing"
@@ -91,12 +103,20 @@ fi
 # timed NAME OUTDIR CMD...: run CMD under /usr/bin/time -v, stdout to
 # OUTDIR/NAME.json, stderr to OUTDIR/NAME.log, the time report to
 # OUTDIR/NAME.time; sets RC, WALL and CPU (user + system) seconds and RSS
-# (KiB). Never fails.
+# (KiB), and with IO set, RCHAR (bytes read, bench/procio.py; its counters in
+# OUTDIR/NAME.io). Never fails.
+IO=""
 timed() {
 	local name=$1 dir=$2
 	shift 2
-	RC=0
+	RC=0 RCHAR=0
+	if [[ -n $IO ]]; then
+		set -- "$PYTHON" "$ROOT/bench/procio.py" "$dir/$name.io" "$@"
+	fi
 	"$TIME" -v -o "$dir/$name.time" "$@" >"$dir/$name.json" 2>"$dir/$name.log" || RC=$?
+	if [[ -n $IO && -s $dir/$name.io ]]; then
+		RCHAR=$(jq .rchar "$dir/$name.io")
+	fi
 	WALL=$(awk -F': ' '/Elapsed \(wall clock\) time/ {
 		n = split($2, p, ":"); s = 0
 		for (i = 1; i <= n; i++) s = s * 60 + p[i]
@@ -184,6 +204,44 @@ duckdb_side() {
 	[[ -n $KEEP ]] || rm -rf "$run/$name"
 }
 
+# partitions LAKE: reconcile --partition k/$PARTITIONS of $job in LAKE for
+# each k, one after another, then --merge; samples/partitions gets the
+# partitions' total "wall rss cpu", inner/rchar-partitions each one's bytes
+# read. The merged report is checked against truth.json.
+partitions() {
+	local plake=$1 k wall=0 rss=0 cpu=0 ok=1
+	IO=1
+	for ((k = 0; k < PARTITIONS; k++)); do
+		log "run $r/$RUNS: batchlake reconcile --partition $k/$PARTITIONS"
+		timed "partition-$k" "$run" "$BATCHLAKE" reconcile --lake "$plake" --job "$job" --partition "$k/$PARTITIONS"
+		if [[ $RC != 0 ]]; then
+			log "partition $k/$PARTITIONS failed (exit $RC); see $run/partition-$k.log"
+			FAILED=1 ok=""
+			break
+		fi
+		wall=$(awk -v a="$wall" -v b="$WALL" 'BEGIN {print a + b}')
+		cpu=$(awk -v a="$cpu" -v b="$CPU" 'BEGIN {print a + b}')
+		rss=$(printf '%s
+' "$rss" "$RSS" | maxof)
+		echo "$RCHAR" >>"$WORK/inner/rchar-partitions"
+	done
+	IO=""
+	[[ -n $ok ]] || return 0
+	record partitions "$wall" "$rss" "$cpu"
+	log "run $r/$RUNS: batchlake reconcile --merge"
+	timed merge "$run" "$BATCHLAKE" reconcile --lake "$plake" --job "$job" --merge
+	case $RC in
+	0 | 10 | 11)
+		record merge "$WALL" "$RSS" "$CPU"
+		check "run $r merged report of $PARTITIONS partitions" "$run/merge.json" "${TRUTH_KEYS[@]}"
+		;;
+	*)
+		log "merge failed (exit $RC); see $run/merge.log"
+		FAILED=1
+		;;
+	esac
+}
+
 TRUTH_KEYS=(expected succeeded quality_failed failed_retryable failed_permanent missing unknown duplicate quarantined retry_records closed)
 FAILED=0
 LAST_BASELINE="" LAST_FLOOR=""
@@ -211,8 +269,15 @@ for ((r = 1; r <= RUNS; r++)); do
 			else
 				record ingest "$WALL" "$RSS" "$CPU"
 				I_WALL=$WALL I_RSS=$RSS I_CPU=$CPU
+				# A copy by hard links: a lake's files are written once (new
+				# files renamed into place) and never changed, so the copies
+				# stay apart, and a 10M lake is not stored twice.
+				[[ -z $PARTITIONS ]] || cp -al "$lake" "$run/lake-parts"
 				log "run $r/$RUNS: batchlake reconcile"
+				IO=$PARTITIONS
 				timed reconcile "$run" "$BATCHLAKE" reconcile --lake "$lake" --job "$job"
+				IO=""
+				[[ -z $PARTITIONS ]] || echo "$RCHAR" >>"$WORK/inner/rchar-reconcile"
 				case $RC in
 				0 | 10 | 11)
 					record reconcile "$WALL" "$RSS" "$CPU"
@@ -227,6 +292,10 @@ for ((r = 1; r <= RUNS; r++)); do
 					;;
 				esac
 			fi
+		fi
+		if [[ -n $PARTITIONS && -d $run/lake-parts ]]; then
+			partitions "$run/lake-parts"
+			[[ -n $KEEP ]] || rm -rf "$run/lake-parts"
 		fi
 		[[ -n $KEEP ]] || rm -rf "$lake"
 		if [[ -z $SKIP_SHUFFLED ]]; then
@@ -294,6 +363,10 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 	if [[ -s $WORK/samples/plan_shuffled ]]; then
 		steprow "plan, shuffled input" plan_shuffled "$B_IN"
 	fi
+	if [[ -s $WORK/samples/partitions ]]; then
+		steprow "$PARTITIONS partitions, in turn" partitions "$B_ALL"
+		[[ ! -s $WORK/samples/merge ]] || steprow "merge of the partitions" merge "$B_ALL"
+	fi
 fi
 # side_rows NAME LABEL JSON: the row of a blbaseline step and of its own steps.
 side_rows() {
@@ -334,6 +407,16 @@ if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
 	FLOOR_RATIO=$(ratio "$BL_TOTAL" "$FLOOR_TOTAL")
 	echo "batchlake / contract floor wall time: ${FLOOR_RATIO}x (the same tables made by DuckDB alone)"
 fi
+# partitions: their total cpu against one reconcile's, and the most bytes
+# one partition read against one reconcile's (target: <= 1.30 and <= 0.25).
+PART_RATIO_CPU="" PART_BYTES=""
+if [[ -s $WORK/samples/partitions && -s $WORK/inner/rchar-reconcile ]]; then
+	PART_RATIO_CPU=$(ratio "$(stepcpu partitions)" "$(stepcpu reconcile)")
+	single_rchar=$(median <"$WORK/inner/rchar-reconcile")
+	PART_BYTES=$(ratio "$(maxof <"$WORK/inner/rchar-partitions")" "$single_rchar")
+	echo "$PARTITIONS partitions in turn / one reconcile: ${PART_RATIO_CPU}x cpu (target: <= 1.30)"
+	echo "bytes read per partition (rchar, MB): $(awk '{printf "%s%.0f", (NR > 1 ? " " : ""), $1 / 1e6}' "$WORK/inner/rchar-partitions"); one reconcile $(awk -v b="$single_rchar" 'BEGIN {printf "%.0f", b / 1e6}'); the most, ${PART_BYTES}x of it (target: <= 0.25)"
+fi
 # plan and ingest: MB/s of JSONL read (target: >= 400 MB/s each).
 if [[ -z $SKIP_BATCHLAKE && -s $WORK/samples/plan && -s $WORK/samples/ingest ]]; then
 	mbs() { awk -v b="$1" -v w="$2" 'BEGIN {printf "%.0f", (w > 0 ? b / 1e6 / w : 0)}'; }
@@ -371,6 +454,7 @@ jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson c
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
 	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" --arg rss_met "${RSS_MET:-}" \
 	--arg ratio_cpu "${RATIO_CPU:-}" --arg py "${PY_TOTAL:-}" --arg py_ratio "${PY_RATIO:-}" --arg py_ratio_cpu "${PY_RATIO_CPU:-}" \
+	--arg part_ratio_cpu "${PART_RATIO_CPU:-}" --arg part_bytes "${PART_BYTES:-}" \
 	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
 	  generate: (if $gen_wall == "" then null else {wall_s: ($gen_wall | tonumber), rss_kib: ($gen_rss | tonumber), cpu_s: ($gen_cpu | tonumber)} end),
@@ -384,6 +468,8 @@ jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson c
 	  floor_total_s: (if $floor == "" then null else ($floor | tonumber) end),
 	  floor_ratio: (if $floor_ratio == "" then null else ($floor_ratio | tonumber) end),
 	  rss_target_met: (if $rss_met == "" then null else ($rss_met == "true") end),
+	  partitions_ratio_cpu: (if $part_ratio_cpu == "" then null else ($part_ratio_cpu | tonumber) end),
+	  partition_bytes_ratio: (if $part_bytes == "" then null else ($part_bytes | tonumber) end),
 	  mismatches: $mismatches}' >"$WORK/bench.json.tmp"
 for f in "$WORK"/samples/*; do
 	jq -R -s --arg step "${f##*/}" '{($step): [split("\n")[] | select(length > 0) | split(" ") | {wall_s: (.[0] | tonumber), rss_kib: ((.[1] // "0") | tonumber), cpu_s: ((.[2] // "0") | tonumber)}]}' "$f"

@@ -88,6 +88,11 @@ type PlanOptions struct {
 	// sort (0: 32 MiB): the lines of records that arrive out of key order.
 	RunBytes int
 
+	// SplitMinRecords is the fewest records for which plan splits the
+	// expected table (and ingest the attempts tables) by partition, into
+	// lake.SplitBuckets files (0: DefaultSplitMinRecords; negative: never).
+	SplitMinRecords int64
+
 	// reread makes plan write the shards the plain way, every line read
 	// again from the input: no line carried through the sort, no shard
 	// written while reading (the reference the tests hold those to).
@@ -726,8 +731,16 @@ func shardCuts(recs *planRuns, maxRecords, maxBytes, minRecords int64) (cuts []i
 // the input is not read again.
 func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns, m *lake.Manifest, o PlanOptions, cuts []int64, written []*shardWriter) error {
 	job, _ := lake.ParseDigest(m.JobKey)
-	ew, err := lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job)
-	if err != nil {
+	// A large job's expected rows are split by partition, so that
+	// reconcile --partition reads only its share of them.
+	var (
+		ew  *lake.TableWriter[lake.ExpectedRow]
+		err error
+	)
+	if split := o.splitMin(); split > 0 && recs.n >= split {
+		ew = lake.NewSplitTableWriter(l, o.TmpDir, "expected", m.Tenant, job, lake.SplitBuckets,
+			func(r *lake.ExpectedRow) string { return r.CustomID })
+	} else if ew, err = lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job); err != nil {
 		return err
 	}
 	defer ew.Abort()
@@ -846,17 +859,39 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	if err != nil {
 		return err
 	}
-	key, err := rows.Commit()
-	if err != nil {
-		return err
+	if o.splitMin() > 0 && recs.n >= o.splitMin() {
+		if m.ExpectedFiles, m.ExpectedBuckets, err = rows.CommitSplit(); err != nil {
+			return err
+		}
+		m.ExpectedSplit = lake.SplitBuckets
+	} else {
+		key, err := rows.Commit()
+		if err != nil {
+			return err
+		}
+		m.ExpectedFiles = []string{key}
 	}
 	if o.reads != nil {
 		o.reads(written != nil, carried, rd.forward, rd.backward)
 	}
 	failpoint.Hit(failpoint.PlanAfterExpected)
-	m.ExpectedFiles = []string{key}
 	m.Estimate = &est.sum
 	return nil
+}
+
+// DefaultSplitMinRecords is the default of PlanOptions.SplitMinRecords: a
+// job this large is worth reconciling in partitions, and each of its split
+// files still holds thousands of rows.
+const DefaultSplitMinRecords = 1 << 16
+
+func (o *PlanOptions) splitMin() int64 {
+	switch {
+	case o.SplitMinRecords < 0:
+		return 0
+	case o.SplitMinRecords == 0:
+		return DefaultSplitMinRecords
+	}
+	return o.SplitMinRecords
 }
 
 // shardFull says whether a shard of records and bytes so far must end before

@@ -100,8 +100,13 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		return err
 	}
 	defer archiveErr()
-	aw, err := lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job)
-	if err != nil {
+	// A job whose expected table is split by partition gets its attempts
+	// split the same way (a line goes with the record of its custom_id).
+	var aw *lake.TableWriter[lake.AttemptRow]
+	if m.ExpectedSplit > 1 {
+		aw = lake.NewSplitTableWriter(l, o.TmpDir, "attempts", m.Tenant, job, m.ExpectedSplit,
+			func(r *lake.AttemptRow) string { return r.CustomID })
+	} else if aw, err = lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job); err != nil {
 		return res, err
 	}
 	defer aw.Abort()
@@ -162,7 +167,13 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err := aw.Write(rows...); err != nil {
 		return res, err
 	}
-	akey, err := aw.Commit(ctx)
+	rec = lake.IngestRecord{Version: lake.IngestVersion}
+	if m.ExpectedSplit > 1 {
+		rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, m.ExpectedSplit
+		rec.AttemptsFiles, rec.AttemptsBuckets, err = aw.CommitSplit(ctx)
+	} else {
+		rec.AttemptsFile, err = aw.Commit(ctx)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -175,11 +186,9 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if o.Now != nil {
 		now = o.Now()
 	}
-	rec = lake.IngestRecord{
-		Version: lake.IngestVersion, JobKey: m.JobKey, Provider: m.Provider, Channel: o.Channel, Raw: raw, RawBytes: size,
-		FileName: name, ProviderJobID: o.ProviderJobID, Lines: res.Lines, Rows: res.Rows, Quarantined: res.Quarantined,
-		AttemptsFile: akey, QuarantineFile: qkey, IngestedAt: now, Mode: o.Mode,
-	}
+	rec.JobKey, rec.Provider, rec.Channel, rec.Raw, rec.RawBytes = m.JobKey, m.Provider, o.Channel, raw, size
+	rec.FileName, rec.ProviderJobID, rec.Lines, rec.Rows, rec.Quarantined = name, o.ProviderJobID, res.Lines, res.Rows, res.Quarantined
+	rec.QuarantineFile, rec.IngestedAt, rec.Mode = qkey, now, o.Mode
 	// The commit marker last: until it exists the files above are invisible.
 	created, err := l.PutJSON(ctx, markerKey, lake.FormatIngest, rec)
 	if err != nil {

@@ -41,6 +41,11 @@ type Manifest struct {
 	Shards               []ManifestShard `json:"shards"`
 	// ExpectedFiles are the lake keys of the job's expected-table files.
 	ExpectedFiles []string `json:"expected_files"`
+	// ExpectedSplit, if set, says the expected table is split by partition
+	// (Partition.Meets): ExpectedFiles[i] holds only the rows of bucket
+	// ExpectedBuckets[i] of ExpectedSplit. A bucket without rows has no file.
+	ExpectedSplit   int   `json:"expected_split,omitempty"`
+	ExpectedBuckets []int `json:"expected_buckets,omitempty"`
 	// NotBefore, if set, is the earliest time the job may be submitted (a
 	// retry child's not-before window). It is not part of the job key: the
 	// same records planned again are the same job, whenever they may go.
@@ -81,6 +86,11 @@ type ManifestShard struct {
 	Bytes   int64  `json:"bytes"`
 }
 
+// ExpectedTables are the job's expected-table files, with their buckets.
+func (m *Manifest) ExpectedTables() []TableFile {
+	return tableFiles(m.ExpectedFiles, m.ExpectedBuckets, m.ExpectedSplit)
+}
+
 // Shard returns the shard with the given id.
 func (m *Manifest) Shard(id string) (ManifestShard, bool) {
 	for _, s := range m.Shards {
@@ -105,27 +115,59 @@ func (l *Lake) GetManifest(ctx context.Context, job Digest) (*Manifest, error) {
 
 // IngestRecord is the commit marker of one ingested provider file.
 type IngestRecord struct {
-	Version        int       `json:"ingest_version"`
-	JobKey         string    `json:"job_key"`
-	Provider       string    `json:"provider"`
-	Channel        string    `json:"channel"`
-	Raw            Digest    `json:"raw_sha256"`
-	RawBytes       int64     `json:"raw_bytes"`
-	FileName       string    `json:"file_name"`
-	ProviderJobID  string    `json:"provider_job_id,omitempty"`
-	Lines          int64     `json:"lines"`
-	Rows           int64     `json:"rows"`
-	Quarantined    int64     `json:"quarantined"`
-	AttemptsFile   string    `json:"attempts_file,omitempty"`
-	QuarantineFile string    `json:"quarantine_file,omitempty"`
-	IngestedAt     time.Time `json:"ingested_at"`
+	Version       int    `json:"ingest_version"`
+	JobKey        string `json:"job_key"`
+	Provider      string `json:"provider"`
+	Channel       string `json:"channel"`
+	Raw           Digest `json:"raw_sha256"`
+	RawBytes      int64  `json:"raw_bytes"`
+	FileName      string `json:"file_name"`
+	ProviderJobID string `json:"provider_job_id,omitempty"`
+	Lines         int64  `json:"lines"`
+	Rows          int64  `json:"rows"`
+	Quarantined   int64  `json:"quarantined"`
+	AttemptsFile  string `json:"attempts_file,omitempty"`
+	// AttemptsFiles (ingest_version 2) replace AttemptsFile when the
+	// attempts table is split by partition, as the job's expected table is:
+	// AttemptsFiles[i] holds only the rows of bucket AttemptsBuckets[i] of
+	// AttemptsSplit.
+	AttemptsFiles   []string  `json:"attempts_files,omitempty"`
+	AttemptsSplit   int       `json:"attempts_split,omitempty"`
+	AttemptsBuckets []int     `json:"attempts_buckets,omitempty"`
+	QuarantineFile  string    `json:"quarantine_file,omitempty"`
+	IngestedAt      time.Time `json:"ingested_at"`
 	// Mode is "sync" for a file of answers from the real-time API (the
 	// sync tail), priced without the batch multiplier; empty for a batch's.
 	Mode string `json:"mode,omitempty"`
 }
 
-// IngestVersion is the version of the ingest record this code writes and reads.
-const IngestVersion = 1
+// IngestVersion is the version of an ingest record with one attempts file
+// (AttemptsFile); IngestSplitVersion of one whose attempts table is split
+// (AttemptsFiles), so that a batchlake that knows only version 1 refuses it
+// rather than read no attempts. This code reads both.
+const (
+	IngestVersion      = 1
+	IngestSplitVersion = 2
+)
+
+// knownIngestVersion says whether this code reads ingest records of version v.
+func knownIngestVersion(v int) bool { return v == IngestVersion || v == IngestSplitVersion }
+
+// AttemptTables are the record's attempts-table files, with their buckets.
+func (r *IngestRecord) AttemptTables() []TableFile {
+	if r.AttemptsFile != "" {
+		return []TableFile{{Key: r.AttemptsFile}}
+	}
+	return tableFiles(r.AttemptsFiles, r.AttemptsBuckets, r.AttemptsSplit)
+}
+
+// AttemptKeys are the keys of the record's attempts-table files.
+func (r *IngestRecord) AttemptKeys() []string {
+	if r.AttemptsFile != "" {
+		return []string{r.AttemptsFile}
+	}
+	return r.AttemptsFiles
+}
 
 // IngestRecords returns every ingest record of a job, in key order.
 func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, error) {
@@ -142,7 +184,7 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 		if err := l.GetJSON(ctx, k, FormatIngest, &r); err != nil {
 			return nil, err
 		}
-		if r.Version != IngestVersion {
+		if !knownIngestVersion(r.Version) {
 			return nil, errUnknownVersion(k, r.Version)
 		}
 		out = append(out, r)

@@ -2,30 +2,43 @@ package lake
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 )
 
 // Partitions split one job's reconcile across processes or machines
-// (reconcile --partition k/n, then --merge). The partition of a record is
-// fixed by its record_id alone, so every engine computes the same split:
+// (reconcile --partition k/n, then --merge). A record and its result lines
+// are joined by custom_id, so the partition of each is fixed by the
+// custom_id alone, the same for the record and every line that names it —
+// and for a line whose custom_id is no record of the job (an unknown id),
+// which lands in exactly one partition too. Each engine computes the same
+// split:
 //
-//	partition(h, n) = uint32(first 8 hex digits of h) mod n
+//	h = uint32(first 8 hex digits of lower-case hex sha256(custom_id's UTF-8 bytes))
+//	partition(h, n) = floor(h * n / 2^32)
 //
-// where h is the record_id (already a sha256, 64 lower-case hex digits). A
-// result line belongs to its record's partition; a line whose custom_id is
-// no record of the job (an unknown id) uses h = lower-case hex sha256 of the
-// custom_id's UTF-8 bytes, so each unknown id lands in exactly one partition.
-// The same in DuckDB (sql/partition_sources.sql), Spark and Trino:
+// Partitions are ranges of h: partition k of n holds k*2^32/n <= h <
+// (k+1)*2^32/n. That is what lets a partition read only its share of a
+// large job: plan and ingest store its expected and attempts tables as
+// Splits (SplitBuckets files, file b holding the rows of partition b of
+// SplitBuckets), and a partition reads only the files whose range meets its
+// own. In DuckDB (sql/partition_sources.sql), Spark and Trino:
 //
-//	DuckDB: CAST(('0x' || substr(h, 1, 8)) AS UBIGINT) % n
-//	Spark:  pmod(CAST(conv(substr(h, 1, 8), 16, 10) AS BIGINT), n)
-//	Trino:  from_base(substr(h, 1, 8), 16) % n
+//	DuckDB: (CAST(('0x' || substr(sha256(custom_id), 1, 8)) AS UBIGINT) * n) // 4294967296
+//	Spark:  CAST(conv(substr(sha2(custom_id, 256), 1, 8), 16, 10) AS BIGINT) * n div 4294967296
+//	Trino:  from_base(substr(lower(to_hex(sha256(to_utf8(custom_id)))), 1, 8), 16) * n / 4294967296
+//
+// Quarantined lines carry no trustworthy id: partition 0 counts them all.
 //
 // MaxPartitions bounds n: partitions are zero-padded to four digits in keys.
 const MaxPartitions = 9999
+
+// SplitBuckets is how many files plan and ingest split a large job's
+// expected and attempts tables into (one file per partition of
+// SplitBuckets): a partition of n reads about 1/n + 1/SplitBuckets of them.
+const SplitBuckets = 16
 
 // Partition is partition K of N, 0 <= K < N.
 type Partition struct{ K, N int }
@@ -55,26 +68,80 @@ func (p Partition) Valid() error {
 
 func (p Partition) String() string { return fmt.Sprintf("%d/%d", p.K, p.N) }
 
-// HexPartition is the partition of n that a hex digest string h falls in.
-// h must start with 8 hex digits; a record_id always does.
-func HexPartition(h string, n int) (int, error) {
-	if len(h) < 8 {
-		return 0, fmt.Errorf("partition of %q: want at least 8 hex digits", h)
-	}
-	v, err := strconv.ParseUint(h[:8], 16, 32)
-	if err != nil {
-		return 0, fmt.Errorf("partition of %q: %w", h, err)
-	}
-	return int(v % uint64(n)), nil
+// IDHash is h of a custom_id: the first four bytes of its sha256, big-endian
+// (the first 8 hex digits of the digest).
+func IDHash(customID string) uint32 {
+	s := sha256.Sum256([]byte(customID))
+	return binary.BigEndian.Uint32(s[:4])
 }
 
-// RecordPartition is the partition of n of a record.
-func RecordPartition(recordID string, n int) (int, error) { return HexPartition(recordID, n) }
+// HashPartition is the partition of n that hash h falls in.
+func HashPartition(h uint32, n int) int { return int(uint64(h) * uint64(n) >> 32) }
 
-// UnknownIDPartition is the partition of n of a result line whose custom_id
-// names no record of the job.
-func UnknownIDPartition(customID string, n int) int {
-	s := sha256.Sum256([]byte(customID))
-	p, _ := HexPartition(hex.EncodeToString(s[:4]), n)
-	return p
+// IDPartition is the partition of n of a record, or of a result line, with
+// this custom_id.
+func IDPartition(customID string, n int) int { return HashPartition(IDHash(customID), n) }
+
+// lowest is the least hash in partition k of n: ceil(k * 2^32 / n).
+func lowest(k, n int) uint64 { return (uint64(k)<<32 + uint64(n) - 1) / uint64(n) }
+
+// Meets says whether file bucket b of split holds rows of p; Within whether
+// it holds no other rows. Bucket b of split is partition b of split, so both
+// compare the hash ranges of the two partitions.
+func (p Partition) Meets(b, split int) bool {
+	lo, hi := lowest(b, split), lowest(b+1, split)-1 // the bucket's hashes
+	return HashPartition(uint32(lo), p.N) <= p.K && p.K <= HashPartition(uint32(hi), p.N)
+}
+
+// Within says whether every row of file bucket b of split is in p.
+func (p Partition) Within(b, split int) bool {
+	lo, hi := lowest(b, split), lowest(b+1, split)-1
+	return HashPartition(uint32(lo), p.N) == p.K && HashPartition(uint32(hi), p.N) == p.K
+}
+
+// TableFile is one file of a table as a marker names it. Split 0 is a file
+// of any rows; otherwise the file holds only the rows of bucket Bucket of
+// Split (partition Bucket of Split by IDHash of their custom_id).
+type TableFile struct {
+	Key           string
+	Bucket, Split int
+}
+
+// Reads says whether partition p reads f, and whether every row of f is
+// p's (so it need not filter them).
+func (p Partition) Reads(f TableFile) (read, whole bool) {
+	if f.Split <= 1 {
+		return true, p.N == 1
+	}
+	return p.Meets(f.Bucket, f.Split), p.Within(f.Bucket, f.Split)
+}
+
+// tableFiles pairs keys with their buckets (none when split is 0).
+func tableFiles(keys []string, buckets []int, split int) []TableFile {
+	out := make([]TableFile, len(keys))
+	for i, k := range keys {
+		out[i] = TableFile{Key: k}
+		if split > 1 && i < len(buckets) {
+			out[i].Bucket, out[i].Split = buckets[i], split
+		}
+	}
+	return out
+}
+
+// checkSplit reports what is wrong with a marker's split files, or "".
+func checkSplit(what string, keys []string, buckets []int, split int) string {
+	switch {
+	case split == 0 && len(buckets) == 0:
+		return ""
+	case split < 2 || split > MaxPartitions:
+		return fmt.Sprintf("%s split %d: want 2..%d", what, split, MaxPartitions)
+	case len(buckets) != len(keys):
+		return fmt.Sprintf("%s: %d files, %d buckets", what, len(keys), len(buckets))
+	}
+	for i, b := range buckets {
+		if b < 0 || b >= split || (i > 0 && b <= buckets[i-1]) {
+			return fmt.Sprintf("%s buckets %v: want increasing buckets of 0..%d", what, buckets, split-1)
+		}
+	}
+	return ""
 }

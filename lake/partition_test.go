@@ -3,6 +3,8 @@ package lake
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,31 +43,85 @@ func TestParsePartition(t *testing.T) {
 	}
 }
 
-func TestHexPartition(t *testing.T) {
+func TestIDPartition(t *testing.T) {
 	for _, c := range []struct {
-		h    string
+		h    uint32
 		n    int
 		want int
 	}{
-		{"00000000ffff", 7, 0},
-		{"0a0000ff", 7, 167772415 % 7},
-		{"ffffffff" + strings.Repeat("0", 56), 1000, 4294967295 % 1000},
-		{"FFFFFFFF", 2, 1}, // upper case parses too
+		{0, 7, 0},
+		{1<<31 - 1, 2, 0},
+		{1 << 31, 2, 1},
+		{1<<32 - 1, 1000, 999},
+		{1<<32 - 1, 1, 0},
+		{0x0a0000ff, 7, 0}, // 167772415 * 7 / 2^32 = 0.27
+		{0x40000000, 4, 1},
+		{0x3fffffff, 4, 0},
 	} {
-		if got, err := HexPartition(c.h, c.n); err != nil || got != c.want {
-			t.Errorf("HexPartition(%q, %d) = %d, %v; want %d", c.h, c.n, got, err, c.want)
+		if got := HashPartition(c.h, c.n); got != c.want {
+			t.Errorf("HashPartition(%#x, %d) = %d, want %d", c.h, c.n, got, c.want)
 		}
 	}
-	if _, err := HexPartition("abc", 2); err == nil {
-		t.Error("short hex accepted")
+	// IDPartition hashes the custom_id as docs/engines.md says: the first 8
+	// hex digits of its sha256, scaled to n.
+	for _, id := range []string{"stranger-1", "row-000042", ""} {
+		s := sha256.Sum256([]byte(id))
+		h, err := strconv.ParseUint(hex.EncodeToString(s[:])[:8], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2, 3, 8, 9999} {
+			if got, want := IDPartition(id, n), int(h*uint64(n)/(1<<32)); got != want {
+				t.Errorf("IDPartition(%q, %d) = %d, want %d", id, n, got, want)
+			}
+		}
 	}
-	if _, err := HexPartition("zzzzzzzz", 2); err == nil {
-		t.Error("non-hex accepted")
+}
+
+// TestPartitionReads: a partition reads every split file that holds a row of
+// it (Meets), and reads whole (Within) only files of none but its rows, for
+// every split and partition count; with the split a multiple of n each
+// partition reads exactly split/n files, all whole.
+func TestPartitionReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, split := range []int{2, 3, 16, 100} {
+		for _, n := range []int{1, 2, 3, 7, 8, 16, 17, 9999} {
+			for range 2000 {
+				h := rng.Uint32()
+				k, b := HashPartition(h, n), HashPartition(h, split)
+				if !(Partition{k, n}).Meets(b, split) {
+					t.Fatalf("hash %#x: partition %d/%d does not read bucket %d/%d, which holds it", h, k, n, b, split)
+				}
+				other := Partition{(k + 1 + rng.IntN(n)) % n, n}
+				if other.K != k && other.Within(b, split) {
+					t.Fatalf("hash %#x: partition %s reads bucket %d/%d whole, which holds a row of partition %d", h, other, b, split, k)
+				}
+			}
+			if split%n == 0 {
+				for k := range n {
+					p := Partition{k, n}
+					var files, whole int
+					for b := range split {
+						if read, all := p.Reads(TableFile{Key: "x", Bucket: b, Split: split}); read {
+							files++
+							if all {
+								whole++
+							}
+						}
+					}
+					if files != split/n || whole != files {
+						t.Errorf("partition %s of a split of %d reads %d files (%d whole), want %d whole", p, split, files, whole, split/n)
+					}
+				}
+			}
+		}
 	}
-	s := sha256.Sum256([]byte("stranger-1"))
-	want, _ := HexPartition(hex.EncodeToString(s[:]), 3)
-	if got := UnknownIDPartition("stranger-1", 3); got != want {
-		t.Errorf("UnknownIDPartition = %d, want %d", got, want)
+	// An unsplit file is read, and filtered unless n is 1.
+	if read, all := (Partition{1, 2}).Reads(TableFile{Key: "x"}); !read || all {
+		t.Errorf("unsplit file, partition 1/2: read %v whole %v", read, all)
+	}
+	if read, all := (Partition{0, 1}).Reads(TableFile{Key: "x"}); !read || !all {
+		t.Errorf("unsplit file, partition 0/1: read %v whole %v", read, all)
 	}
 }
 

@@ -29,10 +29,25 @@ type TableWriter[T any] struct {
 	o      *ObjectWriter
 	w      *parquet.GenericWriter[T]
 	rows   int64
+	// A split writer (NewSplitTableWriter) has no file of its own: it hands
+	// each row to the writer of its bucket, in batches.
+	split   int
+	id      func(*T) string
+	tmpDir  string
+	buckets []*TableWriter[T]
+	pending [][]T
 }
+
+// splitBatch is how many rows a split writer collects per bucket before it
+// writes them.
+const splitBatch = 512
 
 // NewTableWriter starts a table file in tmpDir ("" for the system default).
 func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*TableWriter[T], error) {
+	return newTableWriter[T](l, tmpDir, table, tenant, job, rowGroupRows)
+}
+
+func newTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, groupRows int64) (*TableWriter[T], error) {
 	o, err := NewObjectWriter(tmpDir, "batchlake-"+table+"-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", table, err)
@@ -40,19 +55,86 @@ func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*
 	w := parquet.NewGenericWriter[T](o,
 		parquet.CreatedBy(createdBy, createdByVer, ""),
 		parquet.Compression(tableCodec),
-		parquet.MaxRowsPerRowGroup(rowGroupRows),
+		parquet.MaxRowsPerRowGroup(groupRows),
 		parquet.PageBufferSize(256*1024),
 	)
 	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, o: o, w: w}, nil
 }
 
+// NewSplitTableWriter starts a table split into split files by partition
+// (see Partition): each row goes to the file of bucket IDPartition(id(row),
+// split), in the order written. Commit it with CommitSplit.
+func NewSplitTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, split int, id func(*T) string) *TableWriter[T] {
+	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, split: split, id: id, tmpDir: tmpDir,
+		buckets: make([]*TableWriter[T], split), pending: make([][]T, split)}
+}
+
 // Write appends rows.
 func (t *TableWriter[T]) Write(rows ...T) error {
+	if t.split > 0 {
+		for i := range rows {
+			b := IDPartition(t.id(&rows[i]), t.split)
+			t.pending[b] = append(t.pending[b], rows[i])
+			if len(t.pending[b]) >= splitBatch {
+				if err := t.flush(b); err != nil {
+					return err
+				}
+			}
+		}
+		t.rows += int64(len(rows))
+		return nil
+	}
 	if _, err := t.w.Write(rows); err != nil {
 		return fmt.Errorf("table %s: %w", t.table, err)
 	}
 	t.rows += int64(len(rows))
 	return nil
+}
+
+// flush writes bucket b's pending rows to its file (started on first use).
+// A writer holds its current row group in memory, so the buckets' row
+// groups are an eighth of a whole table's: the 16 together hold about twice
+// one unsplit writer's. Their page buffers (256 KiB a column) add about 65
+// MiB to ingest's peak RSS; 64 KiB pages would save it, but made the files
+// 8 % larger (zstd compresses a page at a time).
+func (t *TableWriter[T]) flush(b int) error {
+	if len(t.pending[b]) == 0 {
+		return nil
+	}
+	if t.buckets[b] == nil {
+		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, t.job, rowGroupRows/8)
+		if err != nil {
+			return err
+		}
+		t.buckets[b] = w
+	}
+	err := t.buckets[b].Write(t.pending[b]...)
+	clear(t.pending[b])
+	t.pending[b] = t.pending[b][:0]
+	return err
+}
+
+// CommitSplit commits each bucket's file of a split writer and returns their
+// keys and buckets, in bucket order (a bucket without rows has no file).
+func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, buckets []int, err error) {
+	defer t.Abort()
+	if t.split == 0 {
+		return nil, nil, fmt.Errorf("table %s: internal error: CommitSplit of a table that is not split", t.table)
+	}
+	for b := range t.split {
+		if err := t.flush(b); err != nil {
+			return nil, nil, err
+		}
+		if t.buckets[b] == nil {
+			continue
+		}
+		key, err := t.buckets[b].Commit(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys, buckets = append(keys, key), append(buckets, b)
+	}
+	return keys, buckets, nil
 }
 
 // Rows is the number of rows written so far.
@@ -63,6 +145,9 @@ func (t *TableWriter[T]) Rows() int64 { return t.rows }
 // if no rows were written: empty tables are not stored).
 func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 	defer t.Abort()
+	if t.split > 0 {
+		return "", fmt.Errorf("table %s: internal error: Commit of a split table (CommitSplit)", t.table)
+	}
 	if err := t.w.Close(); err != nil {
 		return "", fmt.Errorf("table %s: %w", t.table, err)
 	}
@@ -77,7 +162,16 @@ func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 }
 
 // Abort removes the temporary file; safe after Commit.
-func (t *TableWriter[T]) Abort() { t.o.Abort() }
+func (t *TableWriter[T]) Abort() {
+	if t.o != nil {
+		t.o.Abort()
+	}
+	for _, w := range t.buckets {
+		if w != nil {
+			w.Abort()
+		}
+	}
+}
 
 // WriteTable writes rows as one table file and commits it.
 func WriteTable[T any](ctx context.Context, l *Lake, tmpDir, table, tenant string, job Digest, rows []T) (string, error) {

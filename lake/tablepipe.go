@@ -68,6 +68,15 @@ func (p *TablePipe[T]) Close(addErr error) error {
 	return p.err
 }
 
+// CommitSplit stores the files of a split writer (after Close), as
+// TableWriter.CommitSplit.
+func (p *TablePipe[T]) CommitSplit() ([]string, []int, error) {
+	if p.err != nil {
+		return nil, nil, p.err
+	}
+	return p.w.CommitSplit(p.ctx)
+}
+
 // Commit stores the file (after Close) and returns its lake key.
 func (p *TablePipe[T]) Commit() (string, error) {
 	if p.err != nil {

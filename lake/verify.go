@@ -429,6 +429,9 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 		if len(m.ExpectedFiles) == 0 && m.ExpectedRecords > 0 {
 			v.problem(k, SeverityError, "manifest expects %d records but names no expected-table file", m.ExpectedRecords)
 		}
+		if msg := checkSplit("expected", m.ExpectedFiles, m.ExpectedBuckets, m.ExpectedSplit); msg != "" {
+			v.problem(k, SeverityError, "manifest %s", msg)
+		}
 		for _, f := range m.ExpectedFiles {
 			if !strings.HasPrefix(f, TablePrefix("expected")+"tenant="+m.Tenant+"/job="+job.Hex()+"/") {
 				v.problem(k, SeverityError, "expected file %s is not an expected-table file of this job", f)
@@ -454,7 +457,7 @@ func (v *verifier) checkIngests(ctx context.Context) error {
 			continue
 		}
 		job, _ := jobMarkerKey(k, "ingests/")
-		if r.Version != IngestVersion {
+		if !knownIngestVersion(r.Version) {
 			v.problem(k, SeverityError, "ingest record version %d is not one this batchlake knows", r.Version)
 			continue
 		}
@@ -473,6 +476,21 @@ func (v *verifier) checkIngests(ctx context.Context) error {
 		}{
 			{"attempts file", r.AttemptsFile, "attempts", r.Rows},
 			{"quarantine file", r.QuarantineFile, "quarantine", r.Quarantined},
+		}
+		if split := len(r.AttemptsFiles) > 0 || r.AttemptsSplit != 0; split != (r.Version == IngestSplitVersion) || (split && r.AttemptsFile != "") {
+			v.problem(k, SeverityError, "ingest record version %d names attempts_file %q and %d attempts_files: want one attempts_file in version %d, attempts_files in version %d",
+				r.Version, r.AttemptsFile, len(r.AttemptsFiles), IngestVersion, IngestSplitVersion)
+		} else if split {
+			if msg := checkSplit("attempts", r.AttemptsFiles, r.AttemptsBuckets, r.AttemptsSplit); msg != "" {
+				v.problem(k, SeverityError, "ingest record %s", msg)
+			}
+			tables = tables[1:]
+			for _, f := range r.AttemptsFiles {
+				tables = append(tables, struct {
+					what, key, table string
+					rows             int64
+				}{"attempts file", f, "attempts", 0})
+			}
 		}
 		for _, t := range tables {
 			if t.key == "" {

@@ -105,6 +105,24 @@ func buildLake(t *testing.T, l *Lake) *fixture {
 	return f
 }
 
+// splitIngest rewrites the fixture's ingest record as one of a split
+// attempts table (its one attempts file in buckets of 16), with version v
+// and attemptsFile, as a buggy writer might.
+func splitIngest(t *testing.T, l *Lake, f *fixture, v int, attemptsFile string, buckets []int) {
+	t.Helper()
+	var r IngestRecord
+	if err := l.GetJSON(context.Background(), f.ingest, FormatIngest, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.Version, r.AttemptsFile = v, attemptsFile
+	r.AttemptsFiles, r.AttemptsSplit, r.AttemptsBuckets = []string{f.attempts}, SplitBuckets, buckets
+	b, err := SealJSON(FormatIngest, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwrite(t, l, f.ingest, b)
+}
+
 // sealEvent writes a ledger event directly, as a buggy or hostile writer would.
 func sealEvent(t *testing.T, l *Lake, key string, e Event) {
 	t.Helper()
@@ -222,6 +240,31 @@ func TestVerify(t *testing.T) {
 			sealEvent(t, l, f.ledger[4], Event{JobKey: f.job.Hex(), ShardID: "s0", Seq: 4, State: Running, At: t0, Actor: "x"})
 		}, []want{
 			at(kEvent(5), SeverityError, "not where it is stored"),
+		}},
+		{"split ingest record (version 2)", func(t *testing.T, l *Lake, f *fixture) {
+			splitIngest(t, l, f, IngestSplitVersion, "", []int{5})
+		}, nil},
+		{"split ingest record with more buckets than files", func(t *testing.T, l *Lake, f *fixture) {
+			splitIngest(t, l, f, IngestSplitVersion, "", []int{5, 7})
+		}, []want{
+			at(kIngest, SeverityError, "attempts: 1 files, 2 buckets"),
+		}},
+		{"split ingest record with a bucket out of range", func(t *testing.T, l *Lake, f *fixture) {
+			splitIngest(t, l, f, IngestSplitVersion, "", []int{16})
+		}, []want{
+			at(kIngest, SeverityError, "want increasing buckets of 0..15"),
+		}},
+		{"split ingest record of version 1", func(t *testing.T, l *Lake, f *fixture) {
+			splitIngest(t, l, f, IngestVersion, "", []int{5})
+		}, []want{
+			at(kIngest, SeverityError, "want one attempts_file in version 1, attempts_files in version 2"),
+			at(kIngest, SeverityError, "counts 1 attempts rows but names no attempts file"),
+			at(kAttempts, SeverityWarning, "orphan"),
+		}},
+		{"split ingest record with an attempts_file too", func(t *testing.T, l *Lake, f *fixture) {
+			splitIngest(t, l, f, IngestSplitVersion, f.attempts, []int{5})
+		}, []want{
+			at(kIngest, SeverityError, "want one attempts_file in version 1"),
 		}},
 		{"orphan table file", func(t *testing.T, l *Lake, f *fixture) {
 			overwrite(t, l, orphanKey(f), []byte("orphan"))

@@ -56,9 +56,7 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, r := range recs {
-		if r.AttemptsFile != "" {
-			attempts = append(attempts, r.AttemptsFile)
-		}
+		attempts = append(attempts, r.AttemptKeys()...)
 		if r.QuarantineFile != "" {
 			quarantine = append(quarantine, r.QuarantineFile)
 		}

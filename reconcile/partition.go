@@ -24,8 +24,16 @@ import (
 // finishes the ledger as Run does. Partitions touch no ledger: they may run
 // anywhere, at once, again.
 
-// PartitionVersion is the version of the partition result this code writes and reads.
-const PartitionVersion = 1
+// PartitionVersion is the version of the partition result this code writes
+// and reads: 2 splits by the hash of custom_id (lake.IDPartition); version 1
+// split by record_id, another split, so its results do not merge with these.
+const PartitionVersion = 2
+
+// errOldPartition explains a stored partition result of another version.
+func errOldPartition(key string, v int) error {
+	return &errkind.UsageError{Msg: fmt.Sprintf("reconcile: partition result %s is of partition version %d, which split the records another way than this batchlake (version %d) does; its partitions cannot be merged with new ones: run this reconcile with another number of partitions, or without --partition",
+		key, v, PartitionVersion)}
+}
 
 // PartitionResult is the commit marker of one partition of a reconcile run
 // (lake.PartitionKey), and what reconcile --partition prints: which
@@ -120,6 +128,9 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	key := lake.PartitionKey(in.job, in.run, p)
 	var stored PartitionResult
 	if err := l.GetJSON(ctx, key, lake.FormatPartition, &stored); err == nil {
+		if stored.Version != PartitionVersion {
+			return nil, errOldPartition(key, stored.Version)
+		}
 		stored.Unchanged = true
 		return &stored, writePartitionOut(o.OutDir, &stored)
 	} else if !errors.Is(err, lake.ErrNotFound) {
@@ -278,7 +289,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 	for name, files := range map[string]func() ([]string, error){
 		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, in.m.ExpectedFiles) },
 		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, in.quarantineKeys) },
-		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, in.attemptKeys) },
+		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, tableKeys(in.attempts)) },
 		"Outcomes":   func() ([]string, error) { return e.stageAll(ctx, outcomes) },
 		"Costs":      func() ([]string, error) { return e.stageAll(ctx, costs) },
 	} {
@@ -424,6 +435,9 @@ func findPartitions(ctx context.Context, l *lake.Lake, in *runInputs, n int, wan
 		if err := l.GetJSON(ctx, mine[n][k], lake.FormatPartition, &r); err != nil {
 			return nil, err
 		}
+		if r.Version < PartitionVersion {
+			return nil, errOldPartition(mine[n][k], r.Version)
+		}
 		if r.Version != PartitionVersion {
 			return nil, fmt.Errorf("lake read %s: partition version %d is not one this batchlake knows; upgrade batchlake", mine[n][k], r.Version)
 		}
@@ -455,4 +469,63 @@ func otherRuns(ctx context.Context, l *lake.Lake, others map[string][]string, wa
 		return ""
 	}
 	return "; " + strings.Join(parts, "; ")
+}
+
+// sources names the session's source files for sources.sql, or with p for
+// partition_sources.sql: only the files p reads (lake.Partition.Reads), the
+// ones whose rows are all p's apart from the ones to filter, and the
+// quarantine files in partition 0 alone. Every list starts with an empty
+// file of the table's schema.
+func (in *runInputs) sources(ctx context.Context, e *Engine, p *lake.Partition) (string, map[string]any, error) {
+	expected := in.m.ExpectedTables()
+	lists := map[string][]lake.TableFile{"Expected": expected, "Attempts": in.attempts}
+	quarantine := in.quarantineKeys
+	sources := "sources.sql"
+	src := map[string]any{}
+	if p != nil {
+		sources, src["K"], src["N"] = "partition_sources.sql", p.K, p.N
+		for _, name := range []string{"Expected", "Attempts"} {
+			var whole, part []lake.TableFile
+			for _, f := range lists[name] {
+				switch read, all := p.Reads(f); {
+				case all:
+					whole = append(whole, f)
+				case read:
+					part = append(part, f)
+				}
+			}
+			lists[name], lists[name+"Part"] = whole, part
+		}
+		if p.K != 0 {
+			quarantine = nil
+		}
+	}
+	for name, files := range lists {
+		keys := tableKeys(files)
+		var paths []string
+		var err error
+		if strings.HasPrefix(name, "Expected") {
+			paths, err = LocalFiles[lake.ExpectedRow](ctx, e, keys)
+		} else {
+			paths, err = LocalFiles[lake.AttemptRow](ctx, e, keys)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		src[name] = sqlList(paths)
+	}
+	paths, err := LocalFiles[lake.QuarantineRow](ctx, e, quarantine)
+	if err != nil {
+		return "", nil, err
+	}
+	src["Quarantine"] = sqlList(paths)
+	return sources, src, nil
+}
+
+func tableKeys(fs []lake.TableFile) []string {
+	keys := make([]string, len(fs))
+	for i, f := range fs {
+		keys[i] = f.Key
+	}
+	return keys
 }

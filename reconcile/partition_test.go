@@ -97,7 +97,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 			dir := t.TempDir()
 			// Every lake plans and ingests the same files, so the job, its
 			// files and the run's identity are the same in each.
-			newLake := func(name string) (*lake.Lake, *lake.Manifest) {
+			newLake := func(name string, splitMin int64) (*lake.Lake, *lake.Manifest) {
 				url := filepath.Join(dir, name)
 				if seed%2 == 1 {
 					url = "mem://" // a remote-style lake: DuckDB reads through the cache
@@ -107,7 +107,11 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { l.Close() })
-				return l, planAndIngest(t, l, dir, g, shardMax)
+				m := planAndIngestSplit(t, l, dir, g, shardMax, splitMin)
+				if split := m.ExpectedSplit > 0; split != (splitMin > 0) {
+					t.Fatalf("lake %s: expected table split %d, planned with split minimum %d", name, m.ExpectedSplit, splitMin)
+				}
+				return l, m
 			}
 			opts := func(m *lake.Manifest) Options {
 				o := Options{JobKey: m.JobKey, MaxAttempts: 2 + seed%2, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}
@@ -117,7 +121,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 				}
 				return o
 			}
-			single, sm := newLake("single")
+			single, sm := newLake("single", -1)
 			want, err := Run(ctx, single, opts(sm))
 			if err != nil {
 				t.Fatal(err)
@@ -133,7 +137,14 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 
 			for _, n := range []int{1, 2, 3, 7} {
 				t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
-					l, m := newLake(fmt.Sprintf("part%d", n))
+					// The tables split by partition (read only in part, 7
+					// partitions straddling the 16 files), but for n 3: an
+					// unsplit job, every partition filtering all of it.
+					splitMin := int64(1)
+					if n == 3 {
+						splitMin = -1
+					}
+					l, m := newLake(fmt.Sprintf("part%d", n), splitMin)
 					o := opts(m)
 					results := make([]*PartitionResult, n)
 					errs := make([]error, n)
@@ -227,9 +238,10 @@ func (r *Report) counts() string {
 		r.Expected, r.Succeeded, r.FailedRetryable, r.FailedPermanent, r.QualityFailed, r.Missing, r.Unknown, r.Duplicate, r.Quarantined, r.RetryRecords, r.ManualRecords, r.UnpricedLines)
 }
 
-// checkPartitionRecords: every record of a partition's outcomes falls in
-// that partition by the Go definition (lake.RecordPartition), the one the
-// SQL filter must agree with, and carries the job's key and tenant (m).
+// checkPartitionRecords: every record and line of a partition's outcomes
+// and costs falls in that partition by the Go definition (lake.IDPartition
+// of its custom_id), the one the SQL filter and the split files must agree
+// with, and carries the job's key and tenant (m).
 func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *PartitionResult) {
 	t.Helper()
 	ctx := context.Background()
@@ -242,29 +254,19 @@ func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *Part
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, q := range []string{
-		"SELECT record_id FROM read_parquet(" + quote(paths[0]) + ")",
-		"SELECT coalesce(record_id, '') || ' ' || custom_id FROM read_parquet(" + quote(paths[1]) + ")",
-	} {
-		rows, err := e.DB.QueryContext(ctx, q)
+	for i, path := range paths {
+		rows, err := e.DB.QueryContext(ctx, "SELECT custom_id FROM read_parquet("+quote(path)+")")
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int64
 		for rows.Next() {
-			var v string
-			if err := rows.Scan(&v); err != nil {
+			var cid string
+			if err := rows.Scan(&cid); err != nil {
 				t.Fatal(err)
 			}
-			rec, cid, _ := strings.Cut(v, " ")
-			var p int
-			if i == 1 && rec == "" {
-				p = lake.UnknownIDPartition(cid, r.N)
-			} else if p, err = lake.RecordPartition(rec, r.N); err != nil {
-				t.Fatal(err)
-			}
-			if p != r.K {
-				t.Errorf("partition %s holds %q, which Go puts in partition %d", r.Partition, v, p)
+			if p := lake.IDPartition(cid, r.N); p != r.K {
+				t.Errorf("partition %s holds custom_id %q, which Go puts in partition %d", r.Partition, cid, p)
 			}
 			n++
 		}
@@ -504,5 +506,135 @@ func TestPartitionResultJSON(t *testing.T) {
 	r.State, r.Closed, r.Tenant = lake.Completed, true, "t"
 	if got, _ := json.Marshal(&r); bytes.Contains(got, []byte(`"state"`)) || bytes.Contains(got, []byte(`"tenant"`)) || bytes.Contains(got, []byte(`"closed"`)) {
 		t.Errorf("a partition result writes report-only fields: %s", got)
+	}
+}
+
+// TestPartitionReadsItsShare: each partition of a job whose tables are split
+// stages (hashes, and gives DuckDB) only the split files of its own buckets —
+// with 8 partitions of 16 buckets, 2 of 16 of the expected and attempts
+// files, and no file another partition reads — while a job planned unsplit
+// (an older lake's layout) is read whole by every partition. The merge
+// still equals the single run (TestPartitionMergeEqualsSingleRun).
+func TestPartitionReadsItsShare(t *testing.T) {
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(11, 3)), 3000, 20, 2)
+	const n = 8
+	var mu sync.Mutex
+	var staged map[string]int64
+	onStage = func(key string, size int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(key, lake.TablePrefix("expected")) || strings.HasPrefix(key, lake.TablePrefix("attempts")) {
+			staged[key] = size
+		}
+	}
+	defer func() { onStage = nil }()
+	for _, c := range []struct {
+		name     string
+		splitMin int64
+	}{{"split", 1}, {"unsplit", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			l, dir := testLake(t)
+			m := planAndIngestSplit(t, l, dir, g, 1000, c.splitMin)
+			job, _ := lake.ParseDigest(m.JobKey)
+			recs, err := l.IngestRecords(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := append([]string(nil), m.ExpectedFiles...)
+			for _, r := range recs {
+				files = append(files, r.AttemptKeys()...)
+			}
+			var total int64
+			for _, f := range files {
+				st, err := os.Stat(l.LocalPath(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += st.Size()
+			}
+			readBy := map[string]int{}
+			for k := range n {
+				staged = map[string]int64{}
+				r, err := RunPartition(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}, lake.Partition{K: k, N: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Expected == 0 {
+					t.Fatalf("partition %d/%d holds no record", k, n)
+				}
+				var bytes int64
+				for key, size := range staged {
+					bytes += size
+					readBy[key]++
+				}
+				switch {
+				case c.splitMin > 0 && bytes*4 > total:
+					t.Errorf("partition %d/%d read %d of the %d bytes of the job's expected and attempts files, want at most a quarter", k, n, bytes, total)
+				case c.splitMin < 0 && bytes != total:
+					t.Errorf("partition %d/%d of an unsplit job read %d of %d bytes, want all", k, n, bytes, total)
+				}
+			}
+			for _, f := range files {
+				want := 1
+				if c.splitMin < 0 {
+					want = n
+				}
+				if readBy[f] != want {
+					t.Errorf("%s read by %d partitions, want %d", f, readBy[f], want)
+				}
+			}
+			if c.splitMin > 0 && len(m.ExpectedFiles) != lake.SplitBuckets {
+				t.Errorf("split job has %d expected files, want %d", len(m.ExpectedFiles), lake.SplitBuckets)
+			}
+			got, err := Merge(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Expected != int64(len(g.input)) {
+				t.Errorf("merged report expects %d records, the input has %d", got.Expected, len(g.input))
+			}
+		})
+	}
+}
+
+// TestPartitionOldVersion: a partition result stored by an older batchlake
+// (partition_version 1, which split by record_id) is neither returned as
+// this run's partition nor merged with new ones: both are usage errors that
+// say why and what to do, and nothing is written.
+func TestPartitionOldVersion(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(4, 4)), 80, 2, 1), 40)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+	first, err := RunPartition(ctx, l, o, lake.Partition{K: 0, N: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, run, _, ok := lake.ParsePartitionKey(first.Key)
+	if !ok {
+		t.Fatalf("partition key %s does not parse", first.Key)
+	}
+	old := *first
+	old.Version, old.Partition, old.K = 1, "1/2", 1
+	old.Key = lake.PartitionKey(job, run, lake.Partition{K: 1, N: 2})
+	if _, err := l.PutJSON(ctx, old.Key, lake.FormatPartition, old); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := l.List(ctx, "")
+	for name, f := range map[string]func() error{
+		"partition": func() error { _, err := RunPartition(ctx, l, o, lake.Partition{K: 1, N: 2}); return err },
+		"merge":     func() error { _, err := Merge(ctx, l, o, 2); return err },
+	} {
+		err := f()
+		if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "partition version 1") || !strings.Contains(err.Error(), "another number of partitions") {
+			t.Errorf("%s over a version 1 result: %v, want a usage error that explains it", name, err)
+		}
+	}
+	if after, _ := l.List(ctx, ""); len(after) != len(before) {
+		t.Errorf("refused runs wrote %d keys", len(after)-len(before))
+	}
+	if vr, err := lake.Verify(ctx, l); err != nil || !vr.OK() {
+		t.Errorf("verify with a version 1 partition result: %v %v", err, vr.Problems)
 	}
 }

@@ -94,9 +94,7 @@ func ancestors(ctx context.Context, l *lake.Lake, m *lake.Manifest) (*priorLines
 				return nil, err
 			}
 			for _, r := range recs {
-				if r.AttemptsFile != "" {
-					p.Attempts = append(p.Attempts, r.AttemptsFile)
-				}
+				p.Attempts = append(p.Attempts, r.AttemptKeys()...)
 			}
 		}
 		parent = pm.ParentJobKey

@@ -269,9 +269,12 @@ type runInputs struct {
 	// retracted are the raw files left out (ingest --retract), sorted.
 	retracted []string
 	// run is the digest of everything the run reads; runKey its report's key.
-	run                         lake.Digest
-	runKey                      string
-	attemptKeys, quarantineKeys []string
+	run    lake.Digest
+	runKey string
+	// attempts are the attempts-table files of recs; quarantineKeys their
+	// quarantine-table files.
+	attempts       []lake.TableFile
+	quarantineKeys []string
 	// prior are the ancestors' priced lines, with caps (policy.go); totals
 	// the provider's own totals to cross-check (totals.go).
 	prior  *priorLines
@@ -383,9 +386,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, retracted: retracted, run: h.Sum(), prior: prior, totals: totals, held: held}
 	in.runKey = lake.ReportKey(job, in.run)
 	for _, r := range recs {
-		if r.AttemptsFile != "" {
-			in.attemptKeys = append(in.attemptKeys, r.AttemptsFile)
-		}
+		in.attempts = append(in.attempts, r.AttemptTables()...)
 		if r.QuarantineFile != "" {
 			in.quarantineKeys = append(in.quarantineKeys, r.QuarantineFile)
 		}
@@ -463,28 +464,15 @@ func countedIngests(ctx context.Context, l *lake.Lake, job lake.Digest) ([]lake.
 // stage loads the run's sources (only partition p's records and lines, when
 // p is set), rules, output schema failures and prices into the session.
 func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Report, p *lake.Partition) error {
-	src := map[string]any{}
-	for name, files := range map[string]func() ([]string, error){
-		"Expected":   func() ([]string, error) { return LocalFiles[lake.ExpectedRow](ctx, e, in.m.ExpectedFiles) },
-		"Attempts":   func() ([]string, error) { return LocalFiles[lake.AttemptRow](ctx, e, in.attemptKeys) },
-		"Quarantine": func() ([]string, error) { return LocalFiles[lake.QuarantineRow](ctx, e, in.quarantineKeys) },
-	} {
-		paths, err := files()
-		if err != nil {
-			return err
-		}
-		src[name] = sqlList(paths)
-	}
-	sources := "sources.sql"
-	if p != nil {
-		sources, src["K"], src["N"] = "partition_sources.sql", p.K, p.N
+	sources, src, err := in.sources(ctx, e, p)
+	if err != nil {
+		return err
 	}
 	if err := e.ExecFile(ctx, sources, src); err != nil {
 		return err
 	}
 	in.gateSQL = "true"
 	if in.gate != "" {
-		var err error
 		if in.gateSQL, err = CheckPredicate(ctx, e, in.gate); err != nil {
 			return err
 		}
@@ -492,7 +480,6 @@ func (in *runInputs) stage(ctx context.Context, e *Engine, o Options, rep *Repor
 	if err := in.rules.load(ctx, e); err != nil {
 		return err
 	}
-	var err error
 	if rep.SchemaFailed, err = o.OutputSchema.check(ctx, e); err != nil {
 		return err
 	}

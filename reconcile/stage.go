@@ -55,6 +55,9 @@ func CacheDir(dir string) string {
 	return filepath.Join(base, "batchlake")
 }
 
+// onStage, if set (by tests), is told each file a session stages and its size.
+var onStage func(key string, size int64)
+
 func (s *stager) local(ctx context.Context, key string) (string, error) {
 	if p, ok := s.checked[key]; ok {
 		return p, nil
@@ -66,12 +69,15 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 	var p string
 	if _, local := s.lake.LocalDir(); local {
 		p = s.lake.LocalPath(key)
-		got, _, err := lake.HashFile(p)
+		got, size, err := lake.HashFile(p)
 		if err != nil {
 			return "", fmt.Errorf("stage %s: %w", key, err)
 		}
 		if got != d {
 			return "", fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+		}
+		if onStage != nil {
+			onStage(key, size)
 		}
 	} else {
 		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))

@@ -177,9 +177,7 @@ func (s *viewSources) addJob(ctx context.Context, l *lake.Lake, g *lake.Ledger, 
 			s.irows = append(s.irows, ingestRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: r.Channel, RawSHA256: r.Raw.Hex(),
 				ProviderJobID: r.ProviderJobID, Lines: r.Lines, IngestedAt: r.IngestedAt})
 		}
-		if r.AttemptsFile != "" {
-			s.attempts = append(s.attempts, r.AttemptsFile)
-		}
+		s.attempts = append(s.attempts, r.AttemptKeys()...)
 		if r.QuarantineFile != "" {
 			s.quarantine = append(s.quarantine, r.QuarantineFile)
 		}

@@ -1,26 +1,28 @@
 -- The sources of reconcile --partition {{.K}}/{{.N}}: sources.sql restricted to
--- the records whose record_id falls in partition {{.K}} of {{.N}} and to their
--- result lines (joined by custom_id, as reconcile.sql joins them). A line whose
--- custom_id is no record of the job (an unknown id) falls in the partition of
--- the sha256 of its custom_id, so each unknown id counts in exactly one
--- partition. The partition of a hex digest h is
---     uint32(first 8 hex digits of h) mod n
+-- the records and result lines whose custom_id falls in partition {{.K}} of
+-- {{.N}} (a line and its record share their custom_id, so a record comes with
+-- its lines; a line of an unknown id falls in one partition all the same).
+-- The partition of a custom_id is
+--     floor(uint32(first 8 hex digits of sha256(custom_id)) * n / 2^32)
 -- (lake/partition.go; the same in Go, Spark and Trino, see docs/engines.md).
-CREATE OR REPLACE TEMP VIEW expected_all AS
-SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
-
+-- Each table comes in two lists of files: those whose rows are all the
+-- partition's (files of a split table whose bucket lies inside it: read
+-- whole), and those read through the filter (files of an unsplit table, or
+-- of a bucket that straddles partitions). Files of buckets outside the
+-- partition are in neither list: they are not read at all.
 CREATE OR REPLACE TEMP VIEW expected AS
-SELECT * FROM expected_all
-WHERE CAST(('0x' || substr(record_id, 1, 8)) AS UBIGINT) % {{.N}} = {{.K}};
+SELECT * FROM read_parquet({{.Expected}}, union_by_name = true)
+UNION ALL BY NAME
+SELECT * FROM read_parquet({{.ExpectedPart}}, union_by_name = true)
+WHERE (CAST(('0x' || substr(sha256(custom_id), 1, 8)) AS UBIGINT) * {{.N}}) // 4294967296 = {{.K}};
 
 CREATE OR REPLACE TEMP VIEW attempts_raw AS
-SELECT a.*
-FROM read_parquet({{.Attempts}}, union_by_name = true) a
-LEFT JOIN (SELECT custom_id, record_id FROM expected_all) e
-       ON e.custom_id = a.custom_id
-WHERE CAST(('0x' || substr(coalesce(e.record_id, sha256(a.custom_id)), 1, 8)) AS UBIGINT) % {{.N}} = {{.K}};
+SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true)
+UNION ALL BY NAME
+SELECT * FROM read_parquet({{.AttemptsPart}}, union_by_name = true)
+WHERE (CAST(('0x' || substr(sha256(custom_id), 1, 8)) AS UBIGINT) * {{.N}}) // 4294967296 = {{.K}};
 
--- Quarantined lines have no trustworthy id: partition 0 counts them all.
+-- Quarantined lines have no trustworthy id: partition 0 counts them all (the
+-- other partitions are given no quarantine file).
 CREATE OR REPLACE TEMP VIEW quarantine AS
-SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true)
-WHERE {{.K}} = 0;
+SELECT * FROM read_parquet({{.Quarantine}}, union_by_name = true);

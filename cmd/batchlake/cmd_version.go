@@ -25,7 +25,7 @@ type versionInfo struct {
 // revision the binary was built from, else "devel".
 func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 	v := versionInfo{Version: "devel", Go: runtime.Version(), LakeFormats: lake.Formats(),
-		ManifestVersion: lake.ManifestVersion, IngestVersion: lake.IngestVersion}
+		ManifestVersion: lake.ManifestVersion, IngestVersion: lake.IngestSplitVersion}
 	if !ok || bi == nil {
 		return v
 	}

@@ -197,7 +197,7 @@ def batchlake_job():
         n = int(params["partitions"])
         return [f"{k}/{n}" for k in range(n)]
 
-    # One mapped task per partition: records split by record_id (docs/engines.md).
+    # One mapped task per partition: records split by the hash of their custom_id (docs/engines.md).
     # Every partition and the merge take the same reconcile flags.
     @task(retries=3)
     def reconcile_partition(j: str, part: str, params=None) -> None:
