@@ -103,10 +103,32 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return nil
 	}
 	if merged {
-		// The partitions' costs: a merge's out_no is a window over all its
-		// lines, so one query, sorted.
+		err = mergeCosts(ctx, e, inOrder, cpipe, modes)
+	} else {
+		err = scanCosts(ctx, e, m, inOrder, cpipe, modes)
+	}
+	if cerr := cpipe.Close(err); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", "", err
+	}
+	costs, err = cpipe.Commit()
+	return outcomes, costs, err
+}
+
+// mergeCosts reads a merge's costs table: the partitions' lines, renumbered
+// (line_costs, merge_sources.sql), sorted one range of files and lines at a
+// time (cost_rows.sql), as scanCosts reads a reconcile's, so that no single
+// sort holds every line of the job.
+func mergeCosts(ctx context.Context, e *Engine, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
+	ranges, err := costRanges(ctx, e, "line_costs", e.chunkRows)
+	if err != nil {
+		return err
+	}
+	for _, r := range ranges {
 		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no unpriced
-		err = e.eachRow(ctx, "cost_rows.sql", nil, "ssssnssssnssnn", func(x *scanRow) error {
+		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnssnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
@@ -119,17 +141,11 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: cost, Unpriced: n[3] != 0,
 				Mode: modeOf(modes, s[7])})
 		})
-	} else {
-		err = scanCosts(ctx, e, m, inOrder, cpipe, modes)
+		if err != nil {
+			return err
+		}
 	}
-	if cerr := cpipe.Close(err); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", "", err
-	}
-	costs, err = cpipe.Commit()
-	return outcomes, costs, err
+	return nil
 }
 
 // scanCosts reads a reconcile's costs table in ranges of costed's stored
