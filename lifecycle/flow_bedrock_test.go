@@ -40,7 +40,6 @@ type bedrockFlow struct {
 
 func newBedrockFlow(t *testing.T, opts fakebedrock.Options) *bedrockFlow {
 	t.Helper()
-	const model = "anthropic.claude-3-haiku-20240307-v1:0"
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	s3 := httptest.NewServer(faker.Server())
 	t.Cleanup(s3.Close)
