@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,16 +62,12 @@ type Family struct {
 // scheduler's worker) each call reads only the manifests new since the last,
 // and lists the manifests by name.
 func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
-	keys, err := l.listNames(ctx, ManifestPrefix)
+	ds, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	f := &Family{Jobs: map[string]*Manifest{}, Children: map[string][]string{}}
-	for _, k := range keys {
-		d, err := ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, ManifestPrefix), ".json"))
-		if err != nil || ManifestKey(d) != k {
-			continue // a concurrent write's temp file
-		}
+	for _, d := range ds {
 		m, ok := l.manifests.get(d)
 		if !ok {
 			if m, err = l.GetManifest(ctx, d); err != nil {

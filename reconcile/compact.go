@@ -53,7 +53,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
-	keys, err := l.List(ctx, lake.ManifestPrefix)
+	all, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +68,8 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		comp = newCompactionUse(prev, marks, Scope{})
 	}
 	var ds []lake.Digest
-	for _, k := range keys {
-		if d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json")); err == nil && !comp.covers(d.Hex()) {
+	for _, d := range all {
+		if !comp.covers(d.Hex()) {
 			ds = append(ds, d)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -129,17 +128,15 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 			return nil, err
 		}
 	}
-	keys, err := l.List(ctx, lake.ManifestPrefix)
+	all, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var ds []lake.Digest
-	for _, k := range keys {
-		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
-		if err != nil || comp.covers(d.Hex()) {
-			continue
+	for _, d := range all {
+		if !comp.covers(d.Hex()) {
+			ds = append(ds, d)
 		}
-		ds = append(ds, d)
 	}
 	src, _, err := readJobs(ctx, l, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
 	if err != nil {
