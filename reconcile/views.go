@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -121,15 +122,22 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		return nil, err
 	}
 	e.emptyDir = smallDir
-	var comp *compactionUse
+	var (
+		comp *compactionUse
+		all  []lake.Digest
+	)
+	eg, ectx := errgroup.WithContext(ctx)
 	if kind == "TEMP VIEW" {
-		var err error
-		if comp, err = e.useCompaction(ctx, scope); err != nil {
-			return nil, err
-		}
+		eg.Go(func() (err error) {
+			comp, err = e.useCompaction(ectx, scope)
+			return err
+		})
 	}
-	all, err := l.JobKeys(ctx)
-	if err != nil {
+	eg.Go(func() (err error) {
+		all, err = l.JobKeys(ectx)
+		return err
+	})
+	if err := eg.Wait(); err != nil {
 		return nil, err
 	}
 	var ds []lake.Digest
