@@ -203,20 +203,7 @@ func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 			per[i] = []string{base + e.Name()}
 			return nil
 		}
-		dir := filepath.Join(root, e.Name())
-		return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil // a temp file gone
-				}
-				return err
-			}
-			if d.IsDir() {
-				return ctx.Err()
-			}
-			per[i] = append(per[i], base+e.Name()+filepath.ToSlash(strings.TrimPrefix(p, dir)))
-			return nil
-		})
+		return walkNames(ctx, filepath.Join(root, e.Name()), base+e.Name()+"/", &per[i])
 	}
 	var (
 		wg    sync.WaitGroup
@@ -260,6 +247,32 @@ func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 		keys = append(keys, ks...)
 	}
 	return keys, nil
+}
+
+// walkNames appends the keys of the files under dir (key prefix base) in
+// lexical order. It is filepath.WalkDir without the stat of each folder it
+// starts from: a folder entry's type is known from its parent's listing.
+func walkNames(ctx context.Context, dir, base string, keys *[]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a temp folder gone
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := walkNames(ctx, filepath.Join(dir, e.Name()), base+e.Name()+"/", keys); err != nil {
+				return err
+			}
+			continue
+		}
+		*keys = append(*keys, base+e.Name())
+	}
+	return nil
 }
 
 // listWalkers is how many folders listNames walks at once.
