@@ -1,9 +1,12 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -77,31 +80,97 @@ func (l *Lake) PutCompaction(ctx context.Context, c *Compaction) (string, error)
 
 // LatestCompaction returns the newest compaction marker (by created_at,
 // then key), or nil when the lake has none.
+//
+// Every compaction marker names every job it covers, and compacting again
+// adds a marker, so reading them all would grow with both. The newest is
+// found from each marker's first bytes (its created_at comes before its
+// jobs), and only that one is read whole and checked: its envelope, its
+// version, and that its created_at is the one its first bytes gave. A
+// marker whose first bytes do not parse so is read whole.
 func (l *Lake) LatestCompaction(ctx context.Context) (*Compaction, string, error) {
 	keys, err := l.List(ctx, CompactionArea)
 	if err != nil {
 		return nil, "", err
 	}
 	var (
-		best    *Compaction
+		bestAt  time.Time
 		bestKey string
+		best    *Compaction
 	)
 	for _, k := range keys {
 		if _, ok := ParseCompactionKey(k); !ok {
 			continue // a concurrent write's temp file
 		}
-		var c Compaction
-		if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
+		at, ok := l.compactionCreatedAt(ctx, k)
+		var c *Compaction
+		if !ok {
+			if c, err = l.getCompaction(ctx, k); err != nil {
+				return nil, "", err
+			}
+			at = c.CreatedAt
+		}
+		if bestKey == "" || at.After(bestAt) || (at.Equal(bestAt) && k > bestKey) {
+			bestAt, bestKey, best = at, k, c
+		}
+	}
+	if bestKey == "" {
+		return nil, "", nil
+	}
+	if best == nil {
+		if best, err = l.getCompaction(ctx, bestKey); err != nil {
 			return nil, "", err
 		}
-		if c.Version != CompactionVersion {
-			return nil, "", errUnknownVersion(k, c.Version)
-		}
-		if best == nil || c.CreatedAt.After(best.CreatedAt) || (c.CreatedAt.Equal(best.CreatedAt) && k > bestKey) {
-			best, bestKey = &c, k
+		if !best.CreatedAt.Equal(bestAt) {
+			return nil, "", fmt.Errorf("lake read %s: created_at %s, its first bytes say %s: %w", bestKey, best.CreatedAt, bestAt, ErrCorrupt)
 		}
 	}
 	return best, bestKey, nil
+}
+
+func (l *Lake) getCompaction(ctx context.Context, k string) (*Compaction, error) {
+	var c Compaction
+	if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
+		return nil, err
+	}
+	if c.Version != CompactionVersion {
+		return nil, errUnknownVersion(k, c.Version)
+	}
+	return &c, nil
+}
+
+// compactionHead is how many bytes of a compaction marker hold its
+// envelope's format and digest and its body's version and created_at.
+const compactionHead = 512
+
+// compactionCreatedAt reads a compaction marker's created_at from its first
+// bytes ({"format":…,"sha256":…,"body":{"compaction_version":…,
+// "created_at":…): false if they are not so. Nothing is trusted from it but
+// the order: the marker chosen is read whole and checked.
+func (l *Lake) compactionCreatedAt(ctx context.Context, k string) (time.Time, bool) {
+	r, err := l.Bucket.NewRangeReader(ctx, k, 0, compactionHead, nil)
+	if err != nil {
+		return time.Time{}, false
+	}
+	head, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return time.Time{}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(head))
+	want := []any{json.Delim('{'), "format", FormatCompaction, "sha256", nil, "body", json.Delim('{'), "compaction_version", nil, "created_at"}
+	for _, w := range want {
+		tok, err := dec.Token()
+		if err != nil || (w != nil && tok != w) {
+			return time.Time{}, false
+		}
+	}
+	tok, err := dec.Token()
+	s, ok := tok.(string)
+	if err != nil || !ok {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	return at, err == nil
 }
 
 // JobMarkers fingerprints, per job, every marker the views read a job's
