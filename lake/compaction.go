@@ -1,14 +1,20 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,31 +80,97 @@ func (l *Lake) PutCompaction(ctx context.Context, c *Compaction) (string, error)
 
 // LatestCompaction returns the newest compaction marker (by created_at,
 // then key), or nil when the lake has none.
+//
+// Every compaction marker names every job it covers, and compacting again
+// adds a marker, so reading them all would grow with both. The newest is
+// found from each marker's first bytes (its created_at comes before its
+// jobs), and only that one is read whole and checked: its envelope, its
+// version, and that its created_at is the one its first bytes gave. A
+// marker whose first bytes do not parse so is read whole.
 func (l *Lake) LatestCompaction(ctx context.Context) (*Compaction, string, error) {
 	keys, err := l.List(ctx, CompactionArea)
 	if err != nil {
 		return nil, "", err
 	}
 	var (
-		best    *Compaction
+		bestAt  time.Time
 		bestKey string
+		best    *Compaction
 	)
 	for _, k := range keys {
 		if _, ok := ParseCompactionKey(k); !ok {
 			continue // a concurrent write's temp file
 		}
-		var c Compaction
-		if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
+		at, ok := l.compactionCreatedAt(ctx, k)
+		var c *Compaction
+		if !ok {
+			if c, err = l.getCompaction(ctx, k); err != nil {
+				return nil, "", err
+			}
+			at = c.CreatedAt
+		}
+		if bestKey == "" || at.After(bestAt) || (at.Equal(bestAt) && k > bestKey) {
+			bestAt, bestKey, best = at, k, c
+		}
+	}
+	if bestKey == "" {
+		return nil, "", nil
+	}
+	if best == nil {
+		if best, err = l.getCompaction(ctx, bestKey); err != nil {
 			return nil, "", err
 		}
-		if c.Version != CompactionVersion {
-			return nil, "", errUnknownVersion(k, c.Version)
-		}
-		if best == nil || c.CreatedAt.After(best.CreatedAt) || (c.CreatedAt.Equal(best.CreatedAt) && k > bestKey) {
-			best, bestKey = &c, k
+		if !best.CreatedAt.Equal(bestAt) {
+			return nil, "", fmt.Errorf("lake read %s: created_at %s, its first bytes say %s: %w", bestKey, best.CreatedAt, bestAt, ErrCorrupt)
 		}
 	}
 	return best, bestKey, nil
+}
+
+func (l *Lake) getCompaction(ctx context.Context, k string) (*Compaction, error) {
+	var c Compaction
+	if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
+		return nil, err
+	}
+	if c.Version != CompactionVersion {
+		return nil, errUnknownVersion(k, c.Version)
+	}
+	return &c, nil
+}
+
+// compactionHead is how many bytes of a compaction marker hold its
+// envelope's format and digest and its body's version and created_at.
+const compactionHead = 512
+
+// compactionCreatedAt reads a compaction marker's created_at from its first
+// bytes ({"format":…,"sha256":…,"body":{"compaction_version":…,
+// "created_at":…): false if they are not so. Nothing is trusted from it but
+// the order: the marker chosen is read whole and checked.
+func (l *Lake) compactionCreatedAt(ctx context.Context, k string) (time.Time, bool) {
+	r, err := l.Bucket.NewRangeReader(ctx, k, 0, compactionHead, nil)
+	if err != nil {
+		return time.Time{}, false
+	}
+	head, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		return time.Time{}, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(head))
+	want := []any{json.Delim('{'), "format", FormatCompaction, "sha256", nil, "body", json.Delim('{'), "compaction_version", nil, "created_at"}
+	for _, w := range want {
+		tok, err := dec.Token()
+		if err != nil || (w != nil && tok != w) {
+			return time.Time{}, false
+		}
+	}
+	tok, err := dec.Token()
+	s, ok := tok.(string)
+	if err != nil || !ok {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	return at, err == nil
 }
 
 // JobMarkers fingerprints, per job, every marker the views read a job's
@@ -177,32 +249,100 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 // listNames is List, but for a local lake a plain walk of the folder: the
 // names are all JobMarkers needs, and fileblob's listing stats every file
 // and looks for its attributes file (three system calls a key, for a
-// hundred thousand ledger events).
+// hundred thousand ledger events). The walk opens a folder or two per job,
+// so the folders under prefix are walked several at once (the system calls
+// of one wait on another's); the keys come back in lexical order, as List's.
 func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 	if l.dir == "" {
 		return l.List(ctx, prefix)
 	}
 	root := filepath.Join(l.dir, filepath.FromSlash(prefix))
-	var keys []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // an area not made yet, or a temp file gone
-			}
-			return err
-		}
-		if d.IsDir() {
-			return ctx.Err()
-		}
-		rel, err := filepath.Rel(l.dir, p)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, filepath.ToSlash(rel))
-		return nil
-	})
+	top, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // an area not made yet
+	}
 	if err != nil {
 		return nil, wrapOp("list", prefix, err)
 	}
+	base := strings.TrimSuffix(prefix, "/") + "/"
+	per := make([][]string, len(top))
+	walk := func(i int) error {
+		e := top[i]
+		if !e.IsDir() {
+			per[i] = []string{base + e.Name()}
+			return nil
+		}
+		return walkNames(ctx, filepath.Join(root, e.Name()), base+e.Name()+"/", &per[i])
+	}
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		mu    sync.Mutex
+		first error
+	)
+	for range min(listWalkers, len(top)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(top) {
+					return
+				}
+				if err := walk(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, wrapOp("list", prefix, first)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, ks := range per {
+		n += len(ks)
+	}
+	keys := make([]string, 0, n)
+	for _, ks := range per {
+		keys = append(keys, ks...)
+	}
 	return keys, nil
 }
+
+// walkNames appends the keys of the files under dir (key prefix base) in
+// lexical order. It is filepath.WalkDir without the stat of each folder it
+// starts from: a folder entry's type is known from its parent's listing.
+func walkNames(ctx context.Context, dir, base string, keys *[]string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a temp folder gone
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := walkNames(ctx, filepath.Join(dir, e.Name()), base+e.Name()+"/", keys); err != nil {
+				return err
+			}
+			continue
+		}
+		*keys = append(*keys, base+e.Name())
+	}
+	return nil
+}
+
+// listWalkers is how many folders listNames walks at once.
+const listWalkers = 8

@@ -1,7 +1,10 @@
 package lake
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +97,55 @@ func TestJobMarkersSeeNewEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// LatestCompaction picks the newest marker from each marker's first bytes
+// and reads only that one whole: an older marker that no longer verifies
+// does not stop a session (verify reports it), a marker whose envelope is
+// laid out otherwise is still read, and the one chosen is checked whole.
+func TestLatestCompactionReadsOnlyTheNewest(t *testing.T) {
+	ctx := context.Background()
+	put := func(t *testing.T, l *Lake, at time.Time, seal func(body []byte) []byte) string {
+		t.Helper()
+		body, err := json.Marshal(&Compaction{Version: CompactionVersion, CreatedAt: at, Tables: map[string]string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := CompactionKey(Sum(body))
+		if _, err := l.PutOnce(ctx, k, seal(body)); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	sealed := func(body []byte) []byte {
+		b, _ := json.Marshal(envelope{Format: FormatCompaction, SHA256: Sum(body).Hex(), Body: body})
+		return b
+	}
+	// The body's digest in the envelope, but the body's tail changed: it
+	// parses, its first bytes are intact, and it does not verify.
+	damaged := func(body []byte) []byte {
+		b := sealed(body)
+		return bytes.Replace(b, []byte(`"tables":{}`), []byte(`"tables":{"x":"y"}`), 1)
+	}
+	// The same envelope, body first.
+	bodyFirst := func(body []byte) []byte {
+		return []byte(`{"body":` + string(body) + `,"sha256":"` + Sum(body).Hex() + `","format":"` + FormatCompaction + `"}`)
+	}
+	forEachBackend(t, func(t *testing.T, l *Lake) {
+		put(t, l, t0, damaged)
+		newest := put(t, l, t0.Add(2*time.Hour), sealed)
+		put(t, l, t0.Add(time.Hour), sealed)
+		c, k, err := l.LatestCompaction(ctx)
+		if err != nil || k != newest || !c.CreatedAt.Equal(t0.Add(2*time.Hour)) {
+			t.Fatalf("LatestCompaction = %s, %v; want %s (an older damaged marker must not be read)", k, err, newest)
+		}
+		laidOut := put(t, l, t0.Add(3*time.Hour), bodyFirst)
+		if _, k, err := l.LatestCompaction(ctx); err != nil || k != laidOut {
+			t.Fatalf("LatestCompaction = %s, %v; want the body-first marker %s", k, err, laidOut)
+		}
+		put(t, l, t0.Add(4*time.Hour), damaged)
+		if _, _, err := l.LatestCompaction(ctx); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("the newest marker does not verify: err %v, want ErrCorrupt", err)
+		}
+	})
 }

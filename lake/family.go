@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -48,28 +48,32 @@ func LatestReportKey(ctx context.Context, l *Lake, m *Manifest) (string, error) 
 }
 
 // Family reads every manifest of the lake and indexes the retry tree:
-// manifests by job key, and each job's children.
+// manifests by job key, and each job's children. The manifests are shared
+// with the lake's cache (manifestCache): read them, do not change them.
 type Family struct {
 	Jobs     map[string]*Manifest
 	Children map[string][]string
 }
 
 // ReadFamily reads every manifest in the lake (a retry or submit of a child
-// job asks which other children its parent has).
+// job asks which other children its parent has). A manifest is written once
+// and never changes, so one this Lake has read (and checked) before is taken
+// from its cache: in a process that makes many jobs (a generator, a
+// scheduler's worker) each call reads only the manifests new since the last,
+// and lists the manifests by name.
 func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
-	keys, err := l.List(ctx, ManifestPrefix)
+	ds, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	f := &Family{Jobs: map[string]*Manifest{}, Children: map[string][]string{}}
-	for _, k := range keys {
-		d, err := ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, ManifestPrefix), ".json"))
-		if err != nil || ManifestKey(d) != k {
-			continue // a concurrent write's temp file
-		}
-		m, err := l.GetManifest(ctx, d)
-		if err != nil {
-			return nil, err
+	for _, d := range ds {
+		m, ok := l.manifests.get(d)
+		if !ok {
+			if m, err = l.GetManifest(ctx, d); err != nil {
+				return nil, err
+			}
+			l.manifests.put(d, m)
 		}
 		f.Jobs[m.JobKey] = m
 		if m.ParentJobKey != "" {
@@ -77,6 +81,29 @@ func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
 		}
 	}
 	return f, nil
+}
+
+// manifestCache holds the manifests ReadFamily has read, by job key; the
+// zero value is empty and ready.
+type manifestCache struct {
+	mu sync.Mutex
+	m  map[Digest]*Manifest
+}
+
+func (c *manifestCache) get(d Digest) (*Manifest, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.m[d]
+	return m, ok
+}
+
+func (c *manifestCache) put(d Digest, m *Manifest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[Digest]*Manifest{}
+	}
+	c.m[d] = m
 }
 
 // Descendants lists job's retry descendants (children, their children, …),

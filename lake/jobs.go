@@ -104,9 +104,10 @@ func (l *Lake) HasJobs(ctx context.Context) (bool, error) {
 	return found, nil
 }
 
-// JobKeys lists the keys of every job with a manifest, in lexical order.
+// JobKeys lists the keys of every job with a manifest, in lexical order
+// (by name: a local lake's manifests are not each stat'ed).
 func (l *Lake) JobKeys(ctx context.Context) ([]Digest, error) {
-	keys, err := l.List(ctx, ManifestPrefix)
+	keys, err := l.listNames(ctx, ManifestPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (l *Lake) JobKeys(ctx context.Context) ([]Digest, error) {
 		if !ok {
 			continue
 		}
-		if d, err := ParseDigest(name); err == nil {
+		if d, err := ParseDigest(name); err == nil && ManifestKey(d) == k {
 			jobs = append(jobs, d)
 		}
 	}

@@ -37,6 +37,8 @@ type Lake struct {
 	// Retry is the policy for retrying transient object-store errors; the
 	// zero value means DefaultRetry.
 	Retry RetryPolicy
+	// manifests caches the manifests ReadFamily read (write-once objects).
+	manifests manifestCache
 }
 
 // Open opens the lake at u: a gocloud.dev/blob URL, or a plain path for a

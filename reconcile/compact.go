@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -53,7 +55,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
-	keys, err := l.List(ctx, lake.ManifestPrefix)
+	all, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +70,8 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		comp = newCompactionUse(prev, marks, Scope{})
 	}
 	var ds []lake.Digest
-	for _, k := range keys {
-		if d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json")); err == nil && !comp.covers(d.Hex()) {
+	for _, d := range all {
+		if !comp.covers(d.Hex()) {
 			ds = append(ds, d)
 		}
 	}
@@ -137,13 +139,25 @@ type compactionUse struct {
 
 // useCompaction finds the lake's latest compaction and which of its jobs
 // are unchanged since (nil: no compaction).
+//
+// The marker and the listing of the jobs' markers are read at once: both
+// grow with the lake (a marker names every job; the listing opens a folder
+// or two a job), and one waits on the disk while the other parses.
 func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse, error) {
-	c, _, err := e.lake.LatestCompaction(ctx)
-	if err != nil || c == nil {
-		return nil, err
-	}
-	marks, err := e.lake.JobMarkers(ctx)
-	if err != nil {
+	var (
+		c     *lake.Compaction
+		marks map[string]string
+	)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() (err error) {
+		c, _, err = e.lake.LatestCompaction(ectx)
+		return err
+	})
+	eg.Go(func() (err error) {
+		marks, err = e.lake.JobMarkers(ectx)
+		return err
+	})
+	if err := eg.Wait(); err != nil || c == nil {
 		return nil, err
 	}
 	return newCompactionUse(c, marks, scope), nil

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -246,4 +247,61 @@ func TestCompactionGivesTheSameViews(t *testing.T) {
 			t.Errorf("no problem with the forged compaction's ledger: %+v", ps)
 		}
 	})
+
+	// Damaged bytes: a session reads a compacted file only after checking
+	// it against its digest, and verify re-hashes the covered jobs' own
+	// files, which a session does not read.
+	tamper := func(t *testing.T, key string) {
+		t.Helper()
+		p := l.LocalPath(key)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("a session refuses a damaged compacted file", func(t *testing.T) {
+		tamper(t, old.Tables["costs"])
+		e, err := reconcile.OpenSession(ctx, l, reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}, all)
+		if err == nil {
+			e.Close()
+			t.Fatal("the session opened over a damaged compacted file")
+		}
+		if !errors.Is(err, lake.ErrCorrupt) {
+			t.Errorf("err %v, want lake.ErrCorrupt", err)
+		}
+	})
+	t.Run("verify finds a damaged source of a covered job", func(t *testing.T) {
+		m, err := l.GetManifest(ctx, mustDigest(t, first[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tamper(t, m.ExpectedFiles[0])
+		rep, err := lake.Verify(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range rep.Problems {
+			found = found || p.Key == m.ExpectedFiles[0]
+		}
+		if !found {
+			t.Errorf("no problem names the damaged file %s: %+v", m.ExpectedFiles[0], rep.Problems)
+		}
+	})
+}
+
+func mustDigest(t *testing.T, s string) lake.Digest {
+	t.Helper()
+	d, err := lake.ParseDigest(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -122,24 +122,29 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 		return nil, err
 	}
 	e.emptyDir = smallDir
-	var comp *compactionUse
+	var (
+		comp *compactionUse
+		all  []lake.Digest
+	)
+	eg, ectx := errgroup.WithContext(ctx)
 	if kind == "TEMP VIEW" {
-		var err error
-		if comp, err = e.useCompaction(ctx, scope); err != nil {
-			return nil, err
-		}
+		eg.Go(func() (err error) {
+			comp, err = e.useCompaction(ectx, scope)
+			return err
+		})
 	}
-	keys, err := l.List(ctx, lake.ManifestPrefix)
-	if err != nil {
+	eg.Go(func() (err error) {
+		all, err = l.JobKeys(ectx)
+		return err
+	})
+	if err := eg.Wait(); err != nil {
 		return nil, err
 	}
 	var ds []lake.Digest
-	for _, k := range keys {
-		d, err := lake.ParseDigest(strings.TrimSuffix(strings.TrimPrefix(k, lake.ManifestPrefix), ".json"))
-		if err != nil || comp.covers(d.Hex()) {
-			continue
+	for _, d := range all {
+		if !comp.covers(d.Hex()) {
+			ds = append(ds, d)
 		}
-		ds = append(ds, d)
 	}
 	src, _, err := readJobs(ctx, l, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
 	if err != nil {

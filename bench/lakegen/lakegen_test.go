@@ -48,6 +48,11 @@ func TestGeneratedLakeVerifies(t *testing.T) {
 	if len(ms) != len(keys) || len(keys) < 3 {
 		t.Errorf("%d manifests for %d job keys (3 inputs)", len(ms), len(keys))
 	}
+	// Each job's simulator keeps its state in memory: nothing of it lands
+	// in the lake, so a job's submit lists only its own batches.
+	if sk, err := l.List(ctx, lake.SimStatePrefix); err != nil || len(sk) > 0 {
+		t.Errorf("simulator state in the lake: %d keys (%v), want none", len(sk), err)
+	}
 	rep, err := lake.Verify(ctx, l)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,11 +35,25 @@ func main() {
 		workers  = flag.Int("workers", 2, "jobs made at once")
 		tmpDir   = flag.String("tmp-dir", "", "temporary files (default: the system's)")
 		progress = flag.Bool("progress", true, "report progress on stderr")
+		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile to this file")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bllake:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bllake:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *lakeURL, *from, *to, *workers, *progress, lakegen.Options{Records: *records, Tenants: *tenants, Seed: *seed, TmpDir: *tmpDir}); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bllake:", err)
 		os.Exit(1)
 	}

@@ -28,6 +28,12 @@ type Options struct {
 	Rates, RetryRates *fakeopenai.Rates
 	// Logger receives the OpenAI adapter's notes (discarded if nil).
 	Logger *slog.Logger
+	// InMemory keeps the server's files and batches in this process instead
+	// of the lake. Only for a process that takes each job from submit to
+	// collect with one simulator (bench/lakegen, which starts one per job so
+	// that finding a job's batch lists that job's batches, not the whole
+	// lake's): another process cannot see these batches.
+	InMemory bool
 }
 
 // Simulator is a providers.Client: the OpenAI adapter talking to the fake
@@ -44,9 +50,12 @@ var _ providers.Client = (*Simulator)(nil)
 
 // Start serves the simulator on a free loopback port, its state in l.
 func Start(l *lake.Lake, o Options) (*Simulator, error) {
-	srv := fakeopenai.New(fakeopenai.Options{Seed: o.Seed, Rates: o.Rates, RetryRates: o.RetryRates,
-		Faults: fakeopenai.Faults{CreateLost: o.LostCreates},
-		Bucket: l.Bucket, Prefix: lake.SimStatePrefix, IDTag: ingest.SimProvider})
+	fo := fakeopenai.Options{Seed: o.Seed, Rates: o.Rates, RetryRates: o.RetryRates,
+		Faults: fakeopenai.Faults{CreateLost: o.LostCreates}, IDTag: ingest.SimProvider}
+	if !o.InMemory {
+		fo.Bucket, fo.Prefix = l.Bucket, lake.SimStatePrefix
+	}
+	srv := fakeopenai.New(fo)
 	base, err := srv.Start()
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)

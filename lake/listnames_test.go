@@ -1,0 +1,56 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// listNames walks a local lake's folders several at once and must give
+// exactly List's keys in List's order: nested folders, files beside
+// folders, more folders than walkers, and an area that does not exist.
+func TestListNamesIsList(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	put := func(key string) {
+		t.Helper()
+		if err := l.Bucket.WriteAll(ctx, key, []byte(key), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := range 3 * listWalkers {
+		job := fmt.Sprintf("%064x", j*7919)
+		for s := range 2 {
+			for e := range 3 {
+				put(fmt.Sprintf("ledger/%s/part-%05d/%010d.json", job, s, e))
+			}
+		}
+		put(fmt.Sprintf("ingests/%s/output-%d.json", job, j))
+	}
+	put("ledger/a-file-beside-the-folders.json")
+	if err := os.MkdirAll(filepath.Join(l.LocalPath("ledger"), "empty-folder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, area := range []string{"ledger/", "ingests/", "retractions/"} {
+		t.Run(area, func(t *testing.T) {
+			want, err := l.List(ctx, area)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.listNames(ctx, area)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("listNames gave %d keys, List %d:\n got %.300v\nwant %.300v", len(got), len(want), got, want)
+			}
+		})
+	}
+}
