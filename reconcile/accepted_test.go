@@ -154,6 +154,7 @@ func (x *lineageLake) acceptedRows(t *testing.T) map[string]string {
 // a success of attempt 1 arriving after attempt 2 was accepted — change none
 // of them, even after both jobs are reconciled again.
 func TestAcceptedOnePerRecordAcrossGenerations(t *testing.T) {
+	t.Parallel()
 	x := newLineageLake(t)
 	before := x.acceptedRows(t)
 	if len(before) != 3 || before["r2"] != "" {

@@ -39,6 +39,7 @@ func TestRecordRanges(t *testing.T) {
 // small ranges, from tables sorted in many small steps, are byte for byte the
 // files of one range and one sort each.
 func TestChunkedTablesEqualWhole(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 11))
 	g := generate(rng, 120, 3, 1) // every record its own range at 1 row; a few ranges at 50
 	dir := t.TempDir()

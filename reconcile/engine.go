@@ -37,6 +37,9 @@ type EngineOptions struct {
 	// SortInSteps sorts those tables in steps from the start, instead of
 	// only once one sort ran out of memory (sort.go).
 	SortInSteps bool
+	// OnStage, if set, is told each file of a local lake the session hashes
+	// and hands to DuckDB, with its size: what a session reads.
+	OnStage func(key string, size int64)
 }
 
 // Engine is one DuckDB session over a lake.
@@ -97,6 +100,7 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
+	st.onStage = o.OnStage
 	e := &Engine{DB: db, lake: l, tmp: tmp, stage: st, chunkRows: o.ChunkRows, sortRows: o.SortRows, sortInSteps: o.SortInSteps}
 	if e.chunkRows <= 0 {
 		e.chunkRows = defaultChunkRows

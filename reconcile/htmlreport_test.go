@@ -182,6 +182,7 @@ func compareIDs(t *testing.T, where string, got, want map[string]string) {
 // reports and the scenario itself), and the page shows exactly the JSON's
 // numbers — parsed in Go, and as Chromium renders it when chromium exists.
 func TestHTMLReport(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := newLineageLake(t)
 	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})

@@ -110,6 +110,7 @@ func copyTree(t *testing.T, src string) string {
 // reports hold, and once a job is reconciled again by this code (format 2
 // files beside format 1 files) the views read both.
 func TestTableFormat1LakeReads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := copyTree(t, filepath.Join("..", "testdata", "lake-v1"))
 	var typ string

@@ -84,6 +84,7 @@ func shardStates(t *testing.T, l *lake.Lake, m *lake.Manifest) string {
 // the same outcomes and costs tables, retry shards and lineage, byte for
 // byte under the same keys — and leaves the same ledger states.
 func TestPartitionMergeEqualsSingleRun(t *testing.T) {
+	t.Parallel()
 	seeds := 3
 	if testing.Short() {
 		seeds = 1 // -short: one random batch split four ways; the full run tries three
@@ -296,6 +297,7 @@ func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *Part
 // other settings, is a usage error (exit 2) that names them, and writes no
 // report.
 func TestMergeRefuses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 3))
 	g := generate(rng, 60, 2, 1)
@@ -366,6 +368,7 @@ func mustJob(t *testing.T, m *lake.Manifest) lake.Digest {
 // partitions hold nothing (an empty outcomes file, perhaps one unknown id);
 // the merge still equals the single run.
 func TestPartitionsMostlyEmpty(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(5, 5)), 3, 1, 0)
 	dir := t.TempDir()
@@ -521,19 +524,19 @@ func TestPartitionResultJSON(t *testing.T) {
 // (an older lake's layout) is read whole by every partition. The merge
 // still equals the single run (TestPartitionMergeEqualsSingleRun).
 func TestPartitionReadsItsShare(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(11, 3)), 3000, 20, 2)
 	const n = 8
 	var mu sync.Mutex
 	var staged map[string]int64
-	onStage = func(key string, size int64) {
+	eo := EngineOptions{Threads: 1, OnStage: func(key string, size int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		if strings.HasPrefix(key, lake.TablePrefix("expected")) || strings.HasPrefix(key, lake.TablePrefix("attempts")) {
 			staged[key] = size
 		}
-	}
-	defer func() { onStage = nil }()
+	}}
 	for _, c := range []struct {
 		name     string
 		splitMin int64
@@ -561,7 +564,7 @@ func TestPartitionReadsItsShare(t *testing.T) {
 			readBy := map[string]int{}
 			for k := range n {
 				staged = map[string]int64{}
-				r, err := RunPartition(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}, lake.Partition{K: k, N: n})
+				r, err := RunPartition(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: eo}, lake.Partition{K: k, N: n})
 				if err != nil {
 					t.Fatal(err)
 				}

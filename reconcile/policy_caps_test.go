@@ -71,6 +71,7 @@ func expectedRecord(t *testing.T, x *capLake) string {
 // reason and its attempt's cost to the manual category; one unit above
 // keeps it in the retry set.
 func TestCapsAtTheBoundary(t *testing.T) {
+	t.Parallel()
 	x := newCapLake(t, 0)
 	sum := new(big.Rat).Add(x.c1, x.c2)
 	tiny := big.NewRat(1, 1_000_000_000_000_000_000)

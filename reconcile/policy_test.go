@@ -91,6 +91,7 @@ type polRecord struct {
 }
 
 func TestPolicyMultiGeneration(t *testing.T) {
+	t.Parallel()
 	for _, seed := range []uint64{3, 11} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runPolicyScenario(t, seed) })
 	}

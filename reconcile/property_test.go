@@ -234,6 +234,7 @@ func reconcileNewWith(t *testing.T, dir, name string, g genBatch, shardMax int, 
 // report equals the ground truth exactly — every count, the retry set and its
 // lineage, the cost per category — and reconciling again changes nothing.
 func TestReconcileMatchesGroundTruth(t *testing.T) {
+	t.Parallel()
 	seeds := 12
 	if testing.Short() {
 		seeds = 3

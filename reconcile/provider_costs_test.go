@@ -18,6 +18,7 @@ import (
 // profile: its output names the model as claude-sonnet-4-5-20250929, which no
 // Bedrock row matches, so it is priced by the job's model id.
 func TestProviderCostsShippedTable(t *testing.T) {
+	t.Parallel()
 	r := func(s string) *big.Rat { v, _ := new(big.Rat).SetString(s); return v }
 	// formula: (uncached·in + write5m·cw + write1h·cw1h)·mult + cached·cachedPrice·cachedMult + out·outPrice·mult, per Mtok.
 	formula := func(uncached, w5, w1, cached, out int64, in, cw, cw1, cp, op, mult, cmult string) string {

@@ -22,6 +22,7 @@ import (
 // the same bytes as when the shards are read one at a time, and hold the
 // retry set in (input shard, line) order, split at the job's shard limit.
 func TestRetryShardsInOrder(t *testing.T) {
+	t.Parallel()
 	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
 	dir := t.TempDir()
 	run := func(name string, budget int64, start func(string)) *Report {

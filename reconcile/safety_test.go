@@ -22,6 +22,7 @@ func smallLake(t *testing.T) (*lake.Lake, *lake.Manifest, string) {
 }
 
 func TestQualityGate(t *testing.T) {
+	t.Parallel()
 	l, m, dir := smallLake(t)
 	secret := filepath.Join(dir, "secret.csv")
 	os.WriteFile(secret, []byte("a\n1\n"), 0o644)
@@ -151,6 +152,7 @@ func testLake(t *testing.T) (*lake.Lake, string) {
 // success. Each gate here is a tautology, so it must classify exactly as no
 // gate does.
 func TestQualityGateRunsAsChecked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reconcileWith := func(t *testing.T, gate string) *Report {
 		l, m, dir := smallLake(t)

@@ -24,6 +24,8 @@ type stager struct {
 	dir      string
 	maxBytes int64
 	checked  map[string]string
+	// onStage is EngineOptions.OnStage.
+	onStage func(key string, size int64)
 }
 
 func newStager(l *lake.Lake, dir string, maxBytes int64) (*stager, error) {
@@ -55,9 +57,6 @@ func CacheDir(dir string) string {
 	return filepath.Join(base, "batchlake")
 }
 
-// onStage, if set (by tests), is told each file a session stages and its size.
-var onStage func(key string, size int64)
-
 func (s *stager) local(ctx context.Context, key string) (string, error) {
 	if p, ok := s.checked[key]; ok {
 		return p, nil
@@ -76,8 +75,8 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 		if got != d {
 			return "", fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
 		}
-		if onStage != nil {
-			onStage(key, size)
+		if s.onStage != nil {
+			s.onStage(key, size)
 		}
 	} else {
 		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))

@@ -121,6 +121,7 @@ func sumLines(t *testing.T, lines []CostLine) *big.Rat {
 // a quarantined line needs review); the estimate's difference is the bill
 // minus the estimate, with the reasons naming the token counts.
 func TestSummaryScopes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	x := newLineageLake(t) // tenant t1: a job and its retry child
 	var input []string

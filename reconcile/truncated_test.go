@@ -96,6 +96,7 @@ func geminiAnswer(id, finish string) string {
 // the report's truncated key and the records view's truncated column;
 // --accept-truncated lets it succeed, still counted as truncated.
 func TestTruncatedIsQualityFailed(t *testing.T) {
+	t.Parallel()
 	for _, c := range truncCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
