@@ -29,7 +29,7 @@ demo: build ## the whole loop on the built-in simulator: plan, submit, collect, 
 # editing: it skips the suites that run batchlake as a subprocess per step and
 # the long hostile inputs (each skip says why). Instrumented fuzzing is make fuzz.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-RACE_PKGS   := ./lake/... ./ingest/... ./lifecycle/...
+RACE_PKGS   := ./lifecycle/... ./lake/... ./ingest/...
 
 # The tests' temporary lakes (and go test's own work folder) go under
 # TEST_TMPDIR, a RAM-backed folder when the machine has one: a local lake
@@ -37,21 +37,25 @@ RACE_PKGS   := ./lake/... ./ingest/... ./lifecycle/...
 # not the cpu, were most of the tests' wall time. The folder is removed after
 # each go test. TEST_TMPDIR=/tmp (or any folder) puts them on disk.
 TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
+# The packages whose tests take longest come first: go test links and runs
+# packages in the order given, and the longest ones started last would run
+# alone at the end on one core.
+TEST_PKGS := ./reconcile/ ./cmd/batchlake/ ./lake/ ./lifecycle/ ./...
 GOTEST = tmp=$$(mktemp -d "$(TEST_TMPDIR)/batchlake-test.XXXXXX") && trap "rm -rf $$tmp" EXIT && TMPDIR=$$tmp $(GO) test -tags $(TAGS)
 
 test: lint ## lint, every test, -race over the concurrent packages
-	$(GOTEST) -timeout 15m ./...
+	$(GOTEST) -timeout 15m $(TEST_PKGS)
 	$(GOTEST) -short -race -timeout 10m $(RACE_PKGS)
 
 test-short: ## the quick loop: in-process tests of every package, no subprocess suites
-	$(GOTEST) -short -timeout 5m ./...
+	$(GOTEST) -short -timeout 5m $(TEST_PKGS)
 
 test-race: ## the race detector over the concurrent packages (lake, ingest, lifecycle)
 	$(GOTEST) -short -race -timeout 10m $(RACE_PKGS)
 
 test-timing: ## wall and cpu time of the -short run and of the full run (warm the build cache first; test results are not reused)
-	@echo "go test -short ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -short -count=1 -timeout 5m ./... >/dev/null'
-	@echo "go test ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -count=1 -timeout 15m ./... >/dev/null'
+	@echo "go test -short ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -short -count=1 -timeout 5m $(TEST_PKGS) >/dev/null'
+	@echo "go test ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -count=1 -timeout 15m $(TEST_PKGS) >/dev/null'
 
 lint: ## gofmt, go vet and staticcheck (fetched through the module proxy at a pinned version)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
