@@ -41,7 +41,10 @@ TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || ec
 # packages in the order given, and the longest ones started last would run
 # alone at the end on one core.
 TEST_PKGS := ./reconcile/ ./cmd/batchlake/ ./lake/ ./lifecycle/ ./...
-GOTEST = tmp=$$(mktemp -d "$(TEST_TMPDIR)/batchlake-test.XXXXXX") && trap "rm -rf $$tmp" EXIT && TMPDIR=$$tmp $(GO) test -tags $(TAGS)
+# Test binaries that include DuckDB link in about three quarters of the time
+# with gold than with the default GNU ld, when the machine has it.
+TEST_LDFLAGS ?= $(shell command -v ld.gold >/dev/null 2>&1 && echo -ldflags=-extldflags=-fuse-ld=gold)
+GOTEST = tmp=$$(mktemp -d "$(TEST_TMPDIR)/batchlake-test.XXXXXX") && trap "rm -rf $$tmp" EXIT && TMPDIR=$$tmp $(GO) test -tags $(TAGS) $(TEST_LDFLAGS)
 
 test: lint ## lint, every test, -race over the concurrent packages
 	$(GOTEST) -timeout 15m $(TEST_PKGS)
