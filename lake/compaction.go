@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // A compaction gathers the rows the lake-wide views read for many jobs into
@@ -266,43 +266,19 @@ func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 	}
 	base := strings.TrimSuffix(prefix, "/") + "/"
 	per := make([][]string, len(top))
-	walk := func(i int) error {
-		e := top[i]
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(listWalkers)
+	for i, e := range top {
 		if !e.IsDir() {
 			per[i] = []string{base + e.Name()}
-			return nil
+			continue
 		}
-		return walkNames(ctx, filepath.Join(root, e.Name()), base+e.Name()+"/", &per[i])
+		eg.Go(func() error {
+			return walkNames(ectx, filepath.Join(root, e.Name()), base+e.Name()+"/", &per[i])
+		})
 	}
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		mu    sync.Mutex
-		first error
-	)
-	for range min(listWalkers, len(top)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(top) {
-					return
-				}
-				if err := walk(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, wrapOp("list", prefix, first)
+	if err := eg.Wait(); err != nil {
+		return nil, wrapOp("list", prefix, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

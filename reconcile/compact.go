@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -349,40 +347,30 @@ func readJobs(ctx context.Context, l *lake.Lake, ds []lake.Digest, keep func(*la
 	per := make([]*viewSources, len(ds))
 	ms := make([]*lake.Manifest, len(ds))
 	g := lake.NewLedger(l, "")
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		once  sync.Once
-		first error
-	)
-	for range min(markerReaders, len(ds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ds) || ctx.Err() != nil {
-					return
-				}
-				m, err := l.GetManifest(ctx, ds[i])
-				if err == nil && (keep == nil || keep(m)) {
-					var s viewSources
-					if err = s.addJob(ctx, l, g, ds[i], m); err == nil {
-						per[i], ms[i] = &s, m
-					}
-				}
-				if err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(markerReaders)
+	for i, d := range ds {
+		eg.Go(func() error {
+			if err := ectx.Err(); err != nil {
+				return err // another job failed: start no more
 			}
-		}()
+			m, err := l.GetManifest(ectx, d)
+			if err != nil {
+				return err
+			}
+			if keep != nil && !keep(m) {
+				return nil
+			}
+			var s viewSources
+			if err := s.addJob(ectx, l, g, d, m); err != nil {
+				return err
+			}
+			per[i], ms[i] = &s, m
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, nil, first
+	if err := eg.Wait(); err != nil {
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
