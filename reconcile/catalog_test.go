@@ -100,7 +100,14 @@ func TestEngineOddPaths(t *testing.T) {
 	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"a&b", "c+d", "sp ace", "per%20cent", "q?x=1", "hash#x", "ünï", "semi;colon", "quote'd"} {
+	names := []string{"a&b", "c+d", "sp ace", "per%20cent", "q?x=1", "hash#x", "ünï", "semi;colon", "quote'd"}
+	if testing.Short() {
+		// -short: a DSN separator, a byte URL decoding changes, the '?'
+		// DuckDB cuts a database path at, and a quote; each name costs two
+		// sessions and a catalog, and the full run tries all nine.
+		names = []string{"a&b", "c+d", "q?x=1", "quote'd"}
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			odd := filepath.Join(dir, name)
 			if err := os.MkdirAll(odd, 0o755); err != nil {
