@@ -42,13 +42,10 @@ func htmlIDs(t *testing.T, page []byte) map[string]string {
 // run left for a person, each with a reason, and `report --html` prints and
 // shows the run's own numbers; a missing --job is a usage error.
 func TestManualAndReportCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	lk := filepath.Join(dir, "lake")
-	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("run: exit %d %v", code, res)
-	}
+	res := copyDemoLake(t, lk).res
 	job := res["job_key"].(string)
 	runManual, runSucceeded := res["manual"].(json.Number).String(), res["succeeded"].(json.Number).String()
 	if runManual == "0" {

@@ -12,6 +12,7 @@ import (
 // from, --help says how it resolves paths, and --refresh rebuilds only a
 // catalog of the same lake (anything else is bad usage, exit 2).
 func TestCatalogCommand(t *testing.T) {
+	t.Parallel()
 	lk, _ := demoLake(t)
 	dir := filepath.Dir(lk)
 	out := filepath.Join(dir, "analytics.duckdb")

@@ -1,9 +1,6 @@
 package main
 
-import (
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // TestCompactCommand: on the simulator's whole loop, `compact` covers the
 // lake's jobs, `sql` answers the same over the compaction as without it
@@ -12,11 +9,10 @@ func TestCompactCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulator's whole loop twice")
 	}
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	demo := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
+	t.Parallel()
+	lk, _ := demoLake(t) // tenant acme's job
 	runJob := func(tenant string) {
-		if code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", demo, "--tenant", tenant,
+		if code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", demoInput, "--tenant", tenant,
 			"--prompt-version", "v1", "--poll", "10ms", "--progress", "never"); code != exitOK {
 			t.Fatalf("run: exit %d %v", code, res)
 		}
@@ -45,7 +41,6 @@ func TestCompactCommand(t *testing.T) {
 			}
 		}
 	}
-	runJob("acme")
 	before := answers()
 	code, res := cli(t, "compact", "--lake", lk)
 	if code != exitOK || res["jobs"] == nil || res["key"] == "" {

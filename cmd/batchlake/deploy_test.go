@@ -193,6 +193,7 @@ print(json.dumps(out))
 `
 
 func TestAirflowDAG(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py")
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -487,6 +488,7 @@ func runContainer(t *testing.T, tpl argoTemplate, inputs map[string]string, dir,
 // step groups (a group waits for all its steps; a failed step stops the steps
 // after its group) and the merge's retryStrategy.
 func TestArgoExitCodePaths(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "argo", "batchlake-workflowtemplate.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -582,6 +584,7 @@ func TestArgoExitCodePaths(t *testing.T) {
 // path: Airflow itself cannot be imported here, so the function is compiled
 // from the file's syntax tree alone.
 func TestAirflowExitCodePaths(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found: the DAG's after_merge is not run")
@@ -980,6 +983,7 @@ func runPython(t *testing.T, script string, stdin any, args ...string) []byte {
 // retries), anything else a retried error. It also checks that each task
 // running batchlake has retries, and the environment each process gets.
 func TestAirflowStepExitCodes(t *testing.T) {
+	t.Parallel()
 	dag := filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py")
 	stubDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(stubDir, "batchlake"), []byte("#!/bin/sh\nenv | cut -d= -f1 > \"$STUB_ENV\"\nprintf '{\"args\": \"%s\"}' \"$*\"\nexit \"$STUB_CODE\"\n"), 0o755); err != nil {
@@ -1085,6 +1089,7 @@ print(json.dumps(out))
 // help: every variable a provider's steps read (submit --help) is passed to
 // that provider's steps, and every provider batchlake knows is there.
 func TestAirflowProviderEnv(t *testing.T) {
+	t.Parallel()
 	dag := filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py")
 	raw := runPython(t, dagFunctions+"print(json.dumps(ns['PROVIDER_ENV']))", nil, dag, "PROVIDER_ENV")
 	var env map[string][]string
@@ -1126,6 +1131,7 @@ func TestAirflowProviderEnv(t *testing.T) {
 // without a lake, or a new job without its input, tenant or prompt version,
 // fails in its first task instead of planning into ./lake on the worker.
 func TestAirflowMissingParams(t *testing.T) {
+	t.Parallel()
 	dag := filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py")
 	full := map[string]any{"lake": "s3://b/lake", "input": "/data/in.jsonl", "tenant": "acme", "prompt_version": "v1", "job": ""}
 	with := func(k string, v any) map[string]any {
@@ -1167,6 +1173,7 @@ func TestAirflowMissingParams(t *testing.T) {
 // airflow.sdk: airflow.decorators, airflow.models.param, airflow.operators),
 // and checks which modules it took its names from and the DAG's params.
 func TestAirflowImports(t *testing.T) {
+	t.Parallel()
 	dag, err := filepath.Abs(filepath.Join("..", "..", "deploy", "airflow", "batchlake_dag.py"))
 	if err != nil {
 		t.Fatal(err)
@@ -1295,6 +1302,7 @@ func imageUser(t *testing.T) string {
 // non-root user and the binary alone; and that .dockerignore keeps every
 // file the build needs.
 func TestDockerfile(t *testing.T) {
+	t.Parallel()
 	stages := dockerfile(t)
 	if len(stages) < 2 {
 		t.Fatalf("%d stages: want a build stage and a run stage", len(stages))

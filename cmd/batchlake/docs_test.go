@@ -20,6 +20,7 @@ var outsideDoc = regexp.MustCompile(`CONTRACT(\.md|\s*§)|\b` + `providers\.md|\
 // TestNoOutsideCitations fails when a file of the repository cites a document
 // that lives outside it.
 func TestNoOutsideCitations(t *testing.T) {
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
+	if demoRuns.root != "" {
+		os.RemoveAll(demoRuns.root)
+	}
 	os.Exit(code)
 }
 

@@ -126,6 +126,7 @@ func TestRunOnTheSimulatorPlansASimJob(t *testing.T) {
 // to a server of its own and could not find the batches), and `status`
 // afterwards reads the same batches.
 func TestRunContinuesStepsOnTheSimulator(t *testing.T) {
+	t.Parallel()
 	lk := filepath.Join(t.TempDir(), "lake")
 	in := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
 	planArgs := []string{"--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100"}

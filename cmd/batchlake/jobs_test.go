@@ -76,16 +76,10 @@ func TestBuildVersion(t *testing.T) {
 // prefix, while an ambiguous one lists the candidates and an unknown one is
 // "not found", both exit 2.
 func TestJobsAndJobPrefixes(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	demo := filepath.Join("..", "..", "testdata", "demo", "requests.jsonl")
-	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", demo,
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("run: exit %d %v", code, res)
-	}
-	root := res["job_key"].(string)
-	lines, err := os.ReadFile(demo)
+	t.Parallel()
+	lk, root := demoLake(t)
+	dir := filepath.Dir(lk)
+	lines, err := os.ReadFile(demoInput)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ func usdStrings(v any, path string, inUSD bool) (bad []string, seen int) {
 // a JSON number, never a string (a report's max_record_cost_usd, the cap it
 // ran with, was a string).
 func TestUSDIsANumberInJSON(t *testing.T) {
+	t.Parallel()
 	lk, job := demoLake(t)
 	for _, args := range [][]string{
 		{"reconcile", "--job", job, "--max-record-cost-usd", "0.25", "--max-attempts", "9"},

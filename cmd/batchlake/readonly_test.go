@@ -223,16 +223,21 @@ func TestSQLCannotWrite(t *testing.T) {
 				lk = "s3://lake/" + name + "?" + q.Encode()
 			}
 			global := []string{"--lake", lk, "--tmp-dir", tmp, "--cache-dir", cache, "--progress", "never", "--threads", "1"}
-			code, out, errs := runCLI(append([]string{"run", "--provider", "sim", "--input", input, "--tenant", "acme",
-				"--prompt-version", "v1", "--poll", "1ms"}, global...)...)
-			if code != exitOK {
-				t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
-			}
 			var res struct {
 				JobKey string `json:"job_key"`
 			}
-			if err := json.Unmarshal([]byte(out), &res); err != nil {
-				t.Fatal(err)
+			if remote {
+				code, out, errs := runCLI(append([]string{"run", "--provider", "sim", "--input", input, "--tenant", "acme",
+					"--prompt-version", "v1", "--poll", "1ms"}, global...)...)
+				if code != exitOK {
+					t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+				}
+				if err := json.Unmarshal([]byte(out), &res); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The same run on a local lake: a copy of the demo lake.
+				res.JobKey = copyDemoLake(t, lk).jobKey()
 			}
 			count := func() string {
 				t.Helper()
@@ -337,7 +342,7 @@ func TestSQLCannotWrite(t *testing.T) {
 					break
 				}
 			}
-			code, out, errs = runCLI(append([]string{"sql", "--format", "csv",
+			code, out, errs := runCLI(append([]string{"sql", "--format", "csv",
 				"SELECT (SELECT count(*) FROM costs) || '/' || (SELECT sum(cost_usd) FROM costs) || '/' || (SELECT count(*) FROM attempts)"}, global...)...)
 			if code != exitOK || out != want || !strings.Contains(errs, "does not match its digest") {
 				t.Errorf("sql over a forged cache: exit %d, %q (want %q), stderr %s", code, out, want, errs)

@@ -11,21 +11,6 @@ import (
 	"time"
 )
 
-// demoLake runs the simulator's whole loop on the demo requests (three
-// generations with retries) into a new lake, with extra flags for run, and
-// returns the lake and the first job's key.
-func demoLake(t *testing.T, extra ...string) (string, string) {
-	t.Helper()
-	lk := filepath.Join(t.TempDir(), "lake")
-	args := append([]string{"run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
-		"--tenant", "acme", "--prompt-version", "v1", "--poll", "1ms", "--progress", "never"}, extra...)
-	code, res := cli(t, args...)
-	if code != exitOK {
-		t.Fatalf("run: exit %d %v", code, res)
-	}
-	return lk, res["job_key"].(string)
-}
-
 // sqlJSON runs `sql --format json` with the given arguments and standard input.
 func sqlJSON(t *testing.T, stdin string, args ...string) (int, []map[string]any, string) {
 	t.Helper()
@@ -47,6 +32,7 @@ func sqlJSON(t *testing.T, stdin string, args ...string) (int, []map[string]any,
 // from --file, with the same answer; a file of several statements is still
 // refused, and no query at all, or two, is a usage error.
 func TestSQLQueryFromStdinAndFile(t *testing.T) {
+	t.Parallel()
 	lk, _ := demoLake(t)
 	const q = "SELECT final_state, count(*) AS n FROM records GROUP BY ALL ORDER BY ALL"
 	code, want, stderr := sqlJSON(t, "", "--lake", lk, q)
@@ -123,6 +109,7 @@ func costRows(t *testing.T, args ...string) []map[string]any {
 // total. With no price for the model the family is the version without its
 // date suffix.
 func TestCostByModelFamily(t *testing.T) {
+	t.Parallel()
 	noPrice := filepath.Join(t.TempDir(), "prices.csv")
 	if err := os.WriteFile(noPrice, []byte("provider,model,input_usd_per_mtok,cached_input_usd_per_mtok,output_usd_per_mtok,batch_multiplier\nanthropic,claude-sonnet-4-5,3,0.3,15,0.5\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -132,6 +119,7 @@ func TestCostByModelFamily(t *testing.T) {
 		extra []string
 	}{{"priced", nil}, {"unpriced", []string{"--prices", noPrice}}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			lk, _ := demoLake(t, c.extra...)
 			sum := func(rows []map[string]any) (*big.Rat, int64) {
 				s, n := new(big.Rat), int64(0)
@@ -175,6 +163,7 @@ func TestCostByModelFamily(t *testing.T) {
 // not billed: the demo family ends with nothing pending, so `cost --estimate`
 // and `report` say 0, while the first job's own report still counts them.
 func TestCommittedNotBilledSettledByRetry(t *testing.T) {
+	t.Parallel()
 	lk, job := demoLake(t)
 	code, rep := cli(t, "report", "--lake", lk, "--job", job)
 	if code != exitOK {
@@ -229,9 +218,12 @@ func TestCommittedNotBilledSettledByRetry(t *testing.T) {
 // of one record is one filter, and cost per day one GROUP BY on costs. Money
 // is DECIMAL in every view, so sums need no cast.
 func TestAttemptsCarryBusinessKeyAndTimes(t *testing.T) {
-	before := time.Now().UTC().Add(-time.Second)
-	lk, _ := demoLake(t)
-	after := time.Now().UTC().Add(time.Second)
+	t.Parallel()
+	lk := filepath.Join(t.TempDir(), "lake")
+	demo := copyDemoLake(t, lk)
+	// The lake is a copy of a run made once per test process: its ingest
+	// times fall within that run.
+	before, after := demo.start.UTC().Add(-time.Second), demo.end.UTC().Add(time.Second)
 	one := func(q string) map[string]any {
 		t.Helper()
 		code, rows, stderr := sqlJSON(t, "", "--lake", lk, q)

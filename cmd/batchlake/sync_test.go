@@ -172,6 +172,7 @@ func TestRetrySyncCrash(t *testing.T) {
 // small retry generation goes through the real-time API; its cost rows say
 // mode sync, every earlier one batch, and the run's records and costs add up.
 func TestRunSyncTail(t *testing.T) {
+	t.Parallel()
 	lk := filepath.Join(t.TempDir(), "lake")
 	code, res := cli(t, "run", "--lake", lk, "--provider", "sim", "--input", filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"),
 		"--tenant", "acme", "--prompt-version", "v1", "--shard-max-records", "100", "--poll", "1ms", "--progress", "never", "--sync-below", "20")
