@@ -24,6 +24,15 @@ func OpenSession(ctx context.Context, l *lake.Lake, o EngineOptions, scope Scope
 	if err != nil {
 		return nil, err
 	}
+	if scope.Query != "" {
+		// A query refused by its syntax tree is refused before any file
+		// is staged: the views it would get depend on that tree.
+		scope.Query = strings.TrimSuffix(strings.TrimSpace(scope.Query), ";")
+		if err := e.checkTree(ctx, scope.Query); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	files, err := e.Views(ctx, scope, "TEMP VIEW", filepath.Join(e.tmp, "small"))
 	if err != nil {
 		e.Close()
@@ -72,27 +81,8 @@ var pureTableFunctions = map[string]bool{"range": true, "generate_series": true,
 // this check, not the lockdown settings, is what keeps the lake's files from
 // being written through a session.
 func (e *Engine) checkSelect(ctx context.Context, q string) error {
-	refuse := func(why string) error {
-		return fmt.Errorf("sql: the query %s; %w", why, ErrNotReadOnly)
-	}
-	if strings.ContainsRune(q, 0) {
-		return refuse("contains a NUL byte")
-	}
-	tree, err := e.parseSQL(ctx, q)
-	if err != nil {
+	if err := e.checkTree(ctx, q); err != nil {
 		return err
-	}
-	if tree.Error {
-		if tree.ErrorType == "not implemented" {
-			return refuse("is not a SELECT (statements that write, attach, set, call, explain or load are refused)")
-		}
-		return fmt.Errorf("sql: %s: %w", tree.ErrorMessage, errkind.ErrBadInput)
-	}
-	if n := len(tree.Statements); n != 1 {
-		return refuse(fmt.Sprintf("has %d statements", n))
-	}
-	if fn := tableFunction(tree.Statements[0].Node); fn != "" {
-		return refuse(fmt.Sprintf("calls the table function %s(); only the views and range, generate_series and unnest can be read", fn))
 	}
 	conn, err := e.DB.Conn(ctx)
 	if err != nil {
@@ -118,10 +108,42 @@ func (e *Engine) checkSelect(ctx context.Context, q string) error {
 			return err
 		}
 		if t != duckdb.STATEMENT_TYPE_SELECT {
-			return refuse("is not a SELECT")
+			return refuseQuery("is not a SELECT")
 		}
 		return nil
 	})
+}
+
+// refuseQuery is the error of a query checkSelect refuses.
+func refuseQuery(why string) error {
+	return fmt.Errorf("sql: the query %s; %w", why, ErrNotReadOnly)
+}
+
+// checkTree is the part of checkSelect that needs no view, so a session
+// opened for one query runs it before staging any file: q's syntax tree
+// holds one query that calls no table function but the pure generators.
+func (e *Engine) checkTree(ctx context.Context, q string) error {
+	refuse := refuseQuery
+	if strings.ContainsRune(q, 0) {
+		return refuse("contains a NUL byte")
+	}
+	tree, err := e.parseSQL(ctx, q)
+	if err != nil {
+		return err
+	}
+	if tree.Error {
+		if tree.ErrorType == "not implemented" {
+			return refuse("is not a SELECT (statements that write, attach, set, call, explain or load are refused)")
+		}
+		return fmt.Errorf("sql: %s: %w", tree.ErrorMessage, errkind.ErrBadInput)
+	}
+	if n := len(tree.Statements); n != 1 {
+		return refuse(fmt.Sprintf("has %d statements", n))
+	}
+	if fn := tableFunction(tree.Statements[0].Node); fn != "" {
+		return refuse(fmt.Sprintf("calls the table function %s(); only the views and range, generate_series and unnest can be read", fn))
+	}
+	return nil
 }
 
 // syntaxTree is json_serialize_sql's answer.

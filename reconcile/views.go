@@ -13,6 +13,7 @@ import (
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	lakesql "github.com/batchlake/batchlake/sql"
 )
 
 // Rows of the small tables built from the lake's JSON markers. Times keep
@@ -108,8 +109,17 @@ type ledgerRow struct {
 	Detail        string    `parquet:"detail"`
 }
 
-// Scope limits the views to one tenant ("" for all).
-type Scope struct{ Tenant string }
+// Scope limits the views to one tenant ("" for all) and, for a session
+// opened to answer one query, to the views that query reads.
+type Scope struct {
+	Tenant string
+	// Query, when set, is the one query the session is for: only the
+	// views it reads, and the views those read, are created, and only their
+	// files are staged and verified (a query of costs reads no attempts).
+	// A query that lists the catalog (SHOW TABLES, information_schema)
+	// gets every view.
+	Query string
+}
 
 // Views creates the lake's views in the session (kind "TEMP VIEW") or in a
 // catalog database (kind "VIEW"). It returns every local file the views read,
@@ -150,7 +160,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 	if err != nil {
 		return nil, err
 	}
-	return e.createViews(ctx, kind, smallDir, src, comp)
+	return e.createViews(ctx, kind, smallDir, src, comp, scope.Query)
 }
 
 // viewSources are what the views read of the jobs read live: table files
@@ -298,11 +308,22 @@ func (e *Engine) viewTables(ctx context.Context, smallDir string, s *viewSources
 }
 
 // createViews runs views.sql over the live sources, and the compaction's
-// files for the jobs it covers.
-func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *viewSources, comp *compactionUse) ([]string, error) {
+// files for the jobs it covers: every view, or for a query (kind TEMP VIEW)
+// those it reads.
+func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *viewSources, comp *compactionUse, query string) ([]string, error) {
 	var all []string
 	data := map[string]string{"Kind": kind}
-	for _, t := range e.viewTables(ctx, smallDir, s) {
+	tables := e.viewTables(ctx, smallDir, s)
+	need, err := e.viewsFor(ctx, kind, query, tables)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tables {
+		if need != nil && !need.sources[t.name] {
+			// No view created reads it: its statement is not run.
+			data[t.name] = "(SELECT NULL)"
+			continue
+		}
 		paths, err := t.files()
 		if err != nil {
 			return nil, err
@@ -318,11 +339,57 @@ func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *view
 			data[t.name] = "(SELECT * FROM " + data[t.name] + " UNION ALL BY NAME " + expr + ")"
 		}
 	}
-	if err := e.ExecFile(ctx, "views.sql", data); err != nil {
+	stmts, err := lakesql.Render("views.sql", data)
+	if err != nil {
+		return nil, err
+	}
+	if need != nil {
+		kept := stmts[:0]
+		for _, st := range stmts {
+			if need.views[viewName(st)] {
+				kept = append(kept, st)
+			}
+		}
+		stmts = kept
+	}
+	if err := e.Exec(ctx, "views.sql", stmts); err != nil {
 		return nil, err
 	}
 	sort.Strings(all)
 	return all, nil
+}
+
+// viewSet is what a session for one query creates: the views, and the
+// sources (views.sql's template fields) they read.
+type viewSet struct {
+	views, sources map[string]bool
+}
+
+// viewsFor is the set of views a query needs, or nil for every view (no
+// query, a catalog, or a query whose tables cannot all be listed).
+func (e *Engine) viewsFor(ctx context.Context, kind, query string, tables []viewTable) (*viewSet, error) {
+	if query == "" || kind != "TEMP VIEW" {
+		return nil, nil
+	}
+	read, ok, err := e.queryTables(ctx, query)
+	if err != nil || !ok {
+		return nil, err
+	}
+	fields := make([]string, len(tables))
+	for i, t := range tables {
+		fields[i] = t.name
+	}
+	g, err := e.graph(ctx, fields)
+	if err != nil {
+		return nil, err
+	}
+	set := &viewSet{views: g.closure(read), sources: map[string]bool{}}
+	for v := range set.views {
+		for _, f := range g.sources[v] {
+			set.sources[f] = true
+		}
+	}
+	return set, nil
 }
 
 // smallTable writes rows built from markers as one Parquet file in dir.

@@ -45,7 +45,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				if err != nil {
 					return err
 				}
-				e, done, err := g.session(ctx, tenant)
+				e, done, err := g.session(ctx, tenant, "")
 				if err != nil {
 					return err
 				}
@@ -56,7 +56,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				}
 				return costEstimate(ctx, e.Lake(), settled, pt, job, tenant, g.stdout, format)
 			}
-			e, done, err := g.session(ctx, tenant)
+			e, done, err := g.session(ctx, tenant, "")
 			if err != nil {
 				return err
 			}

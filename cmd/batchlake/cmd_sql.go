@@ -31,8 +31,9 @@ func (g *globals) engineOptions() reconcile.EngineOptions {
 }
 
 // session opens the lake and a read-only DuckDB session over its views,
-// limited to one tenant when tenant is set.
-func (g *globals) session(ctx context.Context, tenant string) (*reconcile.Engine, func(), error) {
+// limited to one tenant when tenant is set, and to the views query reads
+// when query is set.
+func (g *globals) session(ctx context.Context, tenant, query string) (*reconcile.Engine, func(), error) {
 	if tenant != "" {
 		if err := lake.ValidTenant(tenant); err != nil {
 			return nil, nil, &errkind.UsageError{Msg: "--tenant: " + err.Error()}
@@ -42,7 +43,7 @@ func (g *globals) session(ctx context.Context, tenant string) (*reconcile.Engine
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant})
+	e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant, Query: query})
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -57,7 +58,8 @@ func sqlCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "Run read-only SQL over the lake's views in embedded DuckDB",
 		Long: `sql runs one SELECT over the views manifests, shards, expected, attempts,
 quarantine, outcomes, records, costs, ledger, accepted, manual, ingests and
-batches. The session is read-only by construction: DuckDB's parser must find exactly one query before anything runs
+batches; only the views the query reads are built, and only their files are
+hashed (or fetched from a remote lake). The session is read-only by construction: DuckDB's parser must find exactly one query before anything runs
 (no COPY, ATTACH, SET, PRAGMA, CALL, INSTALL, LOAD or EXPLAIN; no table function
 but range, generate_series and unnest), and DuckDB may read nothing but the
 lake files behind the views.
@@ -71,7 +73,7 @@ the argument is - or absent and standard input is not a terminal
 			if err != nil {
 				return err
 			}
-			e, done, err := g.session(ctx, tenant)
+			e, done, err := g.session(ctx, tenant, q)
 			if err != nil {
 				return err
 			}

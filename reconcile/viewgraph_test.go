@@ -1,0 +1,146 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/batchlake/batchlake/lake"
+)
+
+// TestSessionForAQueryReadsOnlyItsViews: a session opened for one query
+// creates the views the query reads and the views those read, and stages
+// only their tables' files (a query of costs hashes no attempts file); its
+// answer is the answer of a session with every view. A query that lists
+// the catalog gets every view.
+func TestSessionForAQueryReadsOnlyItsViews(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tableFiles := []string{"expected", "attempts", "quarantine", "outcomes", "costs"}
+	open := func(t *testing.T, q string) (*Engine, map[string]bool) {
+		t.Helper()
+		var mu sync.Mutex
+		staged := map[string]bool{}
+		e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, OnStage: func(key string, _ int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, tb := range tableFiles {
+				if strings.HasPrefix(key, lake.TablePrefix(tb)) {
+					staged[tb] = true
+				}
+			}
+		}}, Scope{Query: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e, staged
+	}
+	views := func(t *testing.T, e *Engine) []string {
+		t.Helper()
+		rows, err := e.DB.QueryContext(ctx, "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal ORDER BY view_name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scanRows(t, rows)
+	}
+	answer := func(t *testing.T, e *Engine, q string) []string {
+		t.Helper()
+		rows, err := e.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return scanRows(t, rows)
+	}
+	full, fullStaged := open(t, "")
+	every := views(t, full)
+	if len(every) != 15 || !fullStaged["attempts"] || !fullStaged["costs"] {
+		t.Fatalf("a session with every view has views %v and staged %v", every, fullStaged)
+	}
+	for _, c := range []struct {
+		name, q string
+		views   []string // nil: every view
+		staged  []string
+	}{
+		{"costs", "SELECT category, sum(cost_usd) AS usd FROM costs GROUP BY ALL ORDER BY ALL",
+			[]string{"costs", "ingests"}, []string{"costs"}},
+		{"records", "SELECT final_state, count(*) FROM records GROUP BY ALL ORDER BY ALL",
+			[]string{"manifests", "outcomes", "records"}, []string{"outcomes"}},
+		{"a CTE and upper case", "WITH r AS (SELECT * FROM Records) SELECT final_state, count(*) FROM r GROUP BY ALL ORDER BY ALL",
+			[]string{"manifests", "outcomes", "records"}, []string{"outcomes"}},
+		{"a subquery", "SELECT count(*) FROM costs WHERE job_key IN (SELECT job_key FROM manifests)",
+			[]string{"costs", "ingests", "manifests"}, []string{"costs"}},
+		{"accepted", "SELECT count(*), count(DISTINCT record_id) FROM accepted",
+			[]string{"accepted", "attempts", "attempts_raw", "batches", "costs", "expected", "ingests", "outcomes", "report_files"},
+			[]string{"attempts", "costs", "expected", "outcomes"}},
+		{"no view", "SELECT 42", []string{}, nil},
+		{"show tables", "SHOW TABLES", nil, nil},
+		{"describe", "DESCRIBE costs", nil, nil},
+		{"information_schema", "SELECT table_name FROM information_schema.tables ORDER BY ALL", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, staged := open(t, c.q)
+			got := views(t, e)
+			want, wantStaged := c.views, c.staged
+			if want == nil {
+				want, wantStaged = every, slices.Sorted(maps.Keys(fullStaged))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("views %v, want %v", got, want)
+			}
+			var gotStaged []string
+			for tb := range staged {
+				gotStaged = append(gotStaged, tb)
+			}
+			slices.Sort(gotStaged)
+			if !slices.Equal(gotStaged, wantStaged) {
+				t.Errorf("staged the files of %v, want %v", gotStaged, wantStaged)
+			}
+			if a, b := answer(t, e, c.q), answer(t, full, c.q); !slices.Equal(a, b) || len(a) == 0 {
+				t.Errorf("answer %v, with every view %v", a, b)
+			}
+		})
+	}
+}
+
+// scanRows reads every row as one line of text.
+func scanRows(t *testing.T, rows *sql.Rows) []string {
+	t.Helper()
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range v {
+			if d, ok := x.(duckdb.Decimal); ok {
+				v[i] = FormatDecimal(d)
+			}
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
