@@ -22,6 +22,9 @@ type ManualRow struct {
 	CostUSD json.Number `json:"cost_usd"`
 }
 
+// ManualViews are the views ManualQueue reads.
+var ManualViews = []string{"manual", "manifests"}
+
 // ManualQueue returns the manual view's rows for a job and its retry
 // descendants ("" for every job) and a tenant ("" for all), calling fn for
 // each so that a large queue is streamed, not held.

@@ -20,6 +20,10 @@ var costDimensions = map[string]string{
 	"mode": "mode",
 }
 
+// CostViews are the views CostQuery and UnpricedCosts read: a session for
+// them (Scope.Views) reads no attempts, expected or outcomes file.
+var CostViews = []string{"costs", "manifests"}
+
 // CostQuery runs the cost attribution of the costs view grouped by dims, for
 // one job and/or tenant ("" for all).
 func (e *Engine) CostQuery(ctx context.Context, dims []string, job, tenant string) (*sql.Rows, error) {

@@ -127,6 +127,9 @@ type Settled struct {
 	Records, InputTokens, OutputTokens int64
 }
 
+// SettledViews are the views SettledNotBilled reads.
+var SettledViews = []string{"expected", "outcomes"}
+
 // SettledNotBilled returns, per job key, what later attempts settled of the
 // job's committed-but-not-billed estimate (settled_not_billed.sql).
 func (e *Engine) SettledNotBilled(ctx context.Context) (map[string]Settled, error) {

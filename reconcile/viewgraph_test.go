@@ -144,3 +144,89 @@ func scanRows(t *testing.T, rows *sql.Rows) []string {
 	}
 	return out
 }
+
+// TestCommandViewsSuffice: the cost, manual and estimate commands open
+// sessions with only the views their SQL reads (CostViews, ManualViews,
+// SettledViews); every query they run works there and answers as with every
+// view, and the cost session stages no file but the costs table's.
+func TestCommandViewsSuffice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	dims := slices.Sorted(maps.Keys(costDimensions))
+	type answers struct {
+		cost, unpriced, manual, settled string
+	}
+	ask := func(t *testing.T, e *Engine, what string) string {
+		t.Helper()
+		switch what {
+		case "cost":
+			rows, err := e.CostQueryFamily(ctx, dims, m.JobKey, "", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := scanRows(t, rows)
+			if len(got) == 0 {
+				t.Fatal("no cost rows")
+			}
+			return fmt.Sprint(got)
+		case "unpriced":
+			u, err := e.UnpricedCosts(ctx, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(u)
+		case "manual":
+			var got []ManualRow
+			if err := e.ManualQueue(ctx, "", "", func(r ManualRow) error { got = append(got, r); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(got)
+		default:
+			s, err := e.SettledNotBilled(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(s)
+		}
+	}
+	full, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	for _, c := range []struct {
+		views  []string
+		asks   []string
+		staged []string
+	}{
+		{CostViews, []string{"cost", "unpriced"}, []string{"costs"}},
+		{ManualViews, []string{"manual"}, []string{"attempts", "costs", "expected", "outcomes"}},
+		{SettledViews, []string{"settled"}, []string{"expected", "outcomes"}},
+	} {
+		t.Run(strings.Join(c.views, ","), func(t *testing.T) {
+			var mu sync.Mutex
+			staged := map[string]bool{}
+			e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, OnStage: func(key string, _ int64) {
+				mu.Lock()
+				defer mu.Unlock()
+				staged[strings.Split(key, "/")[1]] = true
+			}}, Scope{Views: c.views})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if got := slices.Sorted(maps.Keys(staged)); !slices.Equal(got, c.staged) {
+				t.Errorf("staged the files of %v, want %v", got, c.staged)
+			}
+			for _, a := range c.asks {
+				if got, want := ask(t, e, a), ask(t, full, a); got != want {
+					t.Errorf("%s: %s, with every view %s", a, got, want)
+				}
+			}
+		})
+	}
+}

@@ -119,6 +119,9 @@ type Scope struct {
 	// A query that lists the catalog (SHOW TABLES, information_schema)
 	// gets every view.
 	Query string
+	// Views, when not nil, names the views a session will read (a command
+	// that runs its own SQL): those and the views they read are created.
+	Views []string
 }
 
 // Views creates the lake's views in the session (kind "TEMP VIEW") or in a
@@ -160,7 +163,7 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 	if err != nil {
 		return nil, err
 	}
-	return e.createViews(ctx, kind, smallDir, src, comp, scope.Query)
+	return e.createViews(ctx, kind, smallDir, src, comp, scope)
 }
 
 // viewSources are what the views read of the jobs read live: table files
@@ -310,11 +313,11 @@ func (e *Engine) viewTables(ctx context.Context, smallDir string, s *viewSources
 // createViews runs views.sql over the live sources, and the compaction's
 // files for the jobs it covers: every view, or for a query (kind TEMP VIEW)
 // those it reads.
-func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *viewSources, comp *compactionUse, query string) ([]string, error) {
+func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *viewSources, comp *compactionUse, scope Scope) ([]string, error) {
 	var all []string
 	data := map[string]string{"Kind": kind}
 	tables := e.viewTables(ctx, smallDir, s)
-	need, err := e.viewsFor(ctx, kind, query, tables)
+	need, err := e.viewsFor(ctx, kind, scope, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -365,15 +368,20 @@ type viewSet struct {
 	views, sources map[string]bool
 }
 
-// viewsFor is the set of views a query needs, or nil for every view (no
-// query, a catalog, or a query whose tables cannot all be listed).
-func (e *Engine) viewsFor(ctx context.Context, kind, query string, tables []viewTable) (*viewSet, error) {
-	if query == "" || kind != "TEMP VIEW" {
+// viewsFor is the set of views a session for a query, or for named
+// views, needs; nil for every view (neither, a catalog, or a query whose
+// tables cannot all be listed).
+func (e *Engine) viewsFor(ctx context.Context, kind string, scope Scope, tables []viewTable) (*viewSet, error) {
+	if kind != "TEMP VIEW" || (scope.Query == "" && scope.Views == nil) {
 		return nil, nil
 	}
-	read, ok, err := e.queryTables(ctx, query)
-	if err != nil || !ok {
-		return nil, err
+	read := scope.Views
+	if scope.Query != "" {
+		var ok bool
+		var err error
+		if read, ok, err = e.queryTables(ctx, scope.Query); err != nil || !ok {
+			return nil, err
+		}
 	}
 	fields := make([]string, len(tables))
 	for i, t := range tables {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batchlake/batchlake/errkind"
+	"github.com/batchlake/batchlake/reconcile"
 )
 
 func costCmd(ctx context.Context, g *globals) *cobra.Command {
@@ -45,7 +46,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				if err != nil {
 					return err
 				}
-				e, done, err := g.session(ctx, tenant, "")
+				e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Views: reconcile.SettledViews})
 				if err != nil {
 					return err
 				}
@@ -56,7 +57,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				}
 				return costEstimate(ctx, e.Lake(), settled, pt, job, tenant, g.stdout, format)
 			}
-			e, done, err := g.session(ctx, tenant, "")
+			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Views: reconcile.CostViews})
 			if err != nil {
 				return err
 			}

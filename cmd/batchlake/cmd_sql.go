@@ -31,10 +31,10 @@ func (g *globals) engineOptions() reconcile.EngineOptions {
 }
 
 // session opens the lake and a read-only DuckDB session over its views,
-// limited to one tenant when tenant is set, and to the views query reads
-// when query is set.
-func (g *globals) session(ctx context.Context, tenant, query string) (*reconcile.Engine, func(), error) {
-	if tenant != "" {
+// limited to one tenant when scope.Tenant is set, and to the views a query
+// or a command reads (scope.Query, scope.Views).
+func (g *globals) session(ctx context.Context, scope reconcile.Scope) (*reconcile.Engine, func(), error) {
+	if tenant := scope.Tenant; tenant != "" {
 		if err := lake.ValidTenant(tenant); err != nil {
 			return nil, nil, &errkind.UsageError{Msg: "--tenant: " + err.Error()}
 		}
@@ -43,7 +43,7 @@ func (g *globals) session(ctx context.Context, tenant, query string) (*reconcile
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), reconcile.Scope{Tenant: tenant, Query: query})
+	e, err := reconcile.OpenSession(ctx, l, g.engineOptions(), scope)
 	if err != nil {
 		l.Close()
 		return nil, nil, err
@@ -73,7 +73,7 @@ the argument is - or absent and standard input is not a terminal
 			if err != nil {
 				return err
 			}
-			e, done, err := g.session(ctx, tenant, q)
+			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Query: q})
 			if err != nil {
 				return err
 			}
