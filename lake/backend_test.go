@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -31,6 +32,18 @@ func TestMain(m *testing.M) {
 		"AWS_EC2_METADATA_DISABLED":   "true",
 	} {
 		os.Setenv(k, v)
+	}
+	// Unless -parallel is given, up to 8 parallel tests run at once instead
+	// of GOMAXPROCS: the parallel ones mostly wait (injected storage delays
+	// past the client's timeout, SDK backoff), so on a 2-core machine the
+	// default queued the waits.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", "8"); err != nil {
+			panic(err)
+		}
 	}
 	os.Exit(m.Run())
 }

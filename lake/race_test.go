@@ -87,6 +87,7 @@ func raceLedgers(l *Lake, n int, prefix string, twins bool) []*Ledger {
 }
 
 func TestLedgerRace(t *testing.T) {
+	t.Parallel() // its S3 backend mostly waits on loopback requests
 	const contenders = 8
 	rounds := map[string]int{"mem": 100, "file": 100, "s3": 100}
 	switch {

@@ -166,6 +166,7 @@ var (
 )
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	orphanKey := func(f *fixture) string { return TableFileKey("outcomes", f.tenant, f.job, Sum([]byte("orphan"))) }
 	tests := []struct {
 		name   string
