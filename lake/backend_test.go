@@ -2,7 +2,6 @@ package lake
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +12,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	_ "gocloud.dev/blob/s3blob" // s3:// lakes on the test S3 server
+
+	"github.com/batchlake/batchlake/internal/testrun"
 )
 
 // TestMain points the AWS SDK at fixed test credentials (the S3 backend is an
@@ -33,18 +34,9 @@ func TestMain(m *testing.M) {
 	} {
 		os.Setenv(k, v)
 	}
-	// Unless -parallel is given, up to 8 parallel tests run at once instead
-	// of GOMAXPROCS: the parallel ones mostly wait (injected storage delays
-	// past the client's timeout, SDK backoff), so on a 2-core machine the
-	// default queued the waits.
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", "8"); err != nil {
-			panic(err)
-		}
-	}
+	// The parallel tests mostly wait (injected storage delays past the
+	// client's timeout, SDK backoff, loopback S3).
+	testrun.DefaultParallel(8)
 	os.Exit(m.Run())
 }
 

@@ -1,9 +1,10 @@
 package lifecycle_test
 
 import (
-	"flag"
 	"os"
 	"testing"
+
+	"github.com/batchlake/batchlake/internal/testrun"
 )
 
 // TestMain sets the process-wide test environment once, so that the tests
@@ -22,13 +23,6 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", "8"); err != nil {
-			panic(err)
-		}
-	}
+	testrun.DefaultParallel(8)
 	os.Exit(m.Run())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -179,26 +178,7 @@ func dumpView(t *testing.T, db *sql.DB, view string) (string, []string) {
 	for _, c := range types {
 		cols = append(cols, c.Name()+" "+c.DatabaseTypeName())
 	}
-	var out []string
-	for rows.Next() {
-		v := make([]any, len(cols))
-		p := make([]any, len(cols))
-		for i := range v {
-			p[i] = &v[i]
-		}
-		if err := rows.Scan(p...); err != nil {
-			t.Fatal(err)
-		}
-		for i, x := range v {
-			if d, ok := x.(duckdb.Decimal); ok {
-				v[i] = FormatDecimal(d)
-			}
-		}
-		out = append(out, fmt.Sprint(v...))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("view %s: %v", view, err)
-	}
+	out := scanRows(t, rows)
 	sort.Strings(out)
 	return strings.Join(cols, ", "), out
 }

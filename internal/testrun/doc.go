@@ -1,0 +1,3 @@
+// Package testrun holds what the test binaries' TestMain functions share.
+// Only tests import it.
+package testrun
