@@ -59,32 +59,69 @@ func ParseDigest(s string) (Digest, error) {
 // FieldHasher hashes a sequence of fields, each length-prefixed (8 bytes, big
 // endian) so that ("ab","c") and ("a","bc") differ. It implements the identity
 // rules of docs/contract.md.
-type FieldHasher struct{ h hash.Hash }
+type FieldHasher struct {
+	h   hash.Hash
+	buf []byte // fields not yet written to h: one Write per few KiB, not two per field
+}
+
+// fieldBuffer is how many bytes of fields a FieldHasher gathers before it
+// hashes them.
+const fieldBuffer = 4 << 10
 
 // NewFieldHasher returns an empty FieldHasher.
-func NewFieldHasher() *FieldHasher { return &FieldHasher{h: sha256.New()} }
+func NewFieldHasher() *FieldHasher {
+	return &FieldHasher{h: sha256.New(), buf: make([]byte, 0, fieldBuffer)}
+}
 
 // Add appends one length-prefixed field.
 func (f *FieldHasher) Add(field []byte) *FieldHasher {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-	f.h.Write(n[:])
-	f.h.Write(field)
+	if len(f.buf)+8+len(field) > cap(f.buf) {
+		f.h.Write(f.buf)
+		f.buf = f.buf[:0]
+		if 8+len(field) > cap(f.buf) {
+			f.h.Write(binary.BigEndian.AppendUint64(f.buf, uint64(len(field))))
+			f.h.Write(field)
+			return f
+		}
+	}
+	f.buf = append(binary.BigEndian.AppendUint64(f.buf, uint64(len(field))), field...)
 	return f
 }
 
 // AddString appends one length-prefixed string field.
-func (f *FieldHasher) AddString(s string) *FieldHasher { return f.Add([]byte(s)) }
+func (f *FieldHasher) AddString(s string) *FieldHasher {
+	if len(f.buf)+8+len(s) > cap(f.buf) {
+		return f.Add([]byte(s))
+	}
+	f.buf = append(binary.BigEndian.AppendUint64(f.buf, uint64(len(s))), s...)
+	return f
+}
 
 // Sum returns the digest of the fields added so far.
 func (f *FieldHasher) Sum() Digest {
+	f.h.Write(f.buf)
+	f.buf = f.buf[:0]
 	var d Digest
 	f.h.Sum(d[:0])
 	return d
 }
 
-// HashFields is the digest of the given length-prefixed string fields.
+// HashFields is the digest of the given length-prefixed string fields. It is
+// called for every record (its record id and model config hash), so fields
+// that fit a stack buffer are hashed in one call, without allocating.
 func HashFields(fields ...string) Digest {
+	n := 0
+	for _, s := range fields {
+		n += 8 + len(s)
+	}
+	if n <= 1024 {
+		var b [1024]byte
+		buf := b[:0]
+		for _, s := range fields {
+			buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(s))), s...)
+		}
+		return sha256.Sum256(buf)
+	}
 	f := NewFieldHasher()
 	for _, s := range fields {
 		f.AddString(s)
