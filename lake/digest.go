@@ -61,46 +61,53 @@ func ParseDigest(s string) (Digest, error) {
 // rules of docs/contract.md.
 type FieldHasher struct {
 	h   hash.Hash
-	buf []byte // fields not yet written to h: one Write per few KiB, not two per field
+	buf [fieldBuffer]byte // short fields not yet written to h: one Write for several
+	n   int               // bytes in buf
 }
 
-// fieldBuffer is how many bytes of fields a FieldHasher gathers before it
-// hashes them.
-const fieldBuffer = 4 << 10
+// fieldBuffer is how many bytes of short fields and length prefixes a
+// FieldHasher gathers before it hashes them; a longer field is hashed where
+// it lies, not copied.
+const fieldBuffer = 128
 
 // NewFieldHasher returns an empty FieldHasher.
-func NewFieldHasher() *FieldHasher {
-	return &FieldHasher{h: sha256.New(), buf: make([]byte, 0, fieldBuffer)}
-}
+func NewFieldHasher() *FieldHasher { return &FieldHasher{h: sha256.New()} }
 
 // Add appends one length-prefixed field.
 func (f *FieldHasher) Add(field []byte) *FieldHasher {
-	if len(f.buf)+8+len(field) > cap(f.buf) {
-		f.h.Write(f.buf)
-		f.buf = f.buf[:0]
-		if 8+len(field) > cap(f.buf) {
-			f.h.Write(binary.BigEndian.AppendUint64(f.buf, uint64(len(field))))
-			f.h.Write(field)
-			return f
-		}
+	if f.n+8 > fieldBuffer {
+		f.flush()
 	}
-	f.buf = append(binary.BigEndian.AppendUint64(f.buf, uint64(len(field))), field...)
+	binary.BigEndian.PutUint64(f.buf[f.n:], uint64(len(field)))
+	f.n += 8
+	if f.n+len(field) <= fieldBuffer {
+		f.n += copy(f.buf[f.n:], field)
+		return f
+	}
+	f.flush()
+	f.h.Write(field)
 	return f
 }
 
 // AddString appends one length-prefixed string field.
 func (f *FieldHasher) AddString(s string) *FieldHasher {
-	if len(f.buf)+8+len(s) > cap(f.buf) {
-		return f.Add([]byte(s))
+	if f.n+8+len(s) <= fieldBuffer {
+		binary.BigEndian.PutUint64(f.buf[f.n:], uint64(len(s)))
+		f.n += 8
+		f.n += copy(f.buf[f.n:], s)
+		return f
 	}
-	f.buf = append(binary.BigEndian.AppendUint64(f.buf, uint64(len(s))), s...)
-	return f
+	return f.Add([]byte(s))
+}
+
+func (f *FieldHasher) flush() {
+	f.h.Write(f.buf[:f.n])
+	f.n = 0
 }
 
 // Sum returns the digest of the fields added so far.
 func (f *FieldHasher) Sum() Digest {
-	f.h.Write(f.buf)
-	f.buf = f.buf[:0]
+	f.flush()
 	var d Digest
 	f.h.Sum(d[:0])
 	return d

@@ -31,6 +31,7 @@ func TestHashFieldsMatchesTheRule(t *testing.T) {
 		{"at the stack buffer", []string{long(1024 - 16), ""}},
 		{"over the stack buffer", []string{long(1024 - 16), "y"}},
 		{"at the field buffer", []string{long(fieldBuffer - 8)}},
+		{"many short fields", strings.Split("a,bb,ccc,,dddd,eeeee,ffffff,g,hh,iii,jjjj,kkkkk,llllll,m,nn,ooo,pppp,qqqqq,rrrrrr,s", ",")},
 		{"over the field buffer", []string{long(fieldBuffer - 8), "z", long(3 * fieldBuffer), "w"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
