@@ -59,32 +59,76 @@ func ParseDigest(s string) (Digest, error) {
 // FieldHasher hashes a sequence of fields, each length-prefixed (8 bytes, big
 // endian) so that ("ab","c") and ("a","bc") differ. It implements the identity
 // rules of docs/contract.md.
-type FieldHasher struct{ h hash.Hash }
+type FieldHasher struct {
+	h   hash.Hash
+	buf [fieldBuffer]byte // short fields not yet written to h: one Write for several
+	n   int               // bytes in buf
+}
+
+// fieldBuffer is how many bytes of short fields and length prefixes a
+// FieldHasher gathers before it hashes them; a longer field is hashed where
+// it lies, not copied.
+const fieldBuffer = 128
 
 // NewFieldHasher returns an empty FieldHasher.
 func NewFieldHasher() *FieldHasher { return &FieldHasher{h: sha256.New()} }
 
 // Add appends one length-prefixed field.
 func (f *FieldHasher) Add(field []byte) *FieldHasher {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(field)))
-	f.h.Write(n[:])
+	if f.n+8 > fieldBuffer {
+		f.flush()
+	}
+	binary.BigEndian.PutUint64(f.buf[f.n:], uint64(len(field)))
+	f.n += 8
+	if f.n+len(field) <= fieldBuffer {
+		f.n += copy(f.buf[f.n:], field)
+		return f
+	}
+	f.flush()
 	f.h.Write(field)
 	return f
 }
 
 // AddString appends one length-prefixed string field.
-func (f *FieldHasher) AddString(s string) *FieldHasher { return f.Add([]byte(s)) }
+func (f *FieldHasher) AddString(s string) *FieldHasher {
+	if f.n+8+len(s) <= fieldBuffer {
+		binary.BigEndian.PutUint64(f.buf[f.n:], uint64(len(s)))
+		f.n += 8
+		f.n += copy(f.buf[f.n:], s)
+		return f
+	}
+	return f.Add([]byte(s))
+}
+
+func (f *FieldHasher) flush() {
+	f.h.Write(f.buf[:f.n])
+	f.n = 0
+}
 
 // Sum returns the digest of the fields added so far.
 func (f *FieldHasher) Sum() Digest {
+	f.flush()
 	var d Digest
 	f.h.Sum(d[:0])
 	return d
 }
 
-// HashFields is the digest of the given length-prefixed string fields.
+// HashFields is the digest of the given length-prefixed string fields. It is
+// called for every record (its record id and model config hash), so fields
+// that fit a stack buffer are hashed in one call, without allocating.
 func HashFields(fields ...string) Digest {
+	n := 0
+	for _, s := range fields {
+		n += 8 + len(s)
+	}
+	if n <= 1024 {
+		var b [1024]byte
+		buf := b[:0]
+		for _, s := range fields {
+			buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(s))), s...)
+		}
+		return sha256.Sum256(buf)
+	}
 	f := NewFieldHasher()
 	for _, s := range fields {
 		f.AddString(s)

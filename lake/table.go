@@ -3,7 +3,9 @@ package lake
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -36,6 +38,22 @@ type TableWriter[T any] struct {
 	tmpDir  string
 	buckets []*TableWriter[T]
 	pending [][]T
+	// The buckets' files are encoded on workers (bucket b on worker
+	// b % len(work)), so that Parquet encoding, most of a split writer's
+	// cpu, does not hold up the goroutine that produces the rows. Each
+	// bucket still gets its rows in the same batches and order, so its file
+	// is the same bytes as when written on one goroutine.
+	work    []chan splitBatchOf[T]
+	free    chan []T
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	workErr error
+}
+
+// splitBatchOf is one batch of a bucket's rows, for its worker.
+type splitBatchOf[T any] struct {
+	b    int
+	rows []T
 }
 
 // splitBatch is how many rows a split writer collects per bucket before it
@@ -65,8 +83,57 @@ func newTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, gr
 // (see Partition): each row goes to the file of bucket IDPartition(id(row),
 // split), in the order written. Commit it with CommitSplit.
 func NewSplitTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, split int, id func(*T) string) *TableWriter[T] {
-	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, split: split, id: id, tmpDir: tmpDir,
+	t := &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, split: split, id: id, tmpDir: tmpDir,
 		buckets: make([]*TableWriter[T], split), pending: make([][]T, split)}
+	workers := min(runtime.GOMAXPROCS(0), split)
+	if workers < 2 {
+		return t
+	}
+	// Two batches queued per worker keep it busy; the free list bounds the
+	// rows held in batches to about 3 per worker plus one per bucket.
+	t.free = make(chan []T, 3*workers+split)
+	t.work = make([]chan splitBatchOf[T], workers)
+	for w := range t.work {
+		ch := make(chan splitBatchOf[T], 2)
+		t.work[w] = ch
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			for bt := range ch {
+				if t.err() == nil {
+					if err := t.writeBucket(bt.b, bt.rows); err != nil {
+						t.mu.Lock()
+						t.workErr = err
+						t.mu.Unlock()
+					}
+				}
+				clear(bt.rows) // drop the strings for the GC
+				select {
+				case t.free <- bt.rows[:0]:
+				default:
+				}
+			}
+		}()
+	}
+	return t
+}
+
+// err is the first error of a split writer's workers.
+func (t *TableWriter[T]) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workErr
+}
+
+// stop ends a split writer's workers (once) after the batches sent, and
+// returns their first error.
+func (t *TableWriter[T]) stop() error {
+	for _, ch := range t.work {
+		close(ch)
+	}
+	t.work = nil
+	t.wg.Wait()
+	return t.err()
 }
 
 // Write appends rows.
@@ -91,7 +158,8 @@ func (t *TableWriter[T]) Write(rows ...T) error {
 	return nil
 }
 
-// flush writes bucket b's pending rows to its file (started on first use).
+// flush writes bucket b's pending rows to its file (started on first use),
+// or hands them to the bucket's worker.
 // A writer holds its current row group in memory, so the buckets' row
 // groups are an eighth of a whole table's: the 16 together hold about twice
 // one unsplit writer's. Their page buffers (256 KiB a column) add about 65
@@ -101,6 +169,26 @@ func (t *TableWriter[T]) flush(b int) error {
 	if len(t.pending[b]) == 0 {
 		return nil
 	}
+	if t.work != nil {
+		if err := t.err(); err != nil {
+			return err
+		}
+		t.work[b%len(t.work)] <- splitBatchOf[T]{b: b, rows: t.pending[b]}
+		select {
+		case t.pending[b] = <-t.free:
+		default:
+			t.pending[b] = make([]T, 0, splitBatch)
+		}
+		return nil
+	}
+	err := t.writeBucket(b, t.pending[b])
+	clear(t.pending[b])
+	t.pending[b] = t.pending[b][:0]
+	return err
+}
+
+// writeBucket writes rows to bucket b's file, started on first use.
+func (t *TableWriter[T]) writeBucket(b int, rows []T) error {
 	if t.buckets[b] == nil {
 		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, t.job, rowGroupRows/8)
 		if err != nil {
@@ -108,10 +196,7 @@ func (t *TableWriter[T]) flush(b int) error {
 		}
 		t.buckets[b] = w
 	}
-	err := t.buckets[b].Write(t.pending[b]...)
-	clear(t.pending[b])
-	t.pending[b] = t.pending[b][:0]
-	return err
+	return t.buckets[b].Write(rows...)
 }
 
 // CommitSplit commits each bucket's file of a split writer and returns their
@@ -125,6 +210,13 @@ func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, bucket
 		if err := t.flush(b); err != nil {
 			return nil, nil, err
 		}
+	}
+	if t.work != nil {
+		if err := t.stop(); err != nil {
+			return nil, nil, err
+		}
+	}
+	for b := range t.split {
 		if t.buckets[b] == nil {
 			continue
 		}
@@ -163,6 +255,9 @@ func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 
 // Abort removes the temporary file; safe after Commit.
 func (t *TableWriter[T]) Abort() {
+	if t.work != nil {
+		t.stop()
+	}
 	if t.o != nil {
 		t.o.Abort()
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -14,14 +15,15 @@ import (
 // custom_id's bucket (IDPartition of SplitBuckets), in the order written,
 // stores no file for a bucket without rows, returns the buckets in
 // increasing order, and writes the same bytes (the same keys) for the same
-// rows.
+// rows, whether its buckets are encoded on one core or on several.
 func TestSplitTableWriter(t *testing.T) {
 	ctx := context.Background()
 	l := openMem(t)
 	job := Sum([]byte("split job"))
-	// 2,000 rows over the 16 buckets, but none in bucket 3.
+	// 20,000 rows over the 16 buckets (several batches each), but none in
+	// bucket 3.
 	var rows []ExpectedRow
-	for i := 0; len(rows) < 2000; i++ {
+	for i := 0; len(rows) < 20000; i++ {
 		id := fmt.Sprintf("rec-%06d", i)
 		if IDPartition(id, SplitBuckets) == 3 {
 			continue
@@ -80,6 +82,14 @@ func TestSplitTableWriter(t *testing.T) {
 	}
 	if again, _ := write(); !slices.Equal(again, keys) {
 		t.Errorf("the same rows written again gave other files:\n%v\n%v", again, keys)
+	}
+	for _, procs := range []int{1, 3} {
+		prev := runtime.GOMAXPROCS(procs)
+		again, _ := write()
+		runtime.GOMAXPROCS(prev)
+		if !slices.Equal(again, keys) {
+			t.Errorf("the same rows written with GOMAXPROCS %d gave other files:\n%v\n%v", procs, again, keys)
+		}
 	}
 	// A split writer is committed with CommitSplit, not Commit.
 	w := NewSplitTableWriter(l, t.TempDir(), "expected", "t", job, SplitBuckets, func(r *ExpectedRow) string { return r.CustomID })

@@ -1,0 +1,63 @@
+package lake
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+// plainFields is the identity rule written out: every field's length as 8
+// big-endian bytes, then the field, all of it hashed with SHA-256.
+func plainFields(fields ...string) Digest {
+	var b []byte
+	for _, s := range fields {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return sha256.Sum256(b)
+}
+
+func TestHashFieldsMatchesTheRule(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name   string
+		fields []string
+	}{
+		{"none", nil},
+		{"one empty", []string{""}},
+		{"split differently", []string{"ab", "c"}},
+		{"record id", []string{"tenant", "key-1", "", "v1", long(64)}},
+		{"at the stack buffer", []string{long(1024 - 16), ""}},
+		{"over the stack buffer", []string{long(1024 - 16), "y"}},
+		{"at the field buffer", []string{long(fieldBuffer - 8)}},
+		{"many short fields", strings.Split("a,bb,ccc,,dddd,eeeee,ffffff,g,hh,iii,jjjj,kkkkk,llllll,m,nn,ooo,pppp,qqqqq,rrrrrr,s", ",")},
+		{"over the field buffer", []string{long(fieldBuffer - 8), "z", long(3 * fieldBuffer), "w"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := plainFields(tc.fields...)
+			if got := HashFields(tc.fields...); got != want {
+				t.Errorf("HashFields = %s, want %s", got.Hex(), want.Hex())
+			}
+			h := NewFieldHasher()
+			for i, s := range tc.fields {
+				if i%2 == 0 {
+					h.AddString(s)
+				} else {
+					h.Add([]byte(s))
+				}
+			}
+			if got := h.Sum(); got != want {
+				t.Errorf("FieldHasher = %s, want %s", got.Hex(), want.Hex())
+			}
+			// Sum does not end the hash: more fields may follow.
+			h.AddString("more")
+			if got, want := h.Sum(), plainFields(append(tc.fields, "more")...); got != want {
+				t.Errorf("FieldHasher after Sum = %s, want %s", got.Hex(), want.Hex())
+			}
+		})
+	}
+	if plainFields("ab", "c") == plainFields("a", "bc") {
+		t.Fatal("the length prefix should tell the fields apart")
+	}
+}
