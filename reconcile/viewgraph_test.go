@@ -157,9 +157,6 @@ func TestCommandViewsSuffice(t *testing.T) {
 		t.Fatal(err)
 	}
 	dims := slices.Sorted(maps.Keys(costDimensions))
-	type answers struct {
-		cost, unpriced, manual, settled string
-	}
 	ask := func(t *testing.T, e *Engine, what string) string {
 		t.Helper()
 		switch what {
