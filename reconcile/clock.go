@@ -2,5 +2,10 @@ package reconcile
 
 import "time"
 
-// timeNow is replaced in tests.
-var timeNow = func() time.Time { return time.Now().UTC() }
+// now reads clock, or the system clock when clock is nil, in UTC.
+func now(clock func() time.Time) time.Time {
+	if clock != nil {
+		return clock().UTC()
+	}
+	return time.Now().UTC()
+}

@@ -180,7 +180,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
 		return nil, err
 	}
-	res.ReconciledAt = timeNow()
+	res.ReconciledAt = now(o.Now)
 	// The marker commits the partition: written after the files it names.
 	if _, err := l.PutJSON(ctx, key, lake.FormatPartition, res); err != nil {
 		if !errors.Is(err, lake.ErrCorrupt) {

@@ -26,7 +26,7 @@ func emptyLine(id string, in, out int64) string {
 	return fmt.Sprintf(`{"id":"br","custom_id":%q,"response":{"status_code":200,"body":{"object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}},"error":null}`, id, in, out)
 }
 
-func newCapLake(t *testing.T, notBefore time.Duration) *capLake {
+func newCapLake(t *testing.T, notBefore time.Duration, clock func() time.Time) *capLake {
 	t.Helper()
 	ctx := context.Background()
 	l, dir := testLake(t)
@@ -43,7 +43,7 @@ func newCapLake(t *testing.T, notBefore time.Duration) *capLake {
 	if _, err := ingest.IngestFile(ctx, l, x.m1, ingest.FileOptions{Path: writeLines(t, dir, "o1.jsonl", []string{emptyLine("r0", 1000, 100)}), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(ctx, l, Options{JobKey: x.m1.JobKey, TmpDir: dir, RetryNotBefore: notBefore, Engine: EngineOptions{Threads: 1}})
+	rep, err := Run(ctx, l, Options{JobKey: x.m1.JobKey, TmpDir: dir, RetryNotBefore: notBefore, Now: clock, Engine: EngineOptions{Threads: 1}})
 	if err != nil || rep.RetryRecords != 1 {
 		t.Fatalf("job 1: %v %+v", err, rep)
 	}
@@ -72,7 +72,7 @@ func expectedRecord(t *testing.T, x *capLake) string {
 // keeps it in the retry set.
 func TestCapsAtTheBoundary(t *testing.T) {
 	t.Parallel()
-	x := newCapLake(t, 0)
+	x := newCapLake(t, 0, nil)
 	sum := new(big.Rat).Add(x.c1, x.c2)
 	tiny := big.NewRat(1, 1_000_000_000_000_000_000)
 	cases := []struct {
@@ -130,12 +130,11 @@ func TestParseCostCap(t *testing.T) {
 // submit time in the report and the child's manifest, and the child's job key
 // is the one planned without a window (the window is not identity).
 func TestRetryNotBeforeIsDataNotIdentity(t *testing.T) {
-	old := timeNow
+	t.Parallel()
 	now := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
-	timeNow = func() time.Time { return now }
-	defer func() { timeNow = old }()
-	with := newCapLake(t, 30*time.Minute)
-	without := newCapLake(t, 0)
+	clock := func() time.Time { return now }
+	with := newCapLake(t, 30*time.Minute, clock)
+	without := newCapLake(t, 0, clock)
 	want := now.Add(30 * time.Minute)
 	if with.m2.NotBefore == nil || !with.m2.NotBefore.Equal(want) {
 		t.Errorf("child not_before %v, want %v", with.m2.NotBefore, want)
@@ -151,7 +150,7 @@ func TestRetryNotBeforeIsDataNotIdentity(t *testing.T) {
 		t.Errorf("report retry_not_before %v (%v), want %v", rep.RetryNotBefore, err, want)
 	}
 	// Retry again: the child exists, nothing changes, its time stays.
-	rr, err := RetryWith(context.Background(), with.l, mustDigest(with.m1.JobKey), RetryOptions{TmpDir: with.dir, NotBefore: 2 * time.Hour})
+	rr, err := RetryWith(context.Background(), with.l, mustDigest(with.m1.JobKey), RetryOptions{TmpDir: with.dir, NotBefore: 2 * time.Hour, Now: clock})
 	if err != nil || rr.Child.Created || rr.NotBefore == nil || !rr.NotBefore.Equal(want) {
 		t.Errorf("retry again: %v %+v", err, rr)
 	}

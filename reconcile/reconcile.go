@@ -56,6 +56,9 @@ type Options struct {
 	// once (0: 128 MiB; a shard's retry lines are at most its bytes). A
 	// larger shard is read alone.
 	RetryReadBytes int64
+	// Now is the clock the report's reconciled_at and its retry not-before
+	// time are read from (nil: the system clock).
+	Now func() time.Time
 	// retryReadStart, if set, is called as each input shard's read for the
 	// retry starts; retryQueryShard as the retry-set query reaches each
 	// input shard's rows, an error ending the query there (tests delay
@@ -558,7 +561,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if rep.Closed && rep.RetryRecords == 0 {
 		rep.State = lake.Completed
 	}
-	rep.ReconciledAt = timeNow()
+	rep.ReconciledAt = now(o.Now)
 	if rep.RetryRecords > 0 {
 		rep.RetryNotBefore = notBefore(rep.ReconciledAt, o.RetryNotBefore)
 	}

@@ -73,6 +73,9 @@ type RetryOptions struct {
 	// OutputSchema is the lake key of an output contract for the child; ""
 	// keeps the parent's (its manifest's, or its reconcile's --output-schema).
 	OutputSchema string
+	// Now is the clock the not-before window starts from (nil: the system
+	// clock).
+	Now func() time.Time
 }
 
 // RetryWith is Retry with settings: a not-before window and a memory limit.
@@ -192,7 +195,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	}
 	nb := rep.RetryNotBefore
 	if o.NotBefore > 0 {
-		if t := timeNow().Add(o.NotBefore).UTC().Truncate(time.Second); nb == nil || t.After(*nb) {
+		if t := now(o.Now).Add(o.NotBefore).UTC().Truncate(time.Second); nb == nil || t.After(*nb) {
 			nb = &t
 		}
 	}

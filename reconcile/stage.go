@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -85,8 +86,8 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 		got, _, err := lake.HashFile(p)
 		switch {
 		case err == nil && got == d:
-			now := timeNow()
-			os.Chtimes(p, now, now) // LRU by modification time
+			t := time.Now()
+			os.Chtimes(p, t, t) // LRU by modification time
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			return "", fmt.Errorf("stage %s: cache: %w", key, err)
 		default:
