@@ -27,25 +27,8 @@ func TestSessionForAQueryReadsOnlyItsViews(t *testing.T) {
 	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	tableFiles := []string{"expected", "attempts", "quarantine", "outcomes", "costs"}
 	open := func(t *testing.T, q string) (*Engine, map[string]bool) {
-		t.Helper()
-		var mu sync.Mutex
-		staged := map[string]bool{}
-		e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, OnStage: func(key string, _ int64) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, tb := range tableFiles {
-				if strings.HasPrefix(key, lake.TablePrefix(tb)) {
-					staged[tb] = true
-				}
-			}
-		}}, Scope{Query: q})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		return e, staged
+		return stagingSession(t, l, dir, Scope{Query: q})
 	}
 	views := func(t *testing.T, e *Engine) []string {
 		t.Helper()
@@ -112,6 +95,26 @@ func TestSessionForAQueryReadsOnlyItsViews(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stagingSession opens a session for scope and the set of tables whose
+// files it staged (filled as it opens).
+func stagingSession(t *testing.T, l *lake.Lake, dir string, scope Scope) (*Engine, map[string]bool) {
+	t.Helper()
+	var mu sync.Mutex
+	staged := map[string]bool{}
+	e, err := OpenSession(context.Background(), l, EngineOptions{Threads: 1, TempDir: dir, OnStage: func(key string, _ int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if table, _, _, _, ok := lake.ParseTableFileKey(key); ok {
+			staged[table] = true
+		}
+	}}, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, staged
 }
 
 // scanRows reads every row as one line of text.
@@ -205,17 +208,7 @@ func TestCommandViewsSuffice(t *testing.T) {
 		{SettledViews, []string{"settled"}, []string{"expected", "outcomes"}},
 	} {
 		t.Run(strings.Join(c.views, ","), func(t *testing.T) {
-			var mu sync.Mutex
-			staged := map[string]bool{}
-			e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, OnStage: func(key string, _ int64) {
-				mu.Lock()
-				defer mu.Unlock()
-				staged[strings.Split(key, "/")[1]] = true
-			}}, Scope{Views: c.views})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			e, staged := stagingSession(t, l, dir, Scope{Views: c.views})
 			if got := slices.Sorted(maps.Keys(staged)); !slices.Equal(got, c.staged) {
 				t.Errorf("staged the files of %v, want %v", got, c.staged)
 			}
