@@ -23,17 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelperProcess())
 	}
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           "batchlake-test",
-		"AWS_SECRET_ACCESS_KEY":       "batchlake-test",
-		"AWS_SESSION_TOKEN":           "",
-		"AWS_PROFILE":                 "",
-		"AWS_CONFIG_FILE":             os.DevNull,
-		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
-		"AWS_EC2_METADATA_DISABLED":   "true",
-	} {
-		os.Setenv(k, v)
-	}
+	testrun.SetOfflineAWS()
 	// The parallel tests mostly wait (injected storage delays past the
 	// client's timeout, SDK backoff, loopback S3).
 	testrun.DefaultParallel(8)

@@ -95,6 +95,16 @@ func reportLine(rep *reconcile.Report) string {
 		rep.Expected, rep.Succeeded, rep.FailedRetryable, rep.FailedPermanent, rep.QualityFailed, rep.Missing, rep.Unknown, rep.Duplicate, rep.Quarantined, rep.Closed, rep.RetryRecords, rep.State)
 }
 
+// wantFirstSuccess fails the test unless the report's first_success cost is
+// exactly want.
+func wantFirstSuccess(t *testing.T, rep *reconcile.Report, want *big.Rat) {
+	t.Helper()
+	got, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
+	if !ok || got.Cmp(want) != 0 {
+		t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], want.FloatString(9))
+	}
+}
+
 func anthropicOutcome(id string) string {
 	switch id {
 	case "r-001", "r-005":
@@ -141,11 +151,7 @@ func TestAnthropicSubmitStatusCollectReconcile(t *testing.T) {
 	}
 	// Four successes r-000, r-004, r-006, r-007: input 10+5 tokens, output 5,
 	// at claude-sonnet-4's $3/$15 per Mtok, batch 0.5.
-	wantCost := new(big.Rat).SetFrac64(4*(15*3+5*15), 2_000_000)
-	gotCost, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
-	if !ok || gotCost.Cmp(wantCost) != 0 {
-		t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], wantCost.FloatString(9))
-	}
+	wantFirstSuccess(t, rep, new(big.Rat).SetFrac64(4*(15*3+5*15), 2_000_000))
 	if len(rep.Files.Output) != 2 {
 		t.Fatalf("report files: %+v", rep.Files)
 	}

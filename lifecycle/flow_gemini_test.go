@@ -107,11 +107,7 @@ func TestGeminiSubmitStatusCollectReconcile(t *testing.T) {
 			}
 			// Four successes: input 10+5 tokens, output 5, at gemini-2.5-flash's
 			// $0.30/$2.50 per Mtok, batch 0.5.
-			wantCost := new(big.Rat).SetFrac64(4*(15*30+5*250), 200_000_000)
-			gotCost, ok := new(big.Rat).SetString(rep.CostUSD["first_success"].String())
-			if !ok || gotCost.Cmp(wantCost) != 0 {
-				t.Fatalf("first_success cost %v, want %s", rep.CostUSD["first_success"], wantCost.FloatString(9))
-			}
+			wantFirstSuccess(t, rep, new(big.Rat).SetFrac64(4*(15*30+5*250), 200_000_000))
 		})
 	}
 }

@@ -16,13 +16,7 @@ import (
 //     of GOMAXPROCS: they mostly wait (SDK backoff, retry-after, polls), not
 //     compute, so on a 2-core machine the default would queue the waits.
 func TestMain(m *testing.M) {
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_REGION": "us-east-1"} {
-		if err := os.Setenv(k, v); err != nil {
-			panic(err)
-		}
-	}
+	testrun.SetOfflineAWS()
 	testrun.DefaultParallel(8)
 	os.Exit(m.Run())
 }

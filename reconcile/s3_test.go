@@ -16,6 +16,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/batchlake/batchlake/lake"
 	_ "gocloud.dev/blob/s3blob" // s3:// lakes on the test S3 server
 )
@@ -76,8 +77,7 @@ func TestFlowOnS3(t *testing.T) {
 // when the test ends.
 func s3Lake(t *testing.T) *lake.Lake {
 	t.Helper()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true"} {
+	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)
 	}
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))

@@ -20,6 +20,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -196,8 +197,7 @@ func TestSQLCannotWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true"} {
+	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)
 	}
 	backend := s3mem.New()
