@@ -56,9 +56,10 @@ test-short: ## the quick loop: in-process tests of every package, no subprocess 
 test-race: ## the race detector over the concurrent packages (lake, ingest, lifecycle)
 	$(GOTEST) -short -race -timeout 10m $(RACE_PKGS)
 
-test-timing: ## wall and cpu time of the -short run and of the full run (warm the build cache first; test results are not reused)
-	@echo "go test -short ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -short -count=1 -timeout 5m $(TEST_PKGS) >/dev/null'
-	@echo "go test ./... (TMPDIR under $(TEST_TMPDIR))"; /usr/bin/env time -f "  %e s wall, %U s user, %S s sys" sh -c '$(GOTEST) -count=1 -timeout 15m $(TEST_PKGS) >/dev/null'
+test-timing: ## wall and cpu time of the -short run and of the full run, and how busy the machine was meanwhile (warm the build cache first; test results are not reused)
+	@echo "TMPDIR under $(TEST_TMPDIR)"
+	@sh bench/timed.sh "go test -short ./..." sh -c '$(GOTEST) -short -count=1 -timeout 5m $(TEST_PKGS)'
+	@sh bench/timed.sh "go test ./..." sh -c '$(GOTEST) -count=1 -timeout 15m $(TEST_PKGS)'
 
 lint: ## gofmt, go vet and staticcheck (fetched through the module proxy at a pinned version)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
