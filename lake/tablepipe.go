@@ -14,6 +14,7 @@ type TablePipe[T any] struct {
 	ch    chan []T   // full batches to the writer
 	free  chan []T   // emptied batches back
 	done  chan error // the writer's result, once ch is closed
+	spare int        // batches not yet allocated
 	err   error
 }
 
@@ -23,13 +24,11 @@ const pipeBatch = 4096
 // NewTablePipe starts the goroutine that writes to w. depth (at least 1) is
 // how many full batches of pipeBatch rows may wait for it: the memory a caller
 // that fills batches in bursts trades for keeping the writer busy between them.
+// Batches are allocated as they are needed, so a small table costs the memory
+// of its rows, not depth batches.
 func NewTablePipe[T any](ctx context.Context, w *TableWriter[T], depth int) *TablePipe[T] {
 	depth = max(depth, 1)
-	p := &TablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, depth), free: make(chan []T, depth+1), done: make(chan error, 1)}
-	for range depth + 1 {
-		p.free <- make([]T, 0, pipeBatch)
-	}
-	p.batch = <-p.free
+	p := &TablePipe[T]{ctx: ctx, w: w, ch: make(chan []T, depth), free: make(chan []T, depth+1), done: make(chan error, 1), spare: depth}
 	go func() {
 		var err error
 		for b := range p.ch {
@@ -46,14 +45,24 @@ func NewTablePipe[T any](ctx context.Context, w *TableWriter[T], depth int) *Tab
 
 // Add appends a row. A write error shows at Close.
 func (p *TablePipe[T]) Add(row T) error {
+	// The first batch grows with its rows; the ones after it start full size.
 	p.batch = append(p.batch, row)
-	if len(p.batch) < cap(p.batch) {
+	if len(p.batch) < pipeBatch {
 		return nil
 	}
 	// After a write error the goroutine keeps draining (and reports the
 	// error at Close), so this never blocks for good.
 	p.ch <- p.batch
-	p.batch = <-p.free
+	select {
+	case p.batch = <-p.free:
+	default:
+		if p.spare > 0 {
+			p.spare--
+			p.batch = make([]T, 0, pipeBatch)
+		} else {
+			p.batch = <-p.free
+		}
+	}
 	return nil
 }
 

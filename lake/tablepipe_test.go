@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // Whatever its depth, a pipe writes the rows it is given, in order: its file
@@ -74,5 +76,42 @@ func TestTablePipeCallerError(t *testing.T) {
 	}
 	if w.Rows() != 2*pipeBatch {
 		t.Errorf("%d rows written, want the %d of the full batches (the last, partial one is dropped)", w.Rows(), 2*pipeBatch)
+	}
+}
+
+// A deep pipe costs a small table no more memory than a shallow one: its
+// batches are allocated as rows arrive, not depth of them up front (a
+// reconcile of a few records used to allocate 32 MiB of empty batches).
+func TestTablePipeSmallTableAllocatesLittle(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := func(depth int) uint64 {
+		w, err := NewTableWriter[CostRow](l, t.TempDir(), "costs", "t", Digest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Abort()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p := NewTablePipe(ctx, w, depth)
+		for i := range 10 {
+			if err := p.Add(CostRow{RecordID: fmt.Sprint(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(nil); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	alloc(1) // the first table writer's one-time costs
+	shallow, deep := alloc(1), alloc(64)
+	batch := uint64(pipeBatch) * uint64(unsafe.Sizeof(CostRow{}))
+	if deep > shallow+batch {
+		t.Errorf("10 rows through a pipe of depth 64 allocated %d bytes, of depth 1 %d: more than a batch (%d bytes) apart", deep, shallow, batch)
 	}
 }

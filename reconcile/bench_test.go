@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,5 +111,23 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		must(e.eachRow(ctx, "outcome_rows.sql", recordRange{}, "ssssnssssns", func(*scanRow) error { n++; return nil }))
 		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "ssnsssnssnn", func(*scanRow) error { n++; return nil }))
 		e.Close()
+	}
+}
+
+// BenchmarkReconcileSmallJob is the fixed cost of one reconcile: a 20-record
+// job (planned and ingested once), reconciled afresh each iteration (each
+// with its own --max-attempts, so no run finds a stored report). A retry
+// generation is a small job, and a lake of many jobs is reconciled one small
+// job at a time. Run with: go test -run '^$' -bench SmallJob ./reconcile/
+func BenchmarkReconcileSmallJob(b *testing.B) {
+	ctx := context.Background()
+	l, dir := testLake(b)
+	m := planAndIngest(b, l, dir, generate(rand.New(rand.NewPCG(5, 5)), 20, 1, 1), 0)
+	n := 0
+	for b.Loop() {
+		n++
+		if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, MaxAttempts: 3 + n, Engine: EngineOptions{Threads: 1}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

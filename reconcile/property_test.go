@@ -156,7 +156,7 @@ func generate(rng *rand.Rand, n, unknown, garbage int) genBatch {
 	return g
 }
 
-func writeLines(t *testing.T, dir, name string, lines []string) string {
+func writeLines(t testing.TB, dir, name string, lines []string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	var b bytes.Buffer
@@ -171,14 +171,14 @@ func writeLines(t *testing.T, dir, name string, lines []string) string {
 }
 
 // planAndIngest plans input and ingests output and errors into l.
-func planAndIngest(t *testing.T, l *lake.Lake, dir string, g genBatch, shardMax int) *lake.Manifest {
+func planAndIngest(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int) *lake.Manifest {
 	t.Helper()
 	return planAndIngestSplit(t, l, dir, g, shardMax, 0)
 }
 
 // planAndIngestSplit is planAndIngest with the job's tables split by
 // partition from splitMin records on (ingest.PlanOptions.SplitMinRecords).
-func planAndIngestSplit(t *testing.T, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin int64) *lake.Manifest {
+func planAndIngestSplit(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin int64) *lake.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),

@@ -134,7 +134,7 @@ func TestSQLSessionIsReadOnly(t *testing.T) {
 
 // testLake opens an empty local lake in a fresh directory (returned too, for
 // the test's other files), closed when the test ends.
-func testLake(t *testing.T) (*lake.Lake, string) {
+func testLake(t testing.TB) (*lake.Lake, string) {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := lake.Open(context.Background(), filepath.Join(dir, "lake"))
