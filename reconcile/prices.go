@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
@@ -201,6 +204,17 @@ func perToken(perM, mult *big.Rat) string {
 	return v.FloatString(18)
 }
 
+// perTokenDecimal is perToken as a DECIMAL(38, 18) value: the same digits,
+// unscaled.
+func perTokenDecimal(perM, mult *big.Rat) (duckdb.Decimal, error) {
+	s := strings.Replace(perToken(perM, mult), ".", "", 1)
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return duckdb.Decimal{}, fmt.Errorf("price %s × %s: not a decimal", perM.RatString(), mult.RatString())
+	}
+	return duckdb.Decimal{Width: 38, Scale: 18, Value: v}, nil
+}
+
 // load inserts the table into the session's prices temp table, the time
 // each raw file is priced at (its ingest time) into raw_times, and the job's
 // provider and model into job_model (a Bedrock line is priced by the job's
@@ -209,28 +223,10 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 	if err := e.ExecFile(ctx, "prices.sql", nil); err != nil {
 		return err
 	}
+	if err := t.appendTo(ctx, e); err != nil {
+		return fmt.Errorf("load prices %s: %w", t.Name, err)
+	}
 	var rows []map[string]string
-	for _, p := range t.priced() {
-		from := "NULL"
-		if !p.EffectiveFrom.IsZero() {
-			from = quote(p.EffectiveFrom.Format(timestampSQL))
-		}
-		rows = append(rows, map[string]string{
-			"Provider": quote(p.Provider), "Model": quote(p.Model), "From": from, "Input": quote(perToken(p.Input, p.Multiply)),
-			"Cached": quote(perToken(p.CachedInput, p.CachedMultiply)), "CacheWrite": quote(perToken(p.CacheWrite, p.Multiply)),
-			"CacheWrite1h": quote(perToken(p.CacheWrite1h, p.Multiply)), "Output": quote(perToken(p.Output, p.Multiply)),
-			// On demand (the sync tail): no batch multiplier.
-			"ODInput": quote(perToken(p.Input, onDemand)), "ODCached": quote(perToken(p.CachedInput, onDemand)),
-			"ODCacheWrite": quote(perToken(p.CacheWrite, onDemand)), "ODCacheWrite1h": quote(perToken(p.CacheWrite1h, onDemand)),
-			"ODOutput": quote(perToken(p.Output, onDemand)),
-		})
-	}
-	if len(rows) > 0 {
-		if err := e.ExecFile(ctx, "price_add.sql", map[string]any{"Rows": rows}); err != nil {
-			return fmt.Errorf("load prices %s: %w", t.Name, err)
-		}
-	}
-	rows = rows[:0]
 	for _, r := range recs {
 		mode := r.Mode
 		if mode == "" {
@@ -247,6 +243,56 @@ func (t *PriceTable) load(ctx context.Context, e *Engine, recs []lake.IngestReco
 		return fmt.Errorf("load the job's model: %w", err)
 	}
 	return nil
+}
+
+// appendTo fills the session's prices table (prices.sql) through DuckDB's
+// appender: parsing and planning a statement of a thousand literals took
+// longer than the rest of a small job's price work.
+func (t *PriceTable) appendTo(ctx context.Context, e *Engine) error {
+	rows := t.priced()
+	if len(rows) == 0 {
+		return nil
+	}
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(driver.Conn)
+		if !ok {
+			return fmt.Errorf("duckdb driver has no appender")
+		}
+		a, err := duckdb.NewAppender(c, "temp", "main", "prices")
+		if err != nil {
+			return err
+		}
+		for _, p := range rows {
+			var from driver.Value // NULL: since always
+			if !p.EffectiveFrom.IsZero() {
+				from = p.EffectiveFrom.UTC().Truncate(time.Microsecond)
+			}
+			vals := []driver.Value{p.Provider, p.Model, from}
+			// The column order of prices.sql: with the batch multiplier,
+			// then on demand (the sync tail) without it.
+			for _, c := range [...]struct{ perM, mult *big.Rat }{
+				{p.Input, p.Multiply}, {p.CachedInput, p.CachedMultiply}, {p.CacheWrite, p.Multiply}, {p.CacheWrite1h, p.Multiply}, {p.Output, p.Multiply},
+				{p.Input, onDemand}, {p.CachedInput, onDemand}, {p.CacheWrite, onDemand}, {p.CacheWrite1h, onDemand}, {p.Output, onDemand},
+			} {
+				d, err := perTokenDecimal(c.perM, c.mult)
+				if err != nil {
+					a.Close()
+					return err
+				}
+				vals = append(vals, d)
+			}
+			if err := a.AppendRow(vals...); err != nil {
+				a.Close()
+				return fmt.Errorf("%s %s: %w", p.Provider, p.Model, err)
+			}
+		}
+		return a.Close()
+	})
 }
 
 // timestampSQL renders a time as a DuckDB TIMESTAMP literal (UTC, microseconds).
