@@ -115,18 +115,19 @@ func BenchmarkReconcileQueries(b *testing.B) {
 }
 
 // BenchmarkReconcileSmallJob is the fixed cost of one reconcile: a 20-record
-// job (planned and ingested once), reconciled afresh each iteration (each
-// with its own --max-attempts, so no run finds a stored report). A retry
-// generation is a small job, and a lake of many jobs is reconciled one small
-// job at a time. Run with: go test -run '^$' -bench SmallJob ./reconcile/
+// job, planned and ingested into a lake of its own outside the timing, then
+// reconciled. A retry generation is a small job, and a lake of many jobs is
+// reconciled one small job at a time. Run with:
+// go test -run '^$' -bench SmallJob ./reconcile/
 func BenchmarkReconcileSmallJob(b *testing.B) {
 	ctx := context.Background()
-	l, dir := testLake(b)
-	m := planAndIngest(b, l, dir, generate(rand.New(rand.NewPCG(5, 5)), 20, 1, 1), 0)
-	n := 0
+	g := generate(rand.New(rand.NewPCG(5, 5)), 20, 1, 1)
 	for b.Loop() {
-		n++
-		if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, MaxAttempts: 3 + n, Engine: EngineOptions{Threads: 1}}); err != nil {
+		b.StopTimer()
+		l, dir := testLake(b)
+		m := planAndIngest(b, l, dir, g, 0)
+		b.StartTimer()
+		if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
 			b.Fatal(err)
 		}
 	}
