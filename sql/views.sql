@@ -96,7 +96,8 @@ SELECT a.record_id, o.business_key, a.tenant, a.job_key, a.attempt, a.custom_id,
 FROM attempts a
 JOIN outcomes o ON o.job_key = a.job_key AND o.record_id = a.record_id AND o.outcome = 'succeeded'
 JOIN costs c ON c.job_key = a.job_key AND c.raw_sha256 = a.raw_sha256 AND c.line_no = a.line_no
-            AND c.custom_id = a.custom_id AND c.category IN ('first_success', 'duplicate_submission')
+            AND c.custom_id = a.custom_id AND c.record_id = a.record_id
+            AND c.category IN ('first_success', 'duplicate_submission')
 LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha256
 WHERE a.outcome = 'success'
 QUALIFY row_number() OVER (PARTITION BY a.record_id
