@@ -8,6 +8,8 @@
 #   batchlake plan      --lake L --provider openai --input input.jsonl --tenant bench --prompt-version v1
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
+#   batchlake report    --lake L --job JOB          (rows of their own, not in
+#   batchlake sql       "SELECT count(*) … FROM accepted"   the total)
 #   blbaseline          (DuckDB read_ndjson -> Parquet + the three set queries)
 #   blbaseline -contract  (the contract floor: the output and error loads, then
 #                        the lake tables batchlake writes, made by DuckDB alone)
@@ -285,6 +287,26 @@ for ((r = 1; r <= RUNS; r++)); do
 						"$(printf '%s\n' "$P_RSS" "$I_RSS" "$RSS" | maxof)" \
 						"$(awk -v a="$P_CPU" -v b="$I_CPU" -v c="$CPU" 'BEGIN {print a + b + c}')"
 					check "run $r reconcile report" "$run/reconcile.json" "${TRUTH_KEYS[@]}"
+					# What analysts read next: the job's report, and the
+					# accepted view (one answer per succeeded record).
+					log "run $r/$RUNS: batchlake report and the accepted view"
+					timed report "$run" "$BATCHLAKE" report --lake "$lake" --job "$job"
+					if [[ $RC == 0 ]]; then
+						record report "$WALL" "$RSS" "$CPU"
+						check "run $r report" "$run/report.json" expected succeeded
+					else
+						log "report failed (exit $RC); see $run/report.log"
+						FAILED=1
+					fi
+					timed accepted "$run" "$BATCHLAKE" sql --lake "$lake" --format json "SELECT count(*) AS succeeded FROM accepted"
+					if [[ $RC == 0 ]]; then
+						record accepted "$WALL" "$RSS" "$CPU"
+						jq '.[0]' "$run/accepted.json" >"$run/accepted-count.json"
+						check "run $r accepted view" "$run/accepted-count.json" succeeded
+					else
+						log "sql of the accepted view failed (exit $RC); see $run/accepted.log"
+						FAILED=1
+					fi
 					;;
 				*)
 					log "reconcile failed (exit $RC); see $run/reconcile.log"
@@ -360,6 +382,8 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 		BL_TOTAL=$(stepwall total)
 		steprow "batchlake total" total "$B_ALL"
 	fi
+	[[ ! -s $WORK/samples/report ]] || steprow "batchlake report --job" report 0
+	[[ ! -s $WORK/samples/accepted ]] || steprow "sql: count of accepted" accepted 0
 	if [[ -s $WORK/samples/plan_shuffled ]]; then
 		steprow "plan, shuffled input" plan_shuffled "$B_IN"
 	fi
@@ -432,7 +456,10 @@ RSS_MET=""
 if [[ -z $SKIP_BATCHLAKE && -n $RSS_TARGET ]]; then
 	line="peak RSS per process (target: <= $RSS_TARGET MiB):"
 	RSS_MET=true
-	for st in plan ingest reconcile; do
+	for st in plan ingest reconcile report accepted; do
+		if [[ ! -s $WORK/samples/$st && ($st == report || $st == accepted) ]]; then
+			continue
+		fi
 		if [[ ! -s $WORK/samples/$st ]]; then
 			line+=" $st not measured,"
 			RSS_MET=false
