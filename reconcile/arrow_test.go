@@ -14,15 +14,7 @@ import (
 // and holds the same rows as the query; a write is still refused.
 func TestQueryArrow(t *testing.T) {
 	ctx := context.Background()
-	l, m, dir := smallLake(t)
-	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _, dir := reconciledSession(t)
 	var want int64
 	if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM records").Scan(&want); err != nil {
 		t.Fatal(err)

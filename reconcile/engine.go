@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"net/url"
 	"os"
@@ -119,6 +120,24 @@ func (e *Engine) Close() error {
 	err := e.DB.Close()
 	os.RemoveAll(e.tmp)
 	return err
+}
+
+// rawConn hands fn the DuckDB driver connection of the session (its one
+// connection, which holds the temp views and tables), for what database/sql
+// does not offer: the appender, the Arrow interface, a statement's type.
+func (e *Engine) rawConn(ctx context.Context, fn func(driver.Conn) error) error {
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(driver.Conn)
+		if !ok {
+			return fmt.Errorf("engine: the connection is a %T, not DuckDB's driver connection", dc)
+		}
+		return fn(c)
+	})
 }
 
 // sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall

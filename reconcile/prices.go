@@ -253,16 +253,7 @@ func (t *PriceTable) appendTo(ctx context.Context, e *Engine) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	conn, err := e.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		c, ok := dc.(driver.Conn)
-		if !ok {
-			return fmt.Errorf("duckdb driver has no appender")
-		}
+	return e.rawConn(ctx, func(c driver.Conn) error {
 		a, err := duckdb.NewAppender(c, "temp", "main", "prices")
 		if err != nil {
 			return err

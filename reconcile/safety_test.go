@@ -21,6 +21,23 @@ func smallLake(t *testing.T) (*lake.Lake, *lake.Manifest, string) {
 	return l, planAndIngest(t, l, dir, g, 0), dir
 }
 
+// reconciledSession is a session (every view) over smallLake once its job
+// is reconciled; it is closed when the test ends.
+func reconciledSession(t *testing.T) (*Engine, *lake.Lake, string) {
+	t.Helper()
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, l, dir
+}
+
 func TestQualityGate(t *testing.T) {
 	t.Parallel()
 	l, m, dir := smallLake(t)
@@ -63,15 +80,7 @@ func TestQualityGate(t *testing.T) {
 
 func TestSQLSessionIsReadOnly(t *testing.T) {
 	ctx := context.Background()
-	l, m, dir := smallLake(t)
-	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _, dir := reconciledSession(t)
 	secret := filepath.Join(dir, "secret.csv")
 	os.WriteFile(secret, []byte("a\n1\n"), 0o644)
 	victim := filepath.Join(dir, "written.csv")

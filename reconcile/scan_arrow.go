@@ -112,13 +112,8 @@ func arrowInts(a arrow.Array) (func(int) int64, error) {
 // arrowQuery runs q on the session's connection through DuckDB's Arrow
 // interface and hands fn the record reader.
 func (e *Engine) arrowQuery(ctx context.Context, name, q string, fn func(array.RecordReader) error) error {
-	conn, err := e.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+	return e.rawConn(ctx, func(c driver.Conn) error {
+		ar, err := duckdb.NewArrowFromConn(c)
 		if err != nil {
 			return err
 		}

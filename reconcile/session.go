@@ -84,16 +84,7 @@ func (e *Engine) checkSelect(ctx context.Context, q string) error {
 	if err := e.checkTree(ctx, q); err != nil {
 		return err
 	}
-	conn, err := e.DB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		c, ok := dc.(driver.Conn)
-		if !ok {
-			return fmt.Errorf("duckdb driver cannot prepare")
-		}
+	return e.rawConn(ctx, func(c driver.Conn) error {
 		st, err := c.Prepare(q)
 		if err != nil {
 			return fmt.Errorf("sql: %v: %w", err, errkind.ErrBadInput)

@@ -22,20 +22,11 @@ import (
 // fine: only joins of Parquet tables on both sides count.
 func TestViewsJoinNoTablesByJobAlone(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	l, m, dir := smallLake(t)
-	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, l, dir := reconciledSession(t)
 	checkViewJoins(t, "session", e.DB)
 
 	out := filepath.Join(dir, "analytics.duckdb")
-	if _, err := Catalog(ctx, l, out, EngineOptions{Threads: 1, TempDir: t.TempDir()}, CatalogOptions{}); err != nil {
+	if _, err := Catalog(context.Background(), l, out, EngineOptions{Threads: 1, TempDir: t.TempDir()}, CatalogOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A live catalog's paths are relative to its folder: DuckDB resolves
