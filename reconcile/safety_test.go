@@ -196,15 +196,7 @@ func TestQualityGateRunsAsChecked(t *testing.T) {
 // user than root the write fails.
 func TestLockdownBelowTheCheck(t *testing.T) {
 	ctx := context.Background()
-	l, m, dir := smallLake(t)
-	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, l, dir := reconciledSession(t)
 	var n int64
 	if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM costs").Scan(&n); err != nil || n == 0 {
 		t.Fatalf("the views do not read: %d rows, %v", n, err)
