@@ -88,3 +88,54 @@ func TestMatchIDsAndLikelyJob(t *testing.T) {
 		})
 	}
 }
+
+// The match check reads every expected row of the jobs it searches; its
+// memory must follow the sample, not the jobs' size (a DISTINCT over every
+// expected row held a whole job's ids: 600 MB at 3M records). DuckDB may
+// not spill here, and its limit is far below what the job's ids take.
+func TestMatchIDsMemoryFollowsTheSample(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const n = 300_000
+	d := lake.Sum([]byte("big"))
+	w, err := lake.NewTableWriter[lake.ExpectedRow](l, dir, "expected", "acme", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	batch := make([]lake.ExpectedRow, 0, 4096)
+	for i := range n {
+		batch = append(batch, lake.ExpectedRow{JobKey: d.Hex(), Tenant: "acme", ShardID: "s0",
+			RecordID: fmt.Sprintf("r%d", i), CustomID: fmt.Sprintf("request-%032d", i), Attempt: 1})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := w.Write(batch...); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	key, err := w.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &lake.Manifest{Version: lake.ManifestVersion, JobKey: d.Hex(), Tenant: "acme", Provider: "openai",
+		ExpectedRecords: n, ExpectedFiles: []string{key}}
+
+	e, err := OpenEngine(l, EngineOptions{Threads: 1, MemoryLimit: "16MB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.DB.ExecContext(ctx, "SET temp_directory = ''"); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{fmt.Sprintf("request-%032d", 7), fmt.Sprintf("request-%032d", n-1), fmt.Sprintf("request-%032d", 7), "other"}
+	if own, err := e.MatchIDs(ctx, m, ids); err != nil || own != 3 {
+		t.Errorf("MatchIDs = %d, %v; want 3 (a repeated id counts per line)", own, err)
+	}
+}

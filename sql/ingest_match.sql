@@ -1,9 +1,18 @@
 -- ingest's match check: how many lines of a result file's sample carry a
 -- custom_id of each job whose expected-table files are listed. A job's
--- custom_ids are distinct, so a line counts once per job.
-SELECT e.job_key, count(*) AS lines
-FROM read_parquet({{.Sample}}) s
-JOIN (SELECT DISTINCT job_key, custom_id FROM read_parquet({{.Expected}}, union_by_name = true)) e
-  ON e.custom_id = s.custom_id
-GROUP BY e.job_key
-ORDER BY lines DESC, e.job_key
+-- custom_ids are distinct, so a line counts once per job. The expected rows
+-- are first narrowed to the sample's ids (a semi-join whose hash table holds
+-- only the sample), so memory follows the sample, not the jobs' size: a
+-- DISTINCT over every expected row held all of a job's custom_ids at once.
+WITH sample AS (
+  SELECT custom_id FROM read_parquet({{.Sample}})
+), hits AS (
+  SELECT DISTINCT job_key, custom_id
+  FROM read_parquet({{.Expected}}, union_by_name = true)
+  WHERE custom_id IN (SELECT custom_id FROM sample)
+)
+SELECT h.job_key, count(*) AS lines
+FROM sample s
+JOIN hits h ON h.custom_id = s.custom_id
+GROUP BY h.job_key
+ORDER BY lines DESC, h.job_key
