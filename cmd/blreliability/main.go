@@ -212,7 +212,7 @@ older ingest with counts out of range is priced at nothing and counted in
 ## Known issues
 
 - ` + "`reconcile`" + ` of a job whose output holds 1,000,000 unknown ids completes
-  with the default ` + "`--memory-limit 512MB`" + ` (exit 11, the count exact), but its
+  with ` + "`--memory-limit 512MB`" + ` (exit 11, the count exact), but its
   peak RSS is only logged, not bounded by a test (an earlier build peaked at
   about 2 GiB with DuckDB's own default limit; ingest of the same file peaks
   at about 256 MiB).
