@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,12 +11,7 @@ import (
 
 func TestMatchIDsAndLikelyJob(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	// job plans n records with ids prefix-0000…, with a manifest unless orphan.
 	job := func(name, tenant, prefix string, n int, orphan bool) *lake.Manifest {
 		t.Helper()
@@ -95,12 +89,7 @@ func TestMatchIDsAndLikelyJob(t *testing.T) {
 // not spill here, and its limit is far below what the job's ids take.
 func TestMatchIDsMemoryFollowsTheSample(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, dir := testLake(t)
 	const n = 300_000
 	d := lake.Sum([]byte("big"))
 	w, err := lake.NewTableWriter[lake.ExpectedRow](l, dir, "expected", "acme", d)
