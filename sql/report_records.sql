@@ -6,7 +6,7 @@
 -- The histogram is one aggregate by record_id over the scope's expected rows
 -- and every outcome (attempts = max(attempt) over a record's outcomes, as in
 -- the records view), not the records view semi-joined to the scope's records:
--- two hash tables of every record_id did not fit in --memory-limit 512MB at
+-- two hash tables of every record_id did not fit in DuckDB's memory limit at
 -- 3M records, where one aggregate spills.
 WITH RECURSIVE {{.Scope}},
 recs AS (SELECT DISTINCT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))

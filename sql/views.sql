@@ -108,7 +108,7 @@ QUALIFY row_number() OVER (PARTITION BY a.record_id
 -- with the outcome and reason of their last attempt. The queue is found from
 -- each record's latest disposition alone, and only its records' outcomes are
 -- read again for the rest: the latest of every column of every record held
--- all their strings at once (at 3M records more than --memory-limit 512MB).
+-- all their strings at once (at 3M records more than DuckDB's memory limit).
 CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
     SELECT record_id, arg_max(disposition, attempt) AS disposition
