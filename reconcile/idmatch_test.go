@@ -85,7 +85,7 @@ func TestMatchIDsAndLikelyJob(t *testing.T) {
 
 // The match check reads every expected row of the jobs it searches; its
 // memory must follow the sample, not the jobs' size (a DISTINCT over every
-// expected row held a whole job's ids: ingest peaked at 740 MiB at 3M
+// expected row held a whole job's ids: ingest peaked at 732 MiB at 3M
 // records, in this check). DuckDB may not spill here, and its limit is far
 // below what the job's ids take.
 func TestMatchIDsMemoryFollowsTheSample(t *testing.T) {
