@@ -7,6 +7,8 @@
 # /usr/bin/time -v:
 #   batchlake plan      --lake L --provider openai --input input.jsonl --tenant bench --prompt-version v1
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
+#   batchlake ingest    of the output's first SHARD_LINES lines, as one collect
+#                       step ingests a batch's file (on a hard-link copy of L)
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
 #   batchlake report    --lake L --job JOB          (rows of their own, not in
 #   batchlake sql       "SELECT count(*) … FROM accepted"   the total)
@@ -24,7 +26,8 @@
 # baseline, the contract floor and the Python reconciler, the ratios (wall and
 # cpu: batchlake / baseline, Python / batchlake), plan's and ingest's MB/s
 # against their target, and (at N = 1M and 10M) each step's peak RSS against
-# the memory target (RSS_TARGET below). Every reconcile report (and every
+# the memory target (RSS_TARGET below), and the collect step's against its
+# pod's limit (COLLECT_RSS_TARGET). Every reconcile report (and every
 # baseline, floor and Python result) is checked against truth.json; any
 # difference prints MISMATCH and fails the run.
 #
@@ -41,6 +44,7 @@
 #   SKIP_SHUFFLED=1                leave out the plan of the shuffled input
 #   BASELINE_FLAGS="-memory-limit 512MB -threads 2"   extra blbaseline flags (both runs)
 #   KEEP=1                         keep each run's lake and Parquet files
+#   SHARD_LINES=50000              lines of the output ingested as one collect step
 #   PARTITIONS=8                   also reconcile in partitions: on a copy of the
 #                                  lake made before the single reconcile, run
 #                                  reconcile --partition k/8 for k = 0..7 one after
@@ -244,6 +248,29 @@ partitions() {
 	esac
 }
 
+# collect_shard LAKE JOB: what each collect step of a fan-out does, ingest one
+# batch's output file into the job: the first $SHARD_LINES lines of the
+# output (an OpenAI batch holds at most 50,000), ingested into a copy of LAKE
+# by hard links, so the run's own lake and its counts are untouched. Its peak
+# RSS is held to COLLECT_RSS_TARGET, the collect pod's memory limit in
+# deploy/.
+SHARD_LINES=${SHARD_LINES:-50000}
+collect_shard() {
+	local from=$1 job=$2
+	head -n "$SHARD_LINES" "$OUT" >"$run/shard.jsonl"
+	B_SHARD=$(stat -c %s "$run/shard.jsonl") SHARD_ROWS=$(wc -l <"$run/shard.jsonl")
+	cp -al "$from" "$run/lake-collect"
+	log "run $r/$RUNS: batchlake ingest of one $SHARD_LINES-line batch output (a collect step)"
+	timed collect "$run" "$BATCHLAKE" ingest --lake "$run/lake-collect" --job "$job" --output "$run/shard.jsonl"
+	if [[ $RC == 0 ]]; then
+		record collect "$WALL" "$RSS" "$CPU"
+	else
+		log "ingest of one batch output failed (exit $RC); see $run/collect.log"
+		FAILED=1
+	fi
+	rm -rf "$run/lake-collect" "$run/shard.jsonl"
+}
+
 TRUTH_KEYS=(expected succeeded quality_failed failed_retryable failed_permanent missing unknown duplicate quarantined retry_records closed)
 FAILED=0
 LAST_BASELINE="" LAST_FLOOR=""
@@ -271,6 +298,7 @@ for ((r = 1; r <= RUNS; r++)); do
 			else
 				record ingest "$WALL" "$RSS" "$CPU"
 				I_WALL=$WALL I_RSS=$RSS I_CPU=$CPU
+				collect_shard "$lake" "$job"
 				# A copy by hard links: a lake's files are written once (new
 				# files renamed into place) and never changed, so the copies
 				# stay apart, and a 10M lake is not stored twice.
@@ -355,7 +383,7 @@ done
 # ---- report --------------------------------------------------------------------
 # row NAME WALL RSS_KIB BYTES CPU
 row() {
-	awk -v name="$1" -v wall="$2" -v rss="$3" -v bytes="$4" -v cpu="$5" -v n="$N" 'BEGIN {
+	awk -v name="$1" -v wall="$2" -v rss="$3" -v bytes="$4" -v cpu="$5" -v n="${ROWS:-$N}" 'BEGIN {
 		rps = wall > 0 ? n / wall : 0; mbs = (wall > 0 && bytes > 0) ? bytes / 1e6 / wall : 0
 		printf "%-24s %10.2f %12.0f %9.1f %11.0f %9.2f\n", name, wall, rps, mbs, rss / 1024, cpu }'
 }
@@ -382,6 +410,8 @@ if [[ -z $SKIP_BATCHLAKE ]]; then
 		BL_TOTAL=$(stepwall total)
 		steprow "batchlake total" total "$B_ALL"
 	fi
+	# its records/s counts the batch's lines
+	[[ ! -s $WORK/samples/collect ]] || ROWS=$SHARD_ROWS steprow "ingest of one batch file" collect "$B_SHARD"
 	[[ ! -s $WORK/samples/report ]] || steprow "batchlake report --job" report 0
 	[[ ! -s $WORK/samples/accepted ]] || steprow "sql: count of accepted" accepted 0
 	if [[ -s $WORK/samples/plan_shuffled ]]; then
@@ -474,6 +504,13 @@ if [[ -z $SKIP_BATCHLAKE && -n $RSS_TARGET ]]; then
 		fi
 	done
 	echo "${line%,}"
+fi
+# A collect step runs in a smaller pod than the others (deploy/argo, docs/deploy.md).
+COLLECT_RSS_TARGET=512
+if [[ -s $WORK/samples/collect ]]; then
+	mib=$(awk -v k="$(steprss collect)" 'BEGIN {printf "%.0f", k / 1024}')
+	if ((mib <= COLLECT_RSS_TARGET)); then met=met; else met="NOT MET"; RSS_MET=false; fi
+	echo "peak RSS of one batch output's ingest (a collect step; target: <= $COLLECT_RSS_TARGET MiB, the collect pod's limit): $mib $met"
 fi
 
 # A machine-readable summary beside the samples.
