@@ -41,7 +41,7 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 
 func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
 	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, AcceptTruncated: r.acceptTrunc, TmpDir: g.tmpDir,
-		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}}
+		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memoryLimit(reconcileMemoryLimit), TempDir: g.tmpDir, CacheDir: g.cacheDir}}
 	if r.maxTokens < 0 {
 		return o, &errkind.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
 	}

@@ -27,7 +27,7 @@ import (
 )
 
 func (g *globals) engineOptions() reconcile.EngineOptions {
-	return reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memLimit, TempDir: g.tmpDir, CacheDir: g.cacheDir}
+	return reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memoryLimit(queryMemoryLimit), TempDir: g.tmpDir, CacheDir: g.cacheDir}
 }
 
 // session opens the lake and a read-only DuckDB session over its views,

@@ -34,3 +34,30 @@ func TestGoHeap(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryLimitPerCommand: without --memory-limit, reconcile's DuckDB gets
+// the lower limit and every other command's session the higher one (at 10M
+// records report and sql run out of memory at reconcile's); the flag, or
+// BATCHLAKE_MEMORY_LIMIT, sets both.
+func TestMemoryLimitPerCommand(t *testing.T) {
+	var rf reconcileFlags
+	for _, tc := range []struct{ flag, reconcile, query string }{
+		{"", reconcileMemoryLimit, queryMemoryLimit},
+		{"1GB", "1GB", "1GB"},
+	} {
+		g := &globals{memLimit: tc.flag}
+		o, err := rf.options(g, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Engine.MemoryLimit; got != tc.reconcile {
+			t.Errorf("--memory-limit %q: reconcile's limit %q, want %q", tc.flag, got, tc.reconcile)
+		}
+		if got := g.engineOptions().MemoryLimit; got != tc.query {
+			t.Errorf("--memory-limit %q: the sessions' limit %q, want %q", tc.flag, got, tc.query)
+		}
+	}
+	if reconcileMemoryLimit == queryMemoryLimit {
+		t.Errorf("one limit for both (%s): the queries need more than reconcile", queryMemoryLimit)
+	}
+}

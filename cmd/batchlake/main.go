@@ -36,12 +36,25 @@ const (
 	exitTempFail = 75
 )
 
-// defaultMemoryLimit is DuckDB's memory limit unless --memory-limit says
-// otherwise: a fixed limit rather than DuckDB's default (80% of RAM), beyond
-// which it spills to --tmp-dir. DuckDB's allocations outside its buffer
-// manager come on top (docs/performance.md has the measured peaks), and
-// this one keeps every step of a 10M-record job inside a 1 GiB container.
-const defaultMemoryLimit = "384MB"
+// DuckDB's memory limits unless --memory-limit says otherwise: fixed limits
+// rather than DuckDB's default (80% of RAM), beyond which it spills to
+// --tmp-dir. DuckDB's allocations outside its buffer manager come on top
+// (docs/performance.md has the measured peaks). Reconcile sorts in steps
+// when a sort does not fit, and takes the lower limit, which keeps a
+// 10M-record reconcile near 1 GiB; the queries of sql, report, manual and
+// cost have operators that cannot spill, and at 10M records need the higher.
+const (
+	reconcileMemoryLimit = "384MB"
+	queryMemoryLimit     = "512MB"
+)
+
+// memoryLimit is --memory-limit (or BATCHLAKE_MEMORY_LIMIT), else def.
+func (g *globals) memoryLimit(def string) string {
+	if g.memLimit != "" {
+		return g.memLimit
+	}
+	return def
+}
 
 // exitErr carries a non-zero exit code with a result that is still printed.
 type exitErr struct{ code int }
@@ -239,7 +252,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
 	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's); on a local lake's file system the files it stores are linked, not copied")
 	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
-	pf.StringVar(&g.memLimit, "memory-limit", envOr("BATCHLAKE_MEMORY_LIMIT", defaultMemoryLimit), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT); DuckDB spills to --tmp-dir beyond it")
+	pf.StringVar(&g.memLimit, "memory-limit", os.Getenv("BATCHLAKE_MEMORY_LIMIT"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT; default "+reconcileMemoryLimit+" for reconcile, "+queryMemoryLimit+" for the other commands); DuckDB spills to --tmp-dir beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
 		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g),
