@@ -41,7 +41,8 @@ func (r *reconcileFlags) register(c *cobra.Command) {
 
 func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, error) {
 	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, AcceptTruncated: r.acceptTrunc, TmpDir: g.tmpDir,
-		Engine: reconcile.EngineOptions{Threads: g.threads, MemoryLimit: g.memoryLimit(reconcileMemoryLimit), TempDir: g.tmpDir, CacheDir: g.cacheDir}}
+		Engine: g.engineOptions()}
+	o.Engine.MemoryLimit = g.memoryLimit(reconcileMemoryLimit)
 	if r.maxTokens < 0 {
 		return o, &errkind.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
 	}
