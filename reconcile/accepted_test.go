@@ -3,10 +3,12 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
+	lakesql "github.com/batchlake/batchlake/sql"
 )
 
 func okLine(id, text string) string {
@@ -200,4 +202,45 @@ func TestManualView(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("manual = %q, want %q", got, want)
 	}
+}
+
+// TestSettledIsTheAcceptedRecords: part_settled.sql, which the manual view
+// and the report use to tell whether a record has an accepted result, finds
+// exactly the accepted view's records: on the lineage lake before and after
+// late duplicates (a second success in the same job, a success of attempt 1
+// after attempt 2 was accepted), and on a generated job with every outcome,
+// duplicates and unknown ids.
+func TestSettledIsTheAcceptedRecords(t *testing.T) {
+	t.Parallel()
+	stmts, err := lakesql.Render("part_settled.sql", nil)
+	if err != nil || len(stmts) != 1 {
+		t.Fatalf("part_settled.sql: %d statements, %v", len(stmts), err)
+	}
+	compare := func(t *testing.T, x *lineageLake, wantAtLeast int) {
+		t.Helper()
+		var settled, accepted, both int64
+		x.query(t, `WITH s AS (SELECT DISTINCT record_id FROM (`+stmts[0]+`)), a AS (SELECT record_id FROM accepted)
+			SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM a), (SELECT count(*) FROM s JOIN a USING (record_id))`, func(v []any) {
+			settled, accepted, both = v[0].(int64), v[1].(int64), v[2].(int64)
+		})
+		if settled != accepted || both != accepted || accepted < int64(wantAtLeast) {
+			t.Errorf("settled %d records, accepted %d, in both %d (want equal sets of at least %d)", settled, accepted, both, wantAtLeast)
+		}
+	}
+	t.Run("generations", func(t *testing.T) {
+		x := newLineageLake(t)
+		compare(t, x, 3)
+		x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "late r0"), okLine("r1", "late r1 attempt 1")}, nil)
+		x.ingestAndReconcile(t, x.m2, []string{okLine(x.childID["r3"], "late r3")}, nil)
+		compare(t, x, 3)
+	})
+	t.Run("generated", func(t *testing.T) {
+		l, dir := testLake(t)
+		g := generate(rand.New(rand.NewPCG(7, 7)), 400, 5, 3)
+		m := planAndIngest(t, l, dir, g, 150)
+		if _, err := Run(context.Background(), l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		compare(t, &lineageLake{l: l, dir: dir}, int(g.truth.counts["succeeded"]))
+	})
 }

@@ -27,13 +27,17 @@ func Prices() []byte {
 }
 
 // Render executes the named .sql template with data and splits the result
-// into statements (on lines that end with ';').
+// into statements (on lines that end with ';'). A file may include a part_*.sql
+// file, a query that more than one file needs, with {{template "part_….sql" .}}.
 func Render(name string, data any) ([]string, error) {
 	src, err := files.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("sql %s: %w", name, err)
 	}
 	t, err := template.New(name).Option("missingkey=error").Parse(string(src))
+	if err == nil && bytes.Contains(src, []byte("{{template ")) {
+		t, err = t.ParseFS(files, "part_*.sql")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sql %s: %w", name, err)
 	}

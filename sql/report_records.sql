@@ -12,7 +12,9 @@ WITH RECURSIVE {{.Scope}},
 recs AS (SELECT DISTINCT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))
 SELECT 'expected' AS k, count(*) AS n FROM recs
 UNION ALL
-SELECT 'succeeded', count(*) FROM accepted WHERE record_id IN (SELECT record_id FROM recs)
+SELECT 'succeeded', count(*) FROM recs WHERE record_id IN (
+{{template "part_settled.sql" .}}
+)
 UNION ALL
 SELECT 'retried', count(DISTINCT record_id) FROM expected WHERE job_key IN (SELECT job_key FROM scope) AND attempt > 1
 UNION ALL
