@@ -90,18 +90,22 @@ SELECT * FROM {{.ReportFiles}};
 -- raw_sha256, line_no. A late duplicate (a later output file of the same job,
 -- or a success of an earlier attempt that arrives after a retry succeeded)
 -- reaches a report later, so it can never replace a result already accepted.
+-- A line's record and attempt are its costs row's (the job's expected row of
+-- its custom_id, as the attempts view would give), so the lines are read as
+-- they are stored (attempts_raw), without the attempts view's joins; every two
+-- of the three tables share custom_id, whichever order DuckDB joins them in.
 CREATE OR REPLACE {{.Kind}} accepted AS
-SELECT a.record_id, o.business_key, a.tenant, a.job_key, a.attempt, a.custom_id, a.model_version, a.output_text,
+SELECT c.record_id, o.business_key, a.tenant, a.job_key, c.attempt, a.custom_id, a.model_version, a.output_text,
        a.raw_sha256, a.line_no, a.channel, f.first_reconciled_at AS accepted_at
-FROM attempts a
-JOIN outcomes o ON o.job_key = a.job_key AND o.record_id = a.record_id AND o.outcome = 'succeeded'
+FROM attempts_raw a
 JOIN costs c ON c.job_key = a.job_key AND c.raw_sha256 = a.raw_sha256 AND c.line_no = a.line_no
-            AND c.custom_id = a.custom_id AND c.record_id = a.record_id
-            AND c.category IN ('first_success', 'duplicate_submission')
+            AND c.custom_id = a.custom_id AND c.category IN ('first_success', 'duplicate_submission')
+JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.custom_id = c.custom_id
+               AND o.outcome = 'succeeded'
 LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha256
 WHERE a.outcome = 'success'
-QUALIFY row_number() OVER (PARTITION BY a.record_id
-                           ORDER BY f.first_reconciled_at NULLS LAST, a.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
+QUALIFY row_number() OVER (PARTITION BY c.record_id
+                           ORDER BY f.first_reconciled_at NULLS LAST, c.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
 
 -- The manual queue: records whose latest disposition is manual and that have
 -- no accepted result (a late success settles a record no person need touch),
