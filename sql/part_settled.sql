@@ -4,10 +4,9 @@
 -- wins (its ordering) nor its columns; and the lines themselves
 -- (attempts_raw) stand in for the attempts view, whose record_id comes from
 -- the job's expected rows by custom_id just as the costs' record_id does.
--- At 1M records it takes half the time of reading the accepted view, and a
--- fifth less memory. Every two of the three tables share a key finer than the
--- job (custom_id), whichever order DuckDB joins them in: lines and outcomes
--- joined by job alone would pair every line of a job with every record.
+-- Every two of the three tables share a key finer than the job (custom_id),
+-- whichever order DuckDB joins them in: lines and outcomes joined by job
+-- alone would pair every line of a job with every record.
     SELECT c.record_id
     FROM costs c
     JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.custom_id = c.custom_id
