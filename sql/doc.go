@@ -27,8 +27,9 @@ func Prices() []byte {
 }
 
 // Render executes the named .sql template with data and splits the result
-// into statements (on lines that end with ';'). A file may include a part_*.sql
-// file, a query that more than one file needs, with {{template "part_….sql" .}}.
+// into statements (on lines that end with ';'). A query that more than one
+// file needs is a template defined in a part_*.sql file, which a file includes
+// with {{template "name" …}}.
 func Render(name string, data any) ([]string, error) {
 	src, err := files.ReadFile(name)
 	if err != nil {

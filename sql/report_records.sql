@@ -7,13 +7,14 @@
 -- and every outcome (attempts = max(attempt) over a record's outcomes, as in
 -- the records view), not the records view semi-joined to the scope's records:
 -- two hash tables of every record_id did not fit in DuckDB's memory limit at
--- 3M records, where one aggregate spills.
+-- 3M records, where one aggregate spills. Whether a record has an accepted
+-- result is part_settled.sql, over every record: restricted to the scope's
+-- (a join of every record_id first) it was slower for a job's own report.
 WITH RECURSIVE {{.Scope}},
 recs AS (SELECT DISTINCT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))
 SELECT 'expected' AS k, count(*) AS n FROM recs
 UNION ALL
-SELECT 'succeeded', count(*) FROM recs WHERE record_id IN (
-{{template "part_settled.sql" .}}
+SELECT 'succeeded', count(*) FROM recs WHERE record_id IN ({{template "settled" ""}}
 )
 UNION ALL
 SELECT 'retried', count(DISTINCT record_id) FROM expected WHERE job_key IN (SELECT job_key FROM scope) AND attempt > 1

@@ -113,19 +113,21 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- each record's latest disposition alone, and only its records' outcomes are
 -- read again for the rest: the latest of every column of every record held
 -- all their strings at once (at 3M records more than DuckDB's memory limit).
--- Whether a record has an accepted result is part_settled.sql.
+-- Whether a record has an accepted result is part_settled.sql, asked of the
+-- candidates only (a few records of a large job, not every line).
 CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
     SELECT record_id, arg_max(disposition, attempt) AS disposition
     FROM outcomes
     GROUP BY record_id
 ),
-settled AS (
-{{template "part_settled.sql" .}}
+candidates AS (
+    SELECT record_id FROM latest WHERE disposition = 'manual'
+),
+settled AS ({{template "settled" "candidates"}}
 ),
 queue AS (
-    SELECT record_id FROM latest
-    WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM settled)
+    SELECT record_id FROM candidates WHERE record_id NOT IN (SELECT record_id FROM settled)
 )
 SELECT record_id,
        any_value(tenant) AS tenant,
