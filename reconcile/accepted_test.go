@@ -213,7 +213,7 @@ const settledByAccepted = `WITH latest AS (SELECT record_id, arg_max(disposition
 	SELECT record_id FROM latest WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM accepted)`
 
 // checkSettled checks that the manual view and the report of job m, which
-// tell whether a record has an accepted result through part_settled.sql,
+// tell whether a record has an accepted result from part_candidates.sql,
 // answer as if they read the accepted view: the manual view equals
 // settledByAccepted, and the report's succeeded and manual counts equal the
 // accepted view's records and the manual view's. want* are lower bounds, so

@@ -36,7 +36,7 @@ func Render(name string, data any) ([]string, error) {
 		return nil, fmt.Errorf("sql %s: %w", name, err)
 	}
 	t, err := template.New(name).Option("missingkey=error").Parse(string(src))
-	if err == nil && bytes.Contains(src, []byte("{{template ")) {
+	if err == nil {
 		t, err = t.ParseFS(files, "part_*.sql")
 	}
 	if err != nil {

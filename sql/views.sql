@@ -90,20 +90,12 @@ SELECT * FROM {{.ReportFiles}};
 -- raw_sha256, line_no. A late duplicate (a later output file of the same job,
 -- or a success of an earlier attempt that arrives after a retry succeeded)
 -- reaches a report later, so it can never replace a result already accepted.
--- A line's record and attempt are its costs row's (the job's expected row of
--- its custom_id, as the attempts view would give), so the lines are read as
--- they are stored (attempts_raw), without the attempts view's joins; every two
--- of the three tables share custom_id, whichever order DuckDB joins them in.
+-- The candidates are part_candidates.sql's.
 CREATE OR REPLACE {{.Kind}} accepted AS
 SELECT c.record_id, o.business_key, a.tenant, a.job_key, c.attempt, a.custom_id, a.model_version, a.output_text,
        a.raw_sha256, a.line_no, a.channel, f.first_reconciled_at AS accepted_at
-FROM attempts_raw a
-JOIN costs c ON c.job_key = a.job_key AND c.raw_sha256 = a.raw_sha256 AND c.line_no = a.line_no
-            AND c.custom_id = a.custom_id AND c.category IN ('first_success', 'duplicate_submission')
-JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.custom_id = c.custom_id
-               AND o.outcome = 'succeeded'
+{{template "candidate_lines" ""}}
 LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha256
-WHERE a.outcome = 'success'
 QUALIFY row_number() OVER (PARTITION BY c.record_id
                            ORDER BY f.first_reconciled_at NULLS LAST, c.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
 
@@ -113,8 +105,9 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- each record's latest disposition alone, and only its records' outcomes are
 -- read again for the rest: the latest of every column of every record held
 -- all their strings at once (at 3M records more than DuckDB's memory limit).
--- Whether a record has an accepted result is part_settled.sql, asked of the
--- candidates only (a few records of a large job, not every line).
+-- Whether a record has an accepted result (a candidate line of
+-- part_candidates.sql) is asked of the queue's candidates only (a few records
+-- of a large job, not every line).
 CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
     SELECT record_id, arg_max(disposition, attempt) AS disposition
@@ -124,7 +117,8 @@ WITH latest AS (
 candidates AS (
     SELECT record_id FROM latest WHERE disposition = 'manual'
 ),
-settled AS ({{template "settled" "candidates"}}
+settled AS (
+    SELECT c.record_id {{template "candidate_lines" "candidates"}}
 ),
 queue AS (
     SELECT record_id FROM candidates WHERE record_id NOT IN (SELECT record_id FROM settled)

@@ -1,0 +1,23 @@
+-- "candidate_lines": the FROM clause of the lines that may be a record's
+-- accepted result: a gate-passing success (priced first_success or
+-- duplicate_submission) in a job whose outcome for the record is succeeded.
+-- The accepted view picks one of them per record; the manual view and the
+-- report only ask whether a record has one, with
+-- SELECT c.record_id {{template "candidate_lines" "rel"}}, which needs neither
+-- that ordering nor the lines' columns. rel restricts the lines to the
+-- records of relation rel (a CTE with a record_id column), joined first so
+-- that a small one (the manual view's candidates) keeps DuckDB from joining
+-- every line of the lake; "" takes every record. A line's record and attempt
+-- are its costs row's (the job's expected row of its custom_id, as the
+-- attempts view would give), so the lines are read as they are stored
+-- (attempts_raw), without the attempts view's joins. Every two of the three
+-- tables share a key finer than the job (custom_id), whichever order DuckDB
+-- joins them in: lines and outcomes joined by job alone would pair every line
+-- of a job with every record.
+{{- define "candidate_lines"}}
+FROM {{if .}}{{.}} k JOIN costs c ON c.record_id = k.record_id{{else}}costs c{{end}}
+JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.custom_id = c.custom_id
+               AND o.outcome = 'succeeded' AND c.category IN ('first_success', 'duplicate_submission')
+JOIN attempts_raw a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND a.line_no = c.line_no
+                   AND a.custom_id = c.custom_id AND a.outcome = 'success'
+{{- end}}
