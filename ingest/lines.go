@@ -27,6 +27,7 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 type chunk struct {
 	seq     int
 	data    []byte
+	buf     []byte // the buffer data lies in, read into again once the sink is done with it
 	firstNo int64
 	offset  int64
 }
@@ -34,22 +35,44 @@ type chunk struct {
 // ErrLineTooLong reports a line longer than MaxLineBytes.
 var ErrLineTooLong = errors.New("line too long")
 
+// chunkSlack is room in a chunk buffer for the unfinished line carried over
+// from the one before: a buffer of chunkBytes+chunkSlack holds a chunk whose
+// first line began in the previous one, for lines up to chunkSlack bytes.
+const chunkSlack = 64 << 10
+
 // readChunks splits r into chunks that end at line boundaries; a line
-// longer than maxLine bytes is an error (ErrLineTooLong).
-func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk) error {
+// longer than maxLine bytes is an error (ErrLineTooLong). It reads into the
+// buffers that come back on free (those big enough), so that the input is
+// read into memory once, neither copied nor allocated afresh per chunk.
+func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk, free <-chan []byte) error {
 	defer close(out)
 	var (
-		carry  []byte
+		carry  []byte // the unfinished line at the end of the last chunk
 		seq    int
 		lineNo int64 = 1
 		offset int64
 		first  = true
 	)
-	buf := make([]byte, chunkBytes)
 	for {
-		n, err := io.ReadFull(r, buf)
-		data := append(carry, buf[:n]...)
-		carry = nil
+		// At least as much is read as is carried (up to the longest line
+		// allowed), so a line longer than a chunk is copied O(1) times per
+		// byte, not once per chunk.
+		want := max(chunkBytes, min(len(carry), maxLine+1-len(carry)))
+		var buf []byte
+		select {
+		case b := <-free:
+			if cap(b) >= len(carry)+want {
+				buf = b[:len(carry)+want]
+			}
+		default:
+		}
+		if buf == nil {
+			buf = make([]byte, len(carry)+want, max(len(carry)+want, chunkBytes+chunkSlack))
+		}
+		copy(buf, carry)
+		n, err := io.ReadFull(r, buf[len(carry):])
+		data := buf[:len(carry)+n]
+		carry = carry[:0]
 		eof := err == io.EOF || err == io.ErrUnexpectedEOF
 		if err != nil && !eof {
 			return err
@@ -68,14 +91,14 @@ func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk)
 				if len(data) > maxLine {
 					return fmt.Errorf("line %d: longer than %d bytes: %w", lineNo, maxLine, ErrLineTooLong)
 				}
-				carry = data
+				carry = append(carry, data...)
 				continue
 			}
 			cut = i + 1
-			carry = append([]byte(nil), data[cut:]...)
+			carry = append(carry, data[cut:]...)
 		}
 		if cut > 0 {
-			c := chunk{seq: seq, data: data[:cut], firstNo: lineNo, offset: offset}
+			c := chunk{seq: seq, data: data[:cut], buf: buf, firstNo: lineNo, offset: offset}
 			select {
 			case out <- c:
 			case <-ctx.Done():
@@ -152,8 +175,12 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 		vals  []T
 	}
 	results := make(chan result, workers)
+	// Once the sink has seen a chunk's lines, its buffer goes back to the
+	// reader and its slices of lines and values to the workers.
+	free := make(chan []byte, inflight+1)
+	spare := make(chan result, inflight+1)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readChunks(ctx, r, MaxLineBytes, raw) }()
+	go func() { readErr <- readChunks(ctx, r, MaxLineBytes, raw, free) }()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -161,6 +188,11 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 			defer wg.Done()
 			for c := range chunks {
 				var res result
+				select {
+				case res = <-spare:
+					res.lines, res.vals = res.lines[:0], res.vals[:0]
+				default:
+				}
 				res.seq, res.c = c.seq, c
 				eachLine(c, func(l Line) {
 					res.lines = append(res.lines, l)
@@ -200,6 +232,14 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 			}
 			if sinkErr != nil {
 				break
+			}
+			select {
+			case free <- r.c.buf:
+			default:
+			}
+			select {
+			case spare <- r:
+			default:
 			}
 		}
 	}
