@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/batchlake/batchlake/errkind"
@@ -55,6 +56,19 @@ func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *er
 
 var inputNames = []string{"custom_id", "method", "url", "body"}
 
+// openaiConfig is a line's endpoint, model and model configuration (its
+// canonical body without the content fields), with their hash.
+type openaiConfig struct {
+	endpoint, model string
+	canonical       []byte
+	hash            lake.Digest
+}
+
+// lastOpenAIConfig is the configuration of the line parsed last: the lines
+// of a file almost always share one, and this spares each of them hashing
+// it and allocating its strings again.
+var lastOpenAIConfig atomic.Pointer[openaiConfig]
+
 // fastParseInput is ParseInput for well-formed lines without reflection or
 // maps (see fastjson.go); ok is false when the line needs encoding/json's
 // verdict, including every line ParseInput refuses.
@@ -88,8 +102,8 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	if string(method) != `"POST"` || len(url) < 2 || url[0] != '"' || vf[2]&(jEscape|jHigh) != 0 {
 		return rec, false
 	}
-	u := string(url[1 : len(url)-1])
-	if !openaiEndpoints[u] {
+	u := url[1 : len(url)-1]
+	if !openaiEndpoints[string(u)] {
 		return rec, false
 	}
 	// body: an object; everything but its content fields is model configuration.
@@ -133,8 +147,8 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		return rec, false
 	}
 	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
-	buf := make([]byte, 0, 128)
-	buf = append(buf, '{')
+	var scratch [256]byte
+	buf := append(scratch[:0], '{')
 	n := 0
 	for _, m := range ms {
 		if m.fl == 0xff {
@@ -159,14 +173,18 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		return rec, false
 	}
 	rec.CustomID = string(id[1 : len(id)-1])
-	rec.Endpoint = u
-	rec.Model = string(model[1 : len(model)-1])
-	rec.ConfigHash = lake.HashFields(u, string(buf))
+	c := lastOpenAIConfig.Load()
+	if c == nil || c.endpoint != string(u) || c.model != string(model[1:len(model)-1]) || !bytes.Equal(c.canonical, buf) {
+		c = &openaiConfig{endpoint: string(u), model: string(model[1 : len(model)-1]), canonical: bytes.Clone(buf)}
+		c.hash = lake.HashFields(c.endpoint, string(buf))
+		lastOpenAIConfig.Store(c)
+	}
+	rec.Endpoint, rec.Model, rec.ConfigHash = c.endpoint, c.model, c.hash
 	compact := body
 	if bfl&jSpace != 0 {
 		compact = compactAppend(make([]byte, 0, len(body)), body)
 	}
-	rec.RequestDigest = lake.NewFieldHasher().AddString("POST").AddString(u).Add(compact).Sum()
+	rec.RequestDigest = lake.HashCall("POST", c.endpoint, compact)
 	if keyField == "" || keyField == "custom_id" {
 		rec.BusinessKey = rec.CustomID
 	} else {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchlake/batchlake/errkind"
@@ -357,6 +358,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		o.MemoryLimit(memLimit)
 	}
 	bad, recs := &in.bad, in.recs
+	var cfgHex hexMemo
 	err := ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
 		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
 		p := parsed{rec: rec, err: ierr}
@@ -367,7 +369,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 					p.lin, key = &lin, lin.BusinessKey
 				}
 			}
-			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, rec.ConfigHash.Hex())
+			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, cfgHex.of(rec.ConfigHash))
 			if o.Translated && p.lin != nil {
 				if d, err := lake.ParseDigest(p.lin.RecordID); err == nil {
 					p.rid = d
@@ -748,6 +750,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	// copies the lines into shards and hashes them: a steady stream, so two
 	// batches of slack keep the writer busy.
 	rows := lake.NewTablePipe(ctx, ew, 2)
+	var cfgHex hexMemo
 	var (
 		sw             *shardWriter
 		records, bytes int64 // cut into sw so far
@@ -831,7 +834,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		row := lake.ExpectedRow{
 			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, RecordID: r.rid.Hex(),
 			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
-			RequestSHA256: r.req.Hex(), ModelConfigHash: r.cfg.Hex(), InputLine: r.line,
+			RequestSHA256: r.req.Hex(), ModelConfigHash: cfgHex.of(r.cfg), InputLine: r.line,
 		}
 		row.EstInputTokens, row.EstOutputTokens = est.add(int64(r.n), r.out)
 		if r.lin != nil {
@@ -1077,4 +1080,23 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 		}
 	}
 	return nil
+}
+
+// hexMemo is d.Hex(), keeping the string of the digest it was last given:
+// a job's lines almost always share one model-config hash. Safe for
+// concurrent use.
+type hexMemo struct{ last atomic.Pointer[digestHex] }
+
+type digestHex struct {
+	d   lake.Digest
+	hex string
+}
+
+func (m *hexMemo) of(d lake.Digest) string {
+	if l := m.last.Load(); l != nil && l.d == d {
+		return l.hex
+	}
+	l := &digestHex{d, d.Hex()}
+	m.last.Store(l)
+	return l.hex
 }

@@ -113,6 +113,22 @@ func (f *FieldHasher) Sum() Digest {
 	return d
 }
 
+// HashCall is the digest of the length-prefixed fields method, url and body,
+// as a FieldHasher adding them in that order gives: a request's digest. It is
+// called for every record, so a request that fits a stack buffer is hashed
+// in one call, without allocating.
+func HashCall(method, url string, body []byte) Digest {
+	n := 24 + len(method) + len(url) + len(body)
+	if n > 4096 {
+		return NewFieldHasher().AddString(method).AddString(url).Add(body).Sum()
+	}
+	var b [4096]byte
+	buf := append(binary.BigEndian.AppendUint64(b[:0], uint64(len(method))), method...)
+	buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(url))), url...)
+	buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(body))), body...)
+	return sha256.Sum256(buf)
+}
+
 // HashFields is the digest of the given length-prefixed string fields. It is
 // called for every record (its record id and model config hash), so fields
 // that fit a stack buffer are hashed in one call, without allocating.

@@ -61,3 +61,12 @@ func TestHashFieldsMatchesTheRule(t *testing.T) {
 		t.Fatal("the length prefix should tell the fields apart")
 	}
 }
+
+func TestHashCallMatchesTheRule(t *testing.T) {
+	for _, n := range []int{0, 1, 600, 4096 - 24 - 4 - 20, 4096 - 24 - 4 - 20 + 1, 10000} {
+		body := strings.Repeat("b", n)
+		if got, want := HashCall("POST", "/v1/chat/completions", []byte(body)), plainFields("POST", "/v1/chat/completions", body); got != want {
+			t.Errorf("body of %d bytes: HashCall = %s, want %s", n, got.Hex(), want.Hex())
+		}
+	}
+}
