@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Bedrock's constraints on CreateModelInvocationJob (API reference):
 // clientRequestToken 1–256 characters matching tokenPattern, jobName 1–63
-// characters matching namePattern.
+// characters matching namePattern. Compiled on first use: their bounded
+// repetitions make large programs, a few milliseconds of every command's
+// start otherwise.
 var (
-	tokenPattern = regexp.MustCompile(`^[a-zA-Z0-9]{1,256}(-*[a-zA-Z0-9]){0,256}$`)
-	namePattern  = regexp.MustCompile(`^[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}$`)
+	tokenPattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-zA-Z0-9]{1,256}(-*[a-zA-Z0-9]){0,256}$`)
+	})
+	namePattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}$`)
+	})
 )
 
 const (
@@ -44,7 +51,7 @@ func Token(jobKey, shardID string) (string, error) {
 		return "", fmt.Errorf("bedrockbatch: shard id %q: want 1–64 characters", shardID)
 	}
 	t := tokenPrefix + "-" + jobKey + "-" + hex.EncodeToString([]byte(shardID))
-	if len(t) > maxTokenLen || !tokenPattern.MatchString(t) {
+	if len(t) > maxTokenLen || !tokenPattern().MatchString(t) {
 		return "", fmt.Errorf("bedrockbatch: token for shard %q is outside Bedrock's constraints", shardID)
 	}
 	return t, nil
@@ -93,7 +100,7 @@ func JobName(jobKey, shardID string) (string, error) {
 		shard = shard[:min(len(shard), room-9)] + "-" + hex.EncodeToString(sum[:4])
 	}
 	n := head + shard
-	if !namePattern.MatchString(n) {
+	if !namePattern().MatchString(n) {
 		return "", fmt.Errorf("bedrockbatch: job name for shard %q is outside Bedrock's constraints", shardID)
 	}
 	return n, nil
