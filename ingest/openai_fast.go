@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -91,11 +92,11 @@ func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
 	end, ok := walkObjectAt(jm, raw, i, bodyNames, func(k int, v []byte, vfl jflags) bool {
 		switch k {
 		case 0:
-			return setString(&b.Object, v, vfl)
+			return setCommon(&b.Object, v, vfl, &lastObject)
 		case 1:
-			return setString(&b.Model, v, vfl)
+			return setCommon(&b.Model, v, vfl, &lastModel)
 		case 2:
-			return setString(&b.Status, v, vfl)
+			return setCommon(&b.Status, v, vfl, &lastStatus)
 		case 3:
 			if isNull(v) {
 				return true
@@ -238,7 +239,7 @@ func fastChoice(jm *jmemo, v []byte, c *openaiChoice) bool {
 		case 1:
 			return setStringPtr(&c.Text, v, vfl)
 		default:
-			return setString(&c.FinishReason, v, vfl)
+			return setCommon(&c.FinishReason, v, vfl, &lastFinishReason)
 		}
 	})
 }
@@ -288,6 +289,29 @@ func setString(dst *string, v []byte, vfl jflags) bool {
 		*dst = s
 	}
 	return ok
+}
+
+// The last value of the fields most lines of a file share.
+var lastObject, lastModel, lastStatus, lastFinishReason atomic.Pointer[string]
+
+// setCommon is setString for a field whose value most lines share (the
+// model, the object type, a status, a finish reason): the string of the
+// field's last value is used again instead of a new one allocated.
+func setCommon(dst *string, v []byte, vfl jflags, last *atomic.Pointer[string]) bool {
+	if len(v) >= 2 && v[0] == '"' && vfl&(jEscape|jHigh) == 0 {
+		if p := last.Load(); p != nil && *p == string(v[1:len(v)-1]) {
+			*dst = *p
+			return true
+		}
+	}
+	if !setString(dst, v, vfl) {
+		return false
+	}
+	if len(v) > 0 && v[0] == '"' {
+		s := *dst
+		last.Store(&s)
+	}
+	return true
 }
 
 func setStringPtr(dst **string, v []byte, vfl jflags) bool {
