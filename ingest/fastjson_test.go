@@ -261,3 +261,16 @@ func TestScanStringWords(t *testing.T) {
 	}
 	t.Logf("%d strings agree", n)
 }
+
+func TestTextJoin(t *testing.T) {
+	for _, parts := range [][]string{nil, {""}, {"a"}, {"", "a"}, {"a", ""}, {"a", "b"}, {"a", "", "b", "c"}, {"", "", "xyz", "", "w"}} {
+		var j textJoin
+		for _, p := range parts {
+			j.add(p)
+		}
+		want := strings.Join(parts, "")
+		if got := j.String(); got != want || j.Len() != len(want) {
+			t.Errorf("%q: got %q (len %d), want %q", parts, got, j.Len(), want)
+		}
+	}
+}

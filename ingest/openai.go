@@ -586,16 +586,16 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 	if b.IncompleteDetails != nil {
 		row.FinishReason = b.IncompleteDetails.Reason
 	}
-	var text strings.Builder
+	var text textJoin
 	switch {
 	case len(b.Choices) > 0:
 		c := b.Choices[0]
 		row.FinishReason = c.FinishReason
 		if c.Message != nil {
 			if s, ok := plainString(c.Message.Content); ok {
-				text.WriteString(s)
+				text.add(s)
 			} else if s, ok := contentString(c.Message.Content); ok {
-				text.WriteString(s)
+				text.add(s)
 			} else if len(c.Message.Content) > 0 && string(c.Message.Content) != "null" {
 				// content parts
 				var parts []struct {
@@ -603,7 +603,7 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 				}
 				if json.Unmarshal(c.Message.Content, &parts) == nil {
 					for _, p := range parts {
-						text.WriteString(p.Text)
+						text.add(p.Text)
 					}
 				}
 			}
@@ -613,7 +613,7 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 			}
 		}
 		if c.Text != nil {
-			text.WriteString(*c.Text)
+			text.add(*c.Text)
 		}
 		row.HasOutput = text.Len() > 0 || row.ToolCalls > 0
 	case b.Object == "response" || len(b.Output) > 0:
@@ -622,7 +622,7 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 			case o.Type == "message":
 				for _, c := range o.Content {
 					if c.Type == "output_text" {
-						text.WriteString(c.Text)
+						text.add(c.Text)
 					}
 					if c.Type == "refusal" && row.FinishReason == "" {
 						row.FinishReason = "refusal"
@@ -640,6 +640,36 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 	}
 	row.OutputText = text.String()
 	return nil
+}
+
+// textJoin concatenates the text parts of an answer. The usual answer has
+// one, which is kept as the string it is instead of copied into a builder.
+type textJoin struct {
+	first string // the only part so far, while b is empty
+	b     strings.Builder
+}
+
+func (t *textJoin) add(s string) {
+	switch {
+	case s == "":
+	case t.first == "" && t.b.Len() == 0:
+		t.first = s
+	default:
+		if t.first != "" {
+			t.b.WriteString(t.first)
+			t.first = ""
+		}
+		t.b.WriteString(s)
+	}
+}
+
+func (t *textJoin) Len() int { return len(t.first) + t.b.Len() }
+
+func (t *textJoin) String() string {
+	if t.b.Len() == 0 {
+		return t.first
+	}
+	return t.b.String()
 }
 
 // codeString renders an error code that may be a string, a number or null.
