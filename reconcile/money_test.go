@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -60,8 +61,8 @@ func TestMoneyInParquetIsDecimal(t *testing.T) {
 				t.Errorf("cost_usd in the %s files is %s, want a FIXED_LEN_BYTE_ARRAY DECIMAL(38,18)", c.table, physical)
 			}
 			queryOne(t, "SELECT any_value(created_by) FROM parquet_file_metadata("+files(c.table)+")", &createdBy)
-			if !strings.HasPrefix(createdBy, "batchlake version 2(") {
-				t.Errorf("created_by %q, want the table format's version: batchlake version 2", createdBy)
+			if want := fmt.Sprintf("batchlake version %d(", lake.TableVersion); !strings.HasPrefix(createdBy, want) {
+				t.Errorf("created_by %q, want the table format's version: %s", createdBy, want)
 			}
 		})
 	}
