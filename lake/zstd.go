@@ -5,9 +5,9 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// zstdCodec is parquet-go's ZSTD codec with the same encoder settings (so the
-// same bytes), but its encoders are kept for the life of the process instead
-// of in a sync.Pool. The pool is emptied by every other garbage collection,
+// zstdCodec is parquet-go's ZSTD codec with the encoder settings of
+// newTableEncoder, its encoders kept for the life of the process instead of
+// in a sync.Pool. The pool is emptied by every other garbage collection,
 // and each new encoder allocates and zeroes its 8 MiB history window: at
 // millions of rows that was about a tenth of ingest's cpu time.
 type zstdCodec struct {
@@ -29,18 +29,7 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	case e = <-c.encoders:
 	default:
 		var err error
-		e, err = zstd.NewWriter(nil,
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithEncoderLevel(zstd.SpeedDefault),
-			// At this level zstd stores a block it finds no matches in as
-			// it is; entropy coding its literals halves the hex digests
-			// (record_id, request_sha256) that are most of the tables'
-			// bytes, for no measurable time (table format 3).
-			zstd.WithAllLitEntropyCompression(true),
-			zstd.WithZeroFrames(true),
-			zstd.WithEncoderCRC(false),
-		)
-		if err != nil {
+		if e, err = newTableEncoder(); err != nil {
 			return nil, err
 		}
 	}
@@ -68,4 +57,20 @@ func (c *zstdCodec) Decode(dst, src []byte) ([]byte, error) {
 	default:
 	}
 	return out, err
+}
+
+// newTableEncoder is the zstd encoder of table pages: parquet-go's settings
+// (its default level, no checksum, a frame even for empty input), except
+// that at this level zstd would store a block it finds no matches in as it
+// is; entropy coding its literals halves the hex digests (record_id,
+// request_sha256) that are most of the tables' bytes, for no measurable
+// time (table format 3).
+func newTableEncoder() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil,
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithAllLitEntropyCompression(true),
+		zstd.WithZeroFrames(true),
+		zstd.WithEncoderCRC(false),
+	)
 }
