@@ -17,6 +17,11 @@ type jmemo struct {
 	n          int
 	start, end [64]int32 // offsets in the line; starts ascending, end 0 while unknown
 	fl         [64]jflags
+	// oa lends the OpenAI decoders the parts of a decoded result line
+	// (openaiParts), unless noParts: a memo released before the decoded
+	// line is done with must not lend them.
+	oa      openaiParts
+	noParts bool
 }
 
 // memos are reused: one per line parsed would be most of a line's garbage.
@@ -27,6 +32,7 @@ var memos = sync.Pool{New: func() any { return new(jmemo) }}
 func newMemo(line []byte) *jmemo {
 	m := memos.Get().(*jmemo)
 	m.base, m.size, m.n = uintptr(unsafe.Pointer(unsafe.SliceData(line))), uintptr(len(line)), 0
+	m.oa.nCache, m.oa.nReasoning, m.oa.nMessage, m.noParts = 0, 0, 0, false
 	return m
 }
 

@@ -532,8 +532,8 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var b openaiBody
-	if err := decode(jm, raw, &b); err != nil {
+	b := jm.body()
+	if err := decode(jm, raw, b); err != nil {
 		return err
 	}
 	row.ModelVersion = b.Model

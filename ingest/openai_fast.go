@@ -43,7 +43,7 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 			if isNull(v) {
 				return true
 			}
-			r := &openaiResponse{}
+			r := jm.response()
 			in.Response = r
 			return walkObject(jm, v, responseNames, func(k int, v []byte, vfl jflags) bool {
 				switch k {
@@ -86,6 +86,7 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
 	if !jm.holds(raw) {
 		jm = newMemo(raw)
+		jm.noParts = true // released before b is done with
 		defer jm.release()
 	}
 	i := skipSpace(raw, 0)
@@ -108,10 +109,13 @@ func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
 			if isNull(v) {
 				return true
 			}
-			b.Usage = &openaiUsage{}
+			b.Usage = jm.usage()
 			return fastUsage(jm, v, b.Usage)
 		case 5:
 			return eachObject(jm, v, func(o []byte) bool {
+				if b.Choices == nil {
+					b.Choices = jm.choices()
+				}
 				b.Choices = append(b.Choices, openaiChoice{})
 				return fastChoice(jm, o, &b.Choices[len(b.Choices)-1])
 			}, func() { b.Choices = []openaiChoice{} })
@@ -177,7 +181,7 @@ func fastUsage(jm *jmemo, v []byte, u *openaiUsage) bool {
 		if isNull(v) {
 			return true
 		}
-		d := &openaiCacheDetails{}
+		d := jm.cacheDetails()
 		*dst = d
 		return walkObject(jm, v, cacheNames, func(k int, v []byte, _ jflags) bool {
 			if k == 0 {
@@ -190,7 +194,7 @@ func fastUsage(jm *jmemo, v []byte, u *openaiUsage) bool {
 		if isNull(v) {
 			return true
 		}
-		d := &openaiReasoningDetails{}
+		d := jm.reasoningDetails()
 		*dst = d
 		return walkObject(jm, v, reasoningNames, func(_ int, v []byte, _ jflags) bool { return setInt64(&d.ReasoningTokens, v) })
 	}
@@ -223,7 +227,7 @@ func fastChoice(jm *jmemo, v []byte, c *openaiChoice) bool {
 			if isNull(v) {
 				return true
 			}
-			m := &openaiMessage{}
+			m := jm.message()
 			c.Message = m
 			return walkObject(jm, v, messageNames, func(k int, v []byte, vfl jflags) bool {
 				switch k {
@@ -362,4 +366,85 @@ func contentString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// openaiParts are the parts of a decoded OpenAI result line that the fast
+// decoders would otherwise allocate one by one: a line's memo lends them,
+// and they are reused with it. Nothing of them outlives the line's parse
+// (the attempt row holds strings, and its status code is allocated apart).
+type openaiParts struct {
+	response                     openaiResponse
+	body                         openaiBody
+	usage                        openaiUsage
+	choice                       [1]openaiChoice
+	cache                        [2]openaiCacheDetails
+	reasoning                    [2]openaiReasoningDetails
+	message                      [1]openaiMessage
+	nCache, nReasoning, nMessage int
+}
+
+// lends reports whether m may lend its parts.
+func (m *jmemo) lends() bool { return m != nil && !m.noParts }
+
+func (m *jmemo) response() *openaiResponse {
+	if !m.lends() {
+		return &openaiResponse{}
+	}
+	m.oa.response = openaiResponse{}
+	return &m.oa.response
+}
+
+// body is the decoded response body of the line.
+func (m *jmemo) body() *openaiBody {
+	if !m.lends() {
+		return &openaiBody{}
+	}
+	m.oa.body = openaiBody{}
+	return &m.oa.body
+}
+
+func (m *jmemo) usage() *openaiUsage {
+	if !m.lends() {
+		return &openaiUsage{}
+	}
+	m.oa.usage = openaiUsage{}
+	return &m.oa.usage
+}
+
+// choices is an empty slice with room for one choice.
+func (m *jmemo) choices() []openaiChoice {
+	if !m.lends() {
+		return nil
+	}
+	return m.oa.choice[:0:1]
+}
+
+func (m *jmemo) cacheDetails() *openaiCacheDetails {
+	if !m.lends() || m.oa.nCache == len(m.oa.cache) {
+		return &openaiCacheDetails{}
+	}
+	d := &m.oa.cache[m.oa.nCache]
+	m.oa.nCache++
+	*d = openaiCacheDetails{}
+	return d
+}
+
+func (m *jmemo) reasoningDetails() *openaiReasoningDetails {
+	if !m.lends() || m.oa.nReasoning == len(m.oa.reasoning) {
+		return &openaiReasoningDetails{}
+	}
+	d := &m.oa.reasoning[m.oa.nReasoning]
+	m.oa.nReasoning++
+	*d = openaiReasoningDetails{}
+	return d
+}
+
+func (m *jmemo) message() *openaiMessage {
+	if !m.lends() || m.oa.nMessage == len(m.oa.message) {
+		return &openaiMessage{}
+	}
+	d := &m.oa.message[m.oa.nMessage]
+	m.oa.nMessage++
+	*d = openaiMessage{}
+	return d
 }
