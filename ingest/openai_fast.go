@@ -420,31 +420,34 @@ func (m *jmemo) choices() []openaiChoice {
 }
 
 func (m *jmemo) cacheDetails() *openaiCacheDetails {
-	if !m.lends() || m.oa.nCache == len(m.oa.cache) {
-		return &openaiCacheDetails{}
+	if !m.lends() {
+		return new(openaiCacheDetails)
 	}
-	d := &m.oa.cache[m.oa.nCache]
-	m.oa.nCache++
-	*d = openaiCacheDetails{}
-	return d
+	return lendNext(m.oa.cache[:], &m.oa.nCache)
 }
 
 func (m *jmemo) reasoningDetails() *openaiReasoningDetails {
-	if !m.lends() || m.oa.nReasoning == len(m.oa.reasoning) {
-		return &openaiReasoningDetails{}
+	if !m.lends() {
+		return new(openaiReasoningDetails)
 	}
-	d := &m.oa.reasoning[m.oa.nReasoning]
-	m.oa.nReasoning++
-	*d = openaiReasoningDetails{}
-	return d
+	return lendNext(m.oa.reasoning[:], &m.oa.nReasoning)
 }
 
 func (m *jmemo) message() *openaiMessage {
-	if !m.lends() || m.oa.nMessage == len(m.oa.message) {
-		return &openaiMessage{}
+	if !m.lends() {
+		return new(openaiMessage)
 	}
-	d := &m.oa.message[m.oa.nMessage]
-	m.oa.nMessage++
-	*d = openaiMessage{}
-	return d
+	return lendNext(m.oa.message[:], &m.oa.nMessage)
+}
+
+// lendNext is parts[*n], reset, and counts it lent; a new T once all are.
+func lendNext[T any](parts []T, n *int) *T {
+	if *n == len(parts) {
+		return new(T)
+	}
+	p := &parts[*n]
+	*n++
+	var zero T
+	*p = zero
+	return p
 }
