@@ -388,27 +388,24 @@ func (m *jmemo) lends() bool { return m != nil && !m.noParts }
 
 func (m *jmemo) response() *openaiResponse {
 	if !m.lends() {
-		return &openaiResponse{}
+		return new(openaiResponse)
 	}
-	m.oa.response = openaiResponse{}
-	return &m.oa.response
+	return reset(&m.oa.response)
 }
 
 // body is the decoded response body of the line.
 func (m *jmemo) body() *openaiBody {
 	if !m.lends() {
-		return &openaiBody{}
+		return new(openaiBody)
 	}
-	m.oa.body = openaiBody{}
-	return &m.oa.body
+	return reset(&m.oa.body)
 }
 
 func (m *jmemo) usage() *openaiUsage {
 	if !m.lends() {
-		return &openaiUsage{}
+		return new(openaiUsage)
 	}
-	m.oa.usage = openaiUsage{}
-	return &m.oa.usage
+	return reset(&m.oa.usage)
 }
 
 // choices is an empty slice with room for one choice.
@@ -445,8 +442,12 @@ func lendNext[T any](parts []T, n *int) *T {
 	if *n == len(parts) {
 		return new(T)
 	}
-	p := &parts[*n]
 	*n++
+	return reset(&parts[*n-1])
+}
+
+// reset sets *p to T's zero value and returns p.
+func reset[T any](p *T) *T {
 	var zero T
 	*p = zero
 	return p

@@ -62,9 +62,10 @@ func (c *zstdCodec) Decode(dst, src []byte) ([]byte, error) {
 // newTableEncoder is the zstd encoder of table pages: parquet-go's settings
 // (its default level, no checksum, a frame even for empty input), except
 // that at this level zstd would store a block it finds no matches in as it
-// is; entropy coding its literals halves the hex digests (record_id,
-// request_sha256) that are most of the tables' bytes, for no measurable
-// time (table format 3).
+// is; entropy coding its literals almost halves the hex digests (record_id,
+// request_sha256) that are most of the tables' bytes: at 1M records plan
+// spends about 0.3 cpu s more, and reconcile, reading smaller files, about
+// 1 cpu s less (table format 3).
 func newTableEncoder() (*zstd.Encoder, error) {
 	return zstd.NewWriter(nil,
 		zstd.WithEncoderConcurrency(1),
