@@ -22,14 +22,19 @@ CREATE OR REPLACE TEMP TABLE outcomes_u AS
 WITH o AS (
     SELECT e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
            e.attempt, e.parent_job_key,
-           b.b.line_key AS best_key, CAST(b.b.line_key >> 59 AS UTINYINT) AS rank,
-           b.b.error_code AS error_code, b.b.status_code AS status_code,
-           coalesce(b.b.truncated, false) AS truncated,
-           coalesce(b.b.schema_failed, false) AS schema_failed,
+           b.line_key AS best_key, CAST(b.line_key >> 59 AS UTINYINT) AS rank,
+           d.error_code AS error_code, d.status_code AS status_code,
+           coalesce(d.truncated, false) AS truncated,
+           coalesce(d.schema_failed, false) AS schema_failed,
            coalesce(b.lines, 0) AS lines,
            coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
     FROM expected e
     LEFT JOIN best b ON b.custom_id = e.custom_id
+    -- The best line's details, where the outcome uses them: a line that
+    -- succeeded and was not cut needs none (the most lines by far, and so
+    -- the smallest join).
+    LEFT JOIN (SELECT line_key, error_code, status_code, truncated, schema_failed
+               FROM lines WHERE rank > 1 OR truncated) d ON d.line_key = b.line_key
 )
 SELECT
     record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,

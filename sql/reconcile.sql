@@ -151,15 +151,17 @@ LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AN
 LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
 
 -- One row per record with a line: how many lines it had, what they cost and
--- its best line (the least line_key; min() of a struct compares its fields in
--- order, and line_key is unique).
+-- its best line, the least line_key (which is unique); outcomes.sql looks up
+-- what else it needs of that line. Only fixed-size aggregates: a min() over
+-- a struct of the line's fields would build a sort key for every line and
+-- keep one per record in memory DuckDB's limit does not count (at 10M
+-- records about a third of a GiB, beyond --memory-limit).
 CREATE OR REPLACE TEMP TABLE best AS
 SELECT
     custom_id,
     count(*) AS lines,
     sum(cost_usd) AS cost_usd,
-    min({'line_key': line_key, 'error_code': error_code, 'status_code': status_code, 'truncated': truncated,
-         'schema_failed': schema_failed}) AS b
+    min(line_key) AS line_key
 FROM lines
 WHERE record_id IS NOT NULL
 GROUP BY custom_id;
