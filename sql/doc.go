@@ -50,7 +50,9 @@ func Render(name string, data any) ([]string, error) {
 }
 
 // Split cuts a script into statements at lines ending in ';', dropping
-// comment-only and empty statements.
+// comment-only and empty statements. A comment line never ends a statement,
+// whatever its last character: a ';' closing a sentence of a comment inside
+// a statement would otherwise cut the statement in two.
 func Split(script string) []string {
 	var out []string
 	var cur strings.Builder
@@ -73,7 +75,7 @@ func Split(script string) []string {
 	}
 	for _, l := range strings.SplitAfter(script, "\n") {
 		cur.WriteString(l)
-		if strings.HasSuffix(strings.TrimSpace(l), ";") {
+		if t := strings.TrimSpace(l); strings.HasSuffix(t, ";") && !strings.HasPrefix(t, "--") {
 			flush()
 		}
 	}
