@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/batchlake/batchlake/errkind"
-	"github.com/batchlake/batchlake/lake"
 )
 
 // TestOutputSchema: with --output-schema, success lines whose output is not
@@ -53,7 +52,7 @@ func TestOutputSchema(t *testing.T) {
 			if (rep.OutputSchema != "") != (c.schema != nil) {
 				t.Fatalf("report output_schema_sha256 = %q", rep.OutputSchema)
 			}
-			if got := outcomeReasons(t, l, rep.OutcomesFile); got != c.reasons {
+			if got := tableRows(t, l, rep.OutcomesFile, "business_key, outcome, reason"); got != c.reasons {
 				t.Errorf("outcomes %v, want %v", got, c.reasons)
 			}
 		})
@@ -94,37 +93,4 @@ func TestOutputSchemaRefsStayInside(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatalf("a $ref into $defs: %v", err)
 	}
-}
-
-// outcomeReasons lists the business key, outcome and reason of each row of
-// an outcomes table file, in business key order.
-func outcomeReasons(t *testing.T, l *lake.Lake, file string) string {
-	t.Helper()
-	ctx := context.Background()
-	e, err := OpenEngine(l, EngineOptions{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	paths, err := e.stageAll(ctx, []string{file})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := e.DB.QueryContext(ctx, "SELECT business_key, outcome, reason FROM read_parquet("+quote(paths[0])+") ORDER BY 1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var got []string
-	for rows.Next() {
-		var key, outcome, reason string
-		if err := rows.Scan(&key, &outcome, &reason); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, key+" "+outcome+" "+reason)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprint(got)
 }

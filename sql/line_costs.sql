@@ -35,24 +35,29 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
     l.price_model, l.unpriced, l.cost_usd,
     CAST(CASE
         WHEN l.record_id IS NULL THEN 0
-        WHEN l.rank = 1 AND o.best_key = l.line_key THEN 1
+        WHEN l.rank = 1 AND b.best_key IS NOT NULL THEN 1
         WHEN l.rank = 1 THEN 2
         -- A real-time call that may have reached the provider without an
         -- answer, of a record answered by another call: a duplicate submission.
-        WHEN l.error_code = 'maybe_sent' AND o.answered THEN 2
-        WHEN o.gave_up THEN 3
+        WHEN l.error_code = 'maybe_sent' AND a.custom_id IS NOT NULL THEN 2
+        WHEN g.custom_id IS NOT NULL THEN 3
         WHEN l.rank = 2 THEN 4
         WHEN l.rank = 3 THEN 5
         ELSE 6
     END AS UTINYINT) AS cat
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
--- outcomes holds only known custom ids. Only what the category needs goes into
--- the join's hash table (a boolean, not two strings): at 10M it has every
--- record, and what does not fit in --memory-limit spills.
-LEFT JOIN (SELECT custom_id, best_key, disposition = 'manual' AND outcome <> 'failed_permanent' AS gave_up,
-                  outcome IN ('succeeded', 'quality_failed') AS answered
-           FROM outcomes) o ON o.custom_id = l.custom_id
+-- Three lookups, none of them a hash table of every record's custom_id
+-- (at 10M what does not fit in --memory-limit spills). Whether a line is its
+-- record's best is asked of the best lines' keys: line_key is unique, and an
+-- integer. The records given up on, and the answered records of the lines
+-- that may have been sent, are few.
+LEFT JOIN (SELECT best_key FROM outcomes) b ON b.best_key = l.line_key
+LEFT JOIN (SELECT custom_id FROM outcomes
+           WHERE disposition = 'manual' AND outcome <> 'failed_permanent') g ON g.custom_id = l.custom_id
+LEFT JOIN (SELECT custom_id FROM outcomes
+           WHERE outcome IN ('succeeded', 'quality_failed')
+             AND custom_id IN (SELECT custom_id FROM lines WHERE error_code = 'maybe_sent')) a ON a.custom_id = l.custom_id
 {{- if .Sorted}}
 ORDER BY f.out_no, l.line_no;
 {{- else}};
