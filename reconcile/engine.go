@@ -54,6 +54,10 @@ type Engine struct {
 	// chunkRows, sortRows and sortInSteps are EngineOptions', defaults filled in.
 	chunkRows, sortRows int64
 	sortInSteps         bool
+	// memoryLimit is DuckDB's memory limit in bytes, if limitKnown (see
+	// parseMemoryLimit).
+	memoryLimit int64
+	limitKnown  bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and
@@ -109,6 +113,7 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	if e.sortRows <= 0 {
 		e.sortRows = defaultSortRows
 	}
+	e.memoryLimit, e.limitKnown = parseMemoryLimit(o.MemoryLimit)
 	return e, nil
 }
 

@@ -550,6 +550,9 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	start = time.Now()
 	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
+		if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
+			return nil, err
+		}
 		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o); err != nil {
 			return nil, err
 		}

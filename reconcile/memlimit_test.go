@@ -1,0 +1,73 @@
+package reconcile
+
+import (
+	"context"
+	"math"
+	"testing"
+)
+
+func TestParseMemoryLimit(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", math.MaxInt64, true},
+		{"384MB", 384e6, true},
+		{"384 MB", 384e6, true},
+		{"512mb", 512e6, true},
+		{"1GB", 1e9, true},
+		{"1.5GB", 1.5e9, true},
+		{"128MiB", 128 << 20, true},
+		{"2 GiB", 2 << 30, true},
+		{"100KB", 1e5, true},
+		{"4096", 4096, true},
+		{"10 bytes", 10, true},
+		{"80%", 0, false},
+		{"lots", 0, false},
+		{"12 parsecs", 0, false},
+		{"1e30GB", 0, false},
+	}
+	for _, c := range cases {
+		got, ok := parseMemoryLimit(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("parseMemoryLimit(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestLowerMemoryLimit: a session's DuckDB limit is lowered to the asked
+// size only from above; a lower limit stays what the user set.
+func TestLowerMemoryLimit(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	cases := []struct{ set, want string }{
+		{"1GB", "128.0 MiB"},
+		{"", "128.0 MiB"},
+		{"64MB", "61.0 MiB"},
+		{"128MiB", "128.0 MiB"},
+	}
+	for _, c := range cases {
+		t.Run(c.set, func(t *testing.T) {
+			e, err := OpenEngine(l, EngineOptions{Threads: 1, MemoryLimit: c.set, TempDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var before string
+			if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("--memory-limit %q: %s after lowering (was %s), want %s", c.set, got, before, c.want)
+			}
+		})
+	}
+}
