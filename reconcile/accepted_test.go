@@ -260,3 +260,25 @@ func TestSettledIsTheAcceptedRecords(t *testing.T) {
 	}
 	checkSettled(t, &lineageLake{l: l, dir: dir}, m, g.truth.counts["succeeded"], g.truth.counts["failed_permanent"]+g.truth.counts["failed_retryable"])
 }
+
+// TestRecordsViewTakesTheLatestAttempt: the records view shows each record's
+// latest attempt (its outcome, disposition and job) with the cost of all its
+// attempts, one row per record.
+func TestRecordsViewTakesTheLatestAttempt(t *testing.T) {
+	t.Parallel()
+	x := newLineageLake(t)
+	var got []string
+	x.query(t, "SELECT business_key, final_state, disposition, attempts, last_job_key, cost_usd > 0 FROM records ORDER BY 1", func(v []any) {
+		job := map[string]string{x.m1.JobKey: "job1", x.m2.JobKey: "job2"}[v[4].(string)]
+		got = append(got, fmt.Sprint(v[0], " ", v[1], " ", v[2], " ", v[3], " ", job, " ", v[5]))
+	})
+	want := fmt.Sprint([]string{
+		"r0 succeeded accepted 1 job1 true",
+		"r1 succeeded accepted 2 job2 true",
+		"r2 failed_permanent manual 1 job1 false",
+		"r3 succeeded accepted 2 job2 true",
+	})
+	if fmt.Sprint(got) != want {
+		t.Errorf("records %v, want %v", got, want)
+	}
+}

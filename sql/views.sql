@@ -139,22 +139,30 @@ GROUP BY record_id;
 -- provider and model of its latest attempt's job (a fallback child's when
 -- the record was retried on another provider): for a succeeded record, who
 -- finally answered it (the exact model version is the accepted view's).
+--
+-- The latest row is found by a number, the attempt above 32 bits of a hash
+-- of the job key (which of two jobs of one attempt wins is arbitrary but
+-- the same in every query), and its columns are joined back: an aggregate
+-- that kept a string per record (arg_max of the business key, the outcome,
+-- the job key) held them outside what DuckDB can spill, and at 10M records
+-- ran out of memory.
 CREATE OR REPLACE {{.Kind}} records AS
-WITH r AS (
-    SELECT record_id,
-           any_value(tenant) AS tenant,
-           arg_max(business_key, attempt) AS business_key,
-           arg_max(outcome, attempt) AS final_state,
-           arg_max(disposition, attempt) AS disposition,
-           max(attempt) AS attempts,
-           arg_max(job_key, attempt) AS last_job_key,
-           sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd,
-           -- The latest attempt's answer was cut at its token limit (outcomes
-           -- written before the column existed say false).
-           coalesce(arg_max(truncated, attempt), false) AS truncated
+WITH keyed AS (
+    SELECT *, (CAST(attempt AS BIGINT) << 32) | CAST(hash(job_key) >> 32 AS BIGINT) AS latest_key
     FROM outcomes
+),
+r AS (
+    SELECT record_id, max(latest_key) AS latest_key, max(attempt) AS attempts,
+           sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd
+    FROM keyed
     GROUP BY record_id
 )
-SELECT r.*, m.provider, m.model
+SELECT r.record_id, l.tenant, l.business_key, l.outcome AS final_state, l.disposition, r.attempts,
+       l.job_key AS last_job_key, r.cost_usd,
+       -- The latest attempt's answer was cut at its token limit (outcomes
+       -- written before the column existed say false).
+       coalesce(l.truncated, false) AS truncated,
+       m.provider, m.model
 FROM r
-LEFT JOIN manifests m ON m.job_key = r.last_job_key;
+JOIN keyed l ON l.record_id = r.record_id AND l.latest_key = r.latest_key
+LEFT JOIN manifests m ON m.job_key = l.job_key;
