@@ -2,8 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/batchlake/batchlake/errkind"
 )
 
 func TestParseMemoryLimit(t *testing.T) {
@@ -69,5 +73,30 @@ func TestLowerMemoryLimit(t *testing.T) {
 				t.Errorf("--memory-limit %q: %s after lowering (was %s), want %s", c.set, got, before, c.want)
 			}
 		})
+	}
+}
+
+// TestQueryOutOfMemoryIsNotBadInput: a query that runs out of DuckDB's
+// memory limit fails as an error (exit 1: the same query fits a higher
+// limit), naming the flag to raise, not as bad input (exit 2).
+func TestQueryOutOfMemoryIsNotBadInput(t *testing.T) {
+	ctx := context.Background()
+	l, m, dir := smallLake(t)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, MemoryLimit: "16MB"}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// A list aggregate holds its values in memory and cannot spill.
+	_, err = e.Query(ctx, "SELECT len(list(i)) FROM range(20000000) t(i)")
+	if err == nil || errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "--memory-limit") {
+		t.Errorf("error %v: want an error that is not bad input and names --memory-limit", err)
+	}
+	// A query DuckDB refuses is still bad input.
+	if _, err := e.Query(ctx, "SELECT no_such_column FROM records"); !errors.Is(err, errkind.ErrBadInput) {
+		t.Errorf("error %v: want bad input", err)
 	}
 }

@@ -55,6 +55,10 @@ func (e *Engine) Query(ctx context.Context, q string) (*sql.Rows, error) {
 		return nil, err
 	}
 	rows, err := e.DB.QueryContext(ctx, q)
+	if outOfMemory(err) {
+		// Not the query's fault: the same query fits under a higher limit.
+		return nil, fmt.Errorf("sql: %v (raise --memory-limit, or give DuckDB a --tmp-dir with room to spill)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sql: %v: %w", err, errkind.ErrBadInput)
 	}
