@@ -8,20 +8,28 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
+// stagedFiles opens an engine on l (closed when the test ends) and stages
+// the lake's files for it to read, returning their local paths.
+func stagedFiles(t *testing.T, l *lake.Lake, files ...string) (*Engine, []string) {
+	t.Helper()
+	e, err := OpenEngine(l, EngineOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	paths, err := e.stageAll(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, paths
+}
+
 // tableRows lists the given columns (text) of every row of a table file of
 // the lake, in their order.
 func tableRows(t *testing.T, l *lake.Lake, file, cols string) string {
 	t.Helper()
 	ctx := context.Background()
-	e, err := OpenEngine(l, EngineOptions{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	paths, err := e.stageAll(ctx, []string{file})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, paths := stagedFiles(t, l, file)
 	rows, err := e.DB.QueryContext(ctx, "SELECT concat_ws(' ', "+cols+") FROM read_parquet("+quote(paths[0])+") ORDER BY ALL")
 	if err != nil {
 		t.Fatal(err)

@@ -20,10 +20,17 @@ const retryMemoryLimit = 128 << 20
 // decimal (KB, MB, ...) or binary (KiB, MiB, ...).
 var memoryLimitRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$`)
 
+// memoryUnits are the units of memoryLimitRE, in bytes.
+var memoryUnits = map[string]float64{
+	"": 1, "b": 1, "byte": 1, "bytes": 1,
+	"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+
 // parseMemoryLimit reads a memory limit in DuckDB's syntax ("384MB",
 // "1.5 GiB"). "" is DuckDB's default, a share of the machine's memory, and
-// counts as unlimited. ok is false for what it does not read (a percentage),
-// so a caller leaves such a limit alone.
+// counts as unlimited. ok is false for what it does not read, so a caller
+// leaves such a limit alone.
 func parseMemoryLimit(s string) (bytes int64, ok bool) {
 	if strings.TrimSpace(s) == "" {
 		return math.MaxInt64, true
@@ -36,12 +43,7 @@ func parseMemoryLimit(s string) (bytes int64, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	units := map[string]float64{
-		"": 1, "b": 1, "byte": 1, "bytes": 1,
-		"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-	}
-	u, found := units[strings.ToLower(m[2])]
+	u, found := memoryUnits[strings.ToLower(m[2])]
 	if !found || n*u >= math.MaxInt64 {
 		return 0, false
 	}

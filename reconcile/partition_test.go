@@ -257,15 +257,7 @@ func (r *Report) counts() string {
 func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *PartitionResult) {
 	t.Helper()
 	ctx := context.Background()
-	e, err := OpenEngine(l, EngineOptions{Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	paths, err := e.stageAll(ctx, []string{r.OutcomesFile, r.CostsFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, paths := stagedFiles(t, l, r.OutcomesFile, r.CostsFile)
 	for i, path := range paths {
 		rows, err := e.DB.QueryContext(ctx, "SELECT custom_id FROM read_parquet("+quote(path)+")")
 		if err != nil {

@@ -143,9 +143,9 @@ GROUP BY record_id;
 -- The latest row is found by a number, the attempt above 32 bits of a hash
 -- of the job key (which of two jobs of one attempt wins is arbitrary but
 -- the same in every query), and its columns are joined back: an aggregate
--- that kept a string per record (arg_max of the business key, the outcome,
--- the job key) held them outside what DuckDB can spill, and at 10M records
--- ran out of memory.
+-- keeping a string per record (arg_max of the business key, the outcome, the
+-- job key) holds them where DuckDB cannot spill them, and at 10M records
+-- does not fit the default memory limit.
 CREATE OR REPLACE {{.Kind}} records AS
 WITH keyed AS (
     SELECT *, (CAST(attempt AS BIGINT) << 32) | CAST(hash(job_key) >> 32 AS BIGINT) AS latest_key
