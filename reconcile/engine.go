@@ -54,10 +54,9 @@ type Engine struct {
 	// chunkRows, sortRows and sortInSteps are EngineOptions', defaults filled in.
 	chunkRows, sortRows int64
 	sortInSteps         bool
-	// memoryLimit is DuckDB's memory limit in bytes, if limitKnown (see
-	// parseMemoryLimit).
+	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
+	// does not read it (then it is never lowered).
 	memoryLimit int64
-	limitKnown  bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and
@@ -113,7 +112,9 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	if e.sortRows <= 0 {
 		e.sortRows = defaultSortRows
 	}
-	e.memoryLimit, e.limitKnown = parseMemoryLimit(o.MemoryLimit)
+	if n, ok := parseMemoryLimit(o.MemoryLimit); ok {
+		e.memoryLimit = n
+	}
 	return e, nil
 }
 

@@ -58,17 +58,18 @@ func TestLowerMemoryLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			var before string
-			if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&before); err != nil {
-				t.Fatal(err)
+			limit := func() string {
+				var v string
+				if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				return v
 			}
+			before := limit()
 			if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
 				t.Fatal(err)
 			}
-			var got string
-			if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&got); err != nil {
-				t.Fatal(err)
-			}
+			got := limit()
 			if got != c.want {
 				t.Errorf("--memory-limit %q: %s after lowering (was %s), want %s", c.set, got, before, c.want)
 			}
@@ -81,17 +82,9 @@ func TestLowerMemoryLimit(t *testing.T) {
 // limit), naming the flag to raise, not as bad input (exit 2).
 func TestQueryOutOfMemoryIsNotBadInput(t *testing.T) {
 	ctx := context.Background()
-	l, m, dir := smallLake(t)
-	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir, MemoryLimit: "16MB"}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _, _ := reconciledSessionWith(t, EngineOptions{Threads: 1, MemoryLimit: "16MB"})
 	// A list aggregate holds its values in memory and cannot spill.
-	_, err = e.Query(ctx, "SELECT len(list(i)) FROM range(20000000) t(i)")
+	_, err := e.Query(ctx, "SELECT len(list(i)) FROM range(20000000) t(i)")
 	if err == nil || errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "--memory-limit") {
 		t.Errorf("error %v: want an error that is not bad input and names --memory-limit", err)
 	}

@@ -25,12 +25,20 @@ func smallLake(t *testing.T) (*lake.Lake, *lake.Manifest, string) {
 // is reconciled; it is closed when the test ends.
 func reconciledSession(t *testing.T) (*Engine, *lake.Lake, string) {
 	t.Helper()
+	return reconciledSessionWith(t, EngineOptions{Threads: 1})
+}
+
+// reconciledSessionWith is reconciledSession with the session's engine
+// options o (its TempDir is the lake's folder).
+func reconciledSessionWith(t *testing.T, o EngineOptions) (*Engine, *lake.Lake, string) {
+	t.Helper()
 	ctx := context.Background()
 	l, m, dir := smallLake(t)
 	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	o.TempDir = dir
+	e, err := OpenSession(ctx, l, o, Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
