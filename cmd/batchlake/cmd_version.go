@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 
@@ -18,6 +19,9 @@ type versionInfo struct {
 	LakeFormats     []string `json:"lake_formats"`
 	ManifestVersion int      `json:"manifest_version"`
 	IngestVersion   int      `json:"ingest_version"`
+	// DuckDBAllocator is how DuckDB's own allocator returns freed memory
+	// (allocator.go), when DuckDB has one.
+	DuckDBAllocator string `json:"duckdb_allocator,omitempty"`
 }
 
 // buildVersion reads the version from the build info: the module version
@@ -49,4 +53,10 @@ func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 	return v
 }
 
-func currentVersion() versionInfo { return buildVersion(debug.ReadBuildInfo()) }
+func currentVersion() versionInfo {
+	v := buildVersion(debug.ReadBuildInfo())
+	if dirty, muzzy, ok := allocatorSettings(); ok {
+		v.DuckDBAllocator = fmt.Sprintf("jemalloc dirty_decay_ms=%d muzzy_decay_ms=%d", dirty, muzzy)
+	}
+	return v
+}

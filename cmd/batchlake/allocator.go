@@ -1,0 +1,68 @@
+package main
+
+// DuckDB's Linux x86-64 builds allocate its buffers through a jemalloc of
+// their own (symbols prefixed duckdb_je_), configured to give freed pages back
+// to the kernel after one second. A reconcile, report or query over more than
+// --memory-limit spills, freeing and allocating buffers all along: each page
+// given back is an madvise with a TLB shootdown and each one taken again a
+// page fault, both dear on a virtual machine. Kept ten seconds, the pages are
+// reused instead: at 1M and 10M records reconcile takes about a tenth less
+// cpu time, and its peak resident memory, 5 to 15 % more, stays within a
+// 1 GiB pod (docs/performance.md).
+//
+// jemalloc reads its settings before Go starts, so they are set here, in C:
+// jemalloc's last source of settings is the weak symbol
+// duckdb_je_malloc_conf_2_conf_harder, defined below. A constructor that
+// runs before jemalloc's leaves it empty when DUCKDB_JE_MALLOC_CONF (the
+// environment's settings) is set, so that a user's own settings win. Where
+// DuckDB has no jemalloc (other platforms, or a build against a shared
+// libduckdb), the symbol is an unused string and allocatorSettings says so.
+
+/*
+#include <stdlib.h>
+#include <sys/types.h>
+
+const char *duckdb_je_malloc_conf_2_conf_harder = "dirty_decay_ms:10000,muzzy_decay_ms:0";
+
+__attribute__((constructor(101))) static void batchlake_allocator_settings(void) {
+	if (getenv("DUCKDB_JE_MALLOC_CONF") != NULL) {
+		duckdb_je_malloc_conf_2_conf_harder = NULL;
+	}
+}
+
+extern int duckdb_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
+
+static int batchlake_decay(const char *name, long long *ms) {
+	if (duckdb_je_mallctl == NULL) {
+		return -1;
+	}
+	ssize_t v;
+	size_t n = sizeof(v);
+	if (duckdb_je_mallctl(name, &v, &n, NULL, 0) != 0) {
+		return -1;
+	}
+	*ms = (long long)v;
+	return 0;
+}
+*/
+import "C"
+
+import "unsafe"
+
+// allocatorSettings reports DuckDB's jemalloc decay times in milliseconds
+// (dirty then muzzy; -1 is never), or ok false when DuckDB allocates
+// without its jemalloc.
+func allocatorSettings() (dirtyMS, muzzyMS int64, ok bool) {
+	read := func(name string) (int64, bool) {
+		cs := C.CString(name)
+		defer C.free(unsafe.Pointer(cs))
+		var v C.longlong
+		if C.batchlake_decay(cs, &v) != 0 {
+			return 0, false
+		}
+		return int64(v), true
+	}
+	d, ok1 := read("opt.dirty_decay_ms")
+	m, ok2 := read("opt.muzzy_decay_ms")
+	return d, m, ok1 && ok2
+}
