@@ -7,8 +7,8 @@ package main
 // given back is an madvise with a TLB shootdown and each one taken again a
 // page fault, both dear on a virtual machine. Kept ten seconds, the pages are
 // reused instead: at 1M and 10M records reconcile takes about a tenth less
-// cpu time, and its peak resident memory, 5 to 15 % more, stays within a
-// 1 GiB pod (docs/performance.md).
+// cpu time, and its peak resident memory, up to a fifth more, stays within
+// a 1 GiB pod (docs/performance.md).
 //
 // jemalloc reads its settings before Go starts, so they are set here, in C:
 // jemalloc's last source of settings is the weak symbol
