@@ -33,6 +33,7 @@ type planRuns struct {
 	lines    lineArena // the carried lines of buf
 	files    []string
 	n        int64
+	w        *bufio.Writer // writes every run file in turn
 }
 
 // defaultRunRecords bounds the records a plan holds in memory at once
@@ -95,7 +96,14 @@ func (s *planRuns) spill() error {
 		return fmt.Errorf("plan: sort run: %w", err)
 	}
 	s.files = append(s.files, f.Name())
-	w := bufio.NewWriterSize(f, 1<<20)
+	// One buffer for every run: a sort of small runs (a tight RunRecords or
+	// RunBytes) would otherwise clear a fresh megabyte per run.
+	if s.w == nil {
+		s.w = bufio.NewWriterSize(f, 1<<20)
+	} else {
+		s.w.Reset(f)
+	}
+	w := s.w
 	var scratch []byte
 	for i := range s.buf {
 		scratch = encodePlanRec(scratch[:0], &s.buf[i])
@@ -128,6 +136,7 @@ func (s *planRuns) sort() error {
 	}
 	s.buf = nil
 	s.lines = lineArena{}
+	s.w = nil
 	return nil
 }
 
@@ -199,7 +208,7 @@ func (s *planRuns) close() {
 	for _, f := range s.files {
 		os.Remove(f)
 	}
-	s.files, s.buf, s.lines = nil, nil, lineArena{}
+	s.files, s.buf, s.lines, s.w = nil, nil, lineArena{}, nil
 }
 
 type runReader struct {
