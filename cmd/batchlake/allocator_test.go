@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"testing"
 )
 
@@ -44,7 +42,7 @@ func TestDuckDBAllocatorSettings(t *testing.T) {
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin, "--version")
-		cmd.Env = withoutEnv(os.Environ(), "DUCKDB_JE_MALLOC_CONF")
+		cmd.Env = environWithout("DUCKDB_JE_MALLOC_CONF")
 		if c.env != "" {
 			cmd.Env = append(cmd.Env, "DUCKDB_JE_MALLOC_CONF="+c.env)
 		}
@@ -60,9 +58,4 @@ func TestDuckDBAllocatorSettings(t *testing.T) {
 			t.Errorf("DUCKDB_JE_MALLOC_CONF=%q: duckdb_allocator %q, want %q", c.env, v.DuckDBAllocator, c.want)
 		}
 	}
-}
-
-// withoutEnv is env without name's setting.
-func withoutEnv(env []string, name string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
 }

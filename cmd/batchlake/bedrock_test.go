@@ -63,12 +63,7 @@ func TestBedrockProcess(t *testing.T) {
 		defer cancel()
 		full := append([]string{args[0], "--lake", lakeURL, "--tmp-dir", tmp, "--progress", "never", "--log-format", "json", "--threads", "1"}, args[1:]...)
 		cmd := exec.CommandContext(ctx, bin, full...)
-		for _, kv := range os.Environ() {
-			if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "AWS_") && !strings.HasPrefix(k, "BATCHLAKE_") && !strings.HasPrefix(k, "OPENAI_") {
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		cmd.Env = append(append(cmd.Env, env...), extraEnv...)
+		cmd.Env = append(append(environWithout("AWS_", "BATCHLAKE_", "OPENAI_"), env...), extraEnv...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()

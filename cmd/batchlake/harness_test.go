@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,14 +152,7 @@ func newHarness(t *testing.T, opts fakeopenai.Options) *harness {
 // env is the subprocess environment: ours, minus anything that could point
 // batchlake elsewhere, plus the fake provider's endpoint and key.
 func (h *harness) env(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "OPENAI_") || strings.HasPrefix(k, "BATCHLAKE_") {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := environWithout("OPENAI_", "BATCHLAKE_")
 	env = append(env, "OPENAI_API_KEY="+h.key, "OPENAI_BASE_URL="+h.url)
 	// The submit protocol's timings, small so that takeovers happen in test
 	// time: a takeover margin past an expired lease, no lookups of its own
@@ -169,6 +163,15 @@ func (h *harness) env(extra ...string) []string {
 }
 
 // start launches batchlake with the lake flags and extra environment.
+// environWithout is this process's environment without the variables whose
+// names begin with one of prefixes.
+func environWithout(prefixes ...string) []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) })
+	})
+}
+
 func (h *harness) start(ctx context.Context, extraEnv []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	h.t.Helper()
 	full := append([]string{args[0], "--lake", h.lake, "--tmp-dir", h.tmp, "--progress", "never", "--log-format", "json", "--threads", "1"}, args[1:]...)
