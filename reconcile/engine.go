@@ -22,7 +22,7 @@ import (
 
 // EngineOptions are DuckDB's resource settings.
 type EngineOptions struct {
-	Threads     int    // 0: all cores
+	Threads     int    // 0: all cores (a reconcile of a small job: one, see forRecords)
 	MemoryLimit string // e.g. "1GB"; "" lets DuckDB choose (80% of RAM)
 	TempDir     string // spill directory; "" uses a fresh temporary directory
 	CacheDir    string // local cache for remote lakes; "" uses the user cache dir
@@ -41,6 +41,26 @@ type EngineOptions struct {
 	// OnStage, if set, is told each file of a local lake the session hashes
 	// and hands to DuckDB, with its size: what a session reads.
 	OnStage func(key string, size int64)
+	// OnOpen, if set, is told how many threads each session's DuckDB runs.
+	OnOpen func(threads int)
+}
+
+// smallJobRecords is the job size under which a reconcile runs DuckDB on one
+// thread unless Threads is set. Below it the tables are a few small files
+// that one thread scans as fast as two, and a second thread only adds work:
+// each thread's hash tables are allocated and cleared for every aggregate,
+// however few its rows (2 MiB each at up to two threads). A 300-record
+// reconcile took a quarter less cpu on one thread and no longer; from about
+// 100,000 records two threads are faster (docs/performance.md).
+const smallJobRecords = 50_000
+
+// forRecords returns the options for a session over about n records: one
+// thread for a small job when Threads is 0 (all cores), else o unchanged.
+func (o EngineOptions) forRecords(n int64) EngineOptions {
+	if o.Threads == 0 && n < smallJobRecords {
+		o.Threads = 1
+	}
+	return o
 }
 
 // Engine is one DuckDB session over a lake.
@@ -69,6 +89,9 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	threads := o.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
+	}
+	if o.OnOpen != nil {
+		o.OnOpen(threads)
 	}
 	// Settings go in as URL-encoded values, which the driver decodes one by
 	// one: a path with '&', '+', '%', spaces or any other byte arrives

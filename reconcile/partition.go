@@ -149,7 +149,8 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		}
 	}
 
-	e, err := OpenEngine(l, o.Engine)
+	// A partition holds about 1/n of the job's records.
+	e, err := OpenEngine(l, o.Engine.forRecords(in.m.ExpectedRecords/int64(max(p.N, 1))))
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +281,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 		rep.SchemaFailed += p.SchemaFailed
 	}
 
-	e, err := OpenEngine(l, o.Engine)
+	e, err := OpenEngine(l, o.Engine.forRecords(in.m.ExpectedRecords))
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		return stored, writeOut(ctx, l, o.OutDir, stored)
 	}
 
-	e, err := OpenEngine(l, o.Engine)
+	e, err := OpenEngine(l, o.Engine.forRecords(m.ExpectedRecords))
 	if err != nil {
 		return nil, err
 	}

@@ -251,7 +251,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: never, always or auto (when stderr is a terminal)")
 	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's); on a local lake's file system the files it stores are linked, not copied")
-	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores)")
+	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores; reconcile of a job under 50,000 records: one)")
 	pf.StringVar(&g.memLimit, "memory-limit", os.Getenv("BATCHLAKE_MEMORY_LIMIT"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT; default "+reconcileMemoryLimit+" for reconcile, "+queryMemoryLimit+" for the other commands); DuckDB spills to --tmp-dir beyond it")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
