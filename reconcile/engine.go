@@ -50,8 +50,9 @@ type EngineOptions struct {
 // that one thread scans as fast as two, and a second thread only adds work:
 // each thread's hash tables are allocated and cleared for every aggregate,
 // however few its rows (2 MiB each at up to two threads). A 300-record
-// reconcile took a quarter less cpu on one thread and no longer; from about
-// 100,000 records two threads are faster (docs/performance.md).
+// reconcile took a fifth less cpu on one thread and no longer, a
+// 50,000-record one a tenth less time; from about 100,000 records two
+// threads are faster (docs/performance.md).
 const smallJobRecords = 50_000
 
 // forRecords returns the options for a session over about n records: one
