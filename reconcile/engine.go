@@ -41,8 +41,9 @@ type EngineOptions struct {
 	// OnStage, if set, is told each file of a local lake the session hashes
 	// and hands to DuckDB, with its size: what a session reads.
 	OnStage func(key string, size int64)
-	// OnOpen, if set, is told how many threads each session's DuckDB runs.
-	OnOpen func(threads int)
+	// OnOpen, if set, is given each session once it is open, before any
+	// statement runs: a caller can read the settings DuckDB runs with.
+	OnOpen func(e *Engine)
 }
 
 // smallJobRecords is the job size under which a reconcile runs DuckDB on one
@@ -91,9 +92,6 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	if o.OnOpen != nil {
-		o.OnOpen(threads)
-	}
 	// Settings go in as URL-encoded values, which the driver decodes one by
 	// one: a path with '&', '+', '%', spaces or any other byte arrives
 	// whole. The database path would be cut at its first '?', so a database
@@ -138,6 +136,9 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	}
 	if n, ok := parseMemoryLimit(o.MemoryLimit); ok {
 		e.memoryLimit = n
+	}
+	if o.OnOpen != nil {
+		o.OnOpen(e)
 	}
 	return e, nil
 }

@@ -149,8 +149,8 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		}
 	}
 
-	// A partition holds about 1/n of the job's records.
-	e, err := OpenEngine(l, o.Engine.forRecords(in.m.ExpectedRecords/int64(max(p.N, 1))))
+	// A partition holds about 1/n of the job's records (p is valid: n >= 1).
+	e, err := OpenEngine(l, o.Engine.forRecords(in.m.ExpectedRecords/int64(p.N)))
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,12 @@ func TestSmallJobReconcilesOnOneThread(t *testing.T) {
 	g := generate(rand.New(rand.NewPCG(3, 9)), 40, 1, 1)
 	var mu sync.Mutex
 	var opened []int
-	onOpen := func(n int) {
+	// What DuckDB itself was given, not what OpenEngine meant to give it.
+	onOpen := func(e *Engine) {
+		var n int
+		if err := e.DB.QueryRow("SELECT current_setting('threads')").Scan(&n); err != nil {
+			t.Errorf("reading DuckDB's threads: %v", err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		opened = append(opened, n)
