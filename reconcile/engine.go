@@ -52,8 +52,8 @@ type EngineOptions struct {
 // each thread's hash tables are allocated and cleared for every aggregate,
 // however few its rows (2 MiB each at up to two threads). A 300-record
 // reconcile took a fifth less cpu on one thread and no longer, a
-// 50,000-record one a tenth less time; from about 100,000 records two
-// threads are faster (docs/performance.md).
+// 50,000-record one a tenth less time; at 100,000 records the two were
+// about even (docs/performance.md).
 const smallJobRecords = 50_000
 
 // forRecords returns the options for a session over about n records: one
