@@ -4,7 +4,7 @@ TAGS    := duckdb_arrow
 BIN     := bin/batchlake
 DEMO    := demo
 
-.PHONY: all build demo test test-short test-race test-timing lint tidy-check fuzz bench bench-lake bench-go reliability clean
+.PHONY: all build demo test test-short test-race test-timing lint tidy-check fuzz bench bench-scale bench-lake bench-go reliability clean
 
 all: build
 
@@ -93,6 +93,12 @@ fuzz: ## every fuzz target, instrumented, for FUZZTIME (default 60s each; Nx for
 # through the environment.
 bench: ## measure plan, ingest, reconcile, the DuckDB baseline, contract floor and Python reconciler at N records (default 1M)
 	bash bench/run.sh
+
+# make bench-scale [SMALL=1000000] [BIG=10000000] [RUNS=3] [BIG_RUNS=1] — plan,
+# ingest and reconcile at both sizes in one session, the ratio of their times
+# (bench/scale.sh).
+bench-scale: ## time plan, ingest and reconcile at 1M and 10M records in one session, and the ratio
+	bash bench/scale.sh
 
 # make bench-lake [JOBS=10000] [RUNS=3] [LAKE=./bench-lake] — lake-wide sql over a
 # lake of many small jobs, read live and through a compaction (bench/lake.sh).
