@@ -117,9 +117,25 @@ one() {
 	rm -rf "$lake"
 }
 
+# room N DIR: fail early unless the larger run's lake and spill files fit.
+# At 10M the lake held 1.05 x the batch's files (the shards, the archived
+# results, the tables) and reconcile's spill files peaked at 0.6 x.
+room() {
+	local dir=$1 bytes lake_need tmp_need
+	bytes=$(($(stat -c %s "$dir/input.jsonl") + $(stat -c %s "$dir/output.jsonl") + $(stat -c %s "$dir/errors.jsonl")))
+	lake_need=$((bytes * 11 / 10)) tmp_need=$((bytes * 7 / 10))
+	if [[ $(stat -c %d "$WORK") == $(stat -c %d "$TMP") ]]; then
+		lake_need=$((lake_need + tmp_need)) tmp_need=0
+	fi
+	avail() { df -P -B1 "$1" | awk 'NR == 2 { print $4 }'; }
+	(($(avail "$WORK") >= lake_need)) || die "$WORK has $(($(avail "$WORK") / 1000000)) MB free; a run at $BIG records needs about $((lake_need / 1000000)) MB (the lake$( ((tmp_need > 0)) || echo " and the spill files in TMP"))"
+	((tmp_need == 0 || $(avail "$TMP") >= tmp_need)) || die "$TMP has $(($(avail "$TMP") / 1000000)) MB free; reconcile's spill files at $BIG records need about $((tmp_need / 1000000)) MB"
+}
+
 if [[ -z ${PRINT_ONLY:-} ]]; then
 	data "$SMALL" "$DATA_SMALL"
 	data "$BIG" "$DATA_BIG"
+	room "$DATA_BIG"
 	: >"$WORK/samples"
 	for ((r = 1; r <= RUNS; r++)); do one "$SMALL" "$DATA_SMALL" "$r"; done
 	for ((r = 1; r <= BIG_RUNS; r++)); do one "$BIG" "$DATA_BIG" "$r"; done
