@@ -10,9 +10,10 @@
 # under /usr/bin/time, each step's input files read into the page cache just
 # before it (at 10M the three files do not all stay there: plan writes as
 # much again). Every reconcile report is checked against truth.json. Prints
-# each step's median wall and cpu seconds and peak RSS at both sizes, the
-# ratio BIG / SMALL per step and for the total (the target: at most 1.1 x
-# the ratio of the sizes, 11 x for 10 x the records), and each step's peak RSS against 1 GiB.
+# each step's median wall and cpu seconds at both sizes, the ratio BIG /
+# SMALL per step and for the total (the target: at most 1.1 x the ratio of
+# the sizes, 11 x for 10 x the records), and each step's peak RSS at BIG
+# against 1 GiB.
 #
 # The data are bench/run.sh's: DATA_SMALL and DATA_BIG hold (or get) blgen's
 # batch of SMALL and BIG records, seed SEED; reused when truth.json matches.
