@@ -118,7 +118,7 @@ one() {
 	rm -rf "$lake"
 }
 
-# room N DIR: fail early unless the larger run's lake and spill files fit.
+# room DIR: fail early unless the lake and spill files of a run on DIR's batch fit.
 # At 10M the lake held 1.05 x the batch's files (the shards, the archived
 # results, the tables) and reconcile's spill files peaked at 0.6 x.
 room() {
