@@ -32,6 +32,7 @@ type planRuns struct {
 	buf      []planRec
 	lines    lineArena // the carried lines of buf
 	files    []string
+	sizes    []int64 // of files
 	n        int64
 	w        *bufio.Writer // writes every run file in turn
 }
@@ -111,12 +112,17 @@ func (s *planRuns) spill() error {
 		w.Write(s.buf[i].data)
 	}
 	err = w.Flush()
+	var size int64
+	if err == nil {
+		size, err = f.Seek(0, io.SeekCurrent)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("plan: sort run: %w", err)
 	}
+	s.sizes = append(s.sizes, size)
 	clear(s.buf) // drop the strings for the GC
 	s.buf = s.buf[:0]
 	s.lines.reset()
@@ -162,12 +168,12 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 	}
 	h := &runHeap{cmp: s.cmp}
 	defer h.close()
-	for _, name := range s.files {
+	for i, name := range s.files {
 		f, err := os.Open(name)
 		if err != nil {
 			return fmt.Errorf("plan: sort run: %w", err)
 		}
-		rr := &runReader{f: f, r: bufio.NewReaderSize(f, runBuffer(len(s.files))), lines: lines}
+		rr := &runReader{f: f, r: bufio.NewReaderSize(f, runBuffer(len(s.files), s.sizes[i])), lines: lines}
 		h.all = append(h.all, rr)
 		ok, err := rr.next()
 		if err != nil {
@@ -196,11 +202,12 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 	return nil
 }
 
-// runBuffer is the read buffer of each of n run files merged: 256 KiB, less
-// when there are many (a shuffled 10M input makes ~200 runs), so that the
-// merge's buffers stay near 16 MiB in all.
-func runBuffer(n int) int {
-	return max(32<<10, min(256<<10, (16<<20)/max(n, 1)))
+// runBuffer is the read buffer of each of n run files merged, for a file of
+// size bytes: 256 KiB, less when there are many (a shuffled 10M input makes
+// ~200 runs), so that the merge's buffers stay near 16 MiB in all, and never
+// more than the file (small runs would clear megabytes they do not fill).
+func runBuffer(n int, size int64) int {
+	return int(min(size+1, int64(max(32<<10, min(256<<10, (16<<20)/max(n, 1))))))
 }
 
 // close removes the run files.
@@ -208,7 +215,7 @@ func (s *planRuns) close() {
 	for _, f := range s.files {
 		os.Remove(f)
 	}
-	s.files, s.buf, s.lines, s.w = nil, nil, lineArena{}, nil
+	s.files, s.sizes, s.buf, s.lines, s.w = nil, nil, nil, lineArena{}, nil
 }
 
 type runReader struct {
