@@ -151,7 +151,7 @@ func (l *Lake) putAttempt(ctx context.Context, key string, open func() (io.Reade
 	if err != nil {
 		return false, err
 	}
-	if n, err := io.Copy(w, r); err != nil || n != size {
+	if n, err := copySized(w, r, size); err != nil || n != size {
 		cancel()
 		_ = w.Close()
 		if err == nil {
@@ -233,13 +233,22 @@ func (l *Lake) hashOnce(ctx context.Context, key string) (Digest, int64, error) 
 	}
 	defer r.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, r)
+	n, err := copySized(h, r, r.Size())
 	if err != nil {
 		return Digest{}, 0, err
 	}
 	var d Digest
 	h.Sum(d[:0])
 	return d, n, nil
+}
+
+// copySized is io.Copy for a blob of about size bytes, through a buffer no
+// larger than the blob: gocloud's Reader.WriteTo and Writer.ReadFrom, which
+// io.Copy would call, take a fresh megabyte for every copy, however small
+// the blob (a ledger event, a marker), and clear it.
+func copySized(dst io.Writer, src io.Reader, size int64) (int64, error) {
+	buf := make([]byte, max(min(size, 1<<20), 512))
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 }
 
 // readAll reads key whole, retrying transient failures; a read cut short is
