@@ -5,24 +5,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
+
+	"github.com/batchlake/batchlake/internal/testrun"
 )
 
 // TestDuckDBAllocatorSettings: where DuckDB brings its jemalloc (the bundled
 // Linux x86-64 library), freed pages wait ten seconds before they go back to
 // the kernel, and --version says so; DUCKDB_JE_MALLOC_CONF, when set, wins.
 func TestDuckDBAllocatorSettings(t *testing.T) {
-	dirty, muzzy, ok := allocatorSettings()
-	if !ok {
-		if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
-			t.Fatal("DuckDB's jemalloc settings cannot be read, yet its Linux x86-64 library bundles jemalloc")
-		}
-		t.Skip("DuckDB allocates without its jemalloc on " + runtime.GOOS + "/" + runtime.GOARCH)
-	}
-	if os.Getenv("DUCKDB_JE_MALLOC_CONF") == "" && (dirty != 10000 || muzzy != 0) {
-		t.Errorf("decay in this process: dirty %d ms, muzzy %d ms; want 10000 and 0", dirty, muzzy)
-	}
+	testrun.CheckAllocator(t)
 
 	// jemalloc reads its settings as the process loads: a new process each.
 	cases := []struct {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/batchlake/batchlake/internal/duckalloc"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -55,7 +56,7 @@ func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 
 func currentVersion() versionInfo {
 	v := buildVersion(debug.ReadBuildInfo())
-	if dirty, muzzy, ok := allocatorSettings(); ok {
+	if dirty, muzzy, ok := duckalloc.Settings(); ok {
 		v.DuckDBAllocator = fmt.Sprintf("jemalloc dirty_decay_ms=%d muzzy_decay_ms=%d", dirty, muzzy)
 	}
 	return v

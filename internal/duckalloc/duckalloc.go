@@ -1,4 +1,4 @@
-package main
+package duckalloc
 
 // DuckDB's Linux x86-64 builds allocate its buffers through a jemalloc of
 // their own (symbols prefixed duckdb_je_), configured to give freed pages back
@@ -16,7 +16,7 @@ package main
 // runs before jemalloc's leaves it empty when DUCKDB_JE_MALLOC_CONF (the
 // environment's settings) is set, so that a user's own settings win. Where
 // DuckDB has no jemalloc (other platforms, or a build against a shared
-// libduckdb), the symbol is an unused string and allocatorSettings says so.
+// libduckdb), the symbol is an unused string and Settings says so.
 
 /*
 #include <stdlib.h>
@@ -49,10 +49,17 @@ import "C"
 
 import "unsafe"
 
-// allocatorSettings reports DuckDB's jemalloc decay times in milliseconds
-// (dirty then muzzy; -1 is never), or ok false when DuckDB allocates
-// without its jemalloc.
-func allocatorSettings() (dirtyMS, muzzyMS int64, ok bool) {
+// The decay times set above, in milliseconds, for the checks that read them
+// back.
+const (
+	DirtyDecayMS = 10000
+	MuzzyDecayMS = 0
+)
+
+// Settings reports DuckDB's jemalloc decay times in milliseconds (dirty
+// then muzzy; -1 is never), or ok false when DuckDB allocates without its
+// jemalloc.
+func Settings() (dirtyMS, muzzyMS int64, ok bool) {
 	read := func(name string) (int64, bool) {
 		cs := C.CString(name)
 		defer C.free(unsafe.Pointer(cs))
