@@ -90,6 +90,41 @@ func ParseMoney(s string) (Money, error) {
 	return m, nil
 }
 
+// moneyLimit is 10^38, the least value the column cannot hold, as the high
+// and low halves of a 128-bit integer.
+const moneyLimitHi, moneyLimitLo = 0x4b3b4ca85a86c47a, 0x098a224000000000
+
+// MoneyFromUnscaled is the amount whose unscaled DECIMAL(38, 18) value is
+// the 128-bit two's complement integer hi·2^64 + lo, as DuckDB's HUGEINT and
+// Arrow's decimal128 hold it. It refuses what ParseMoney refuses: negative
+// amounts and 38 digits or more.
+func MoneyFromUnscaled(hi int64, lo uint64) (Money, error) {
+	var m Money
+	if hi < 0 {
+		return m, fmt.Errorf("money: negative unscaled value (high bits %#x)", uint64(hi))
+	}
+	if uint64(hi) > moneyLimitHi || uint64(hi) == moneyLimitHi && lo >= moneyLimitLo {
+		return m, fmt.Errorf("money: unscaled value %s has more than %d digits", new(big.Int).Or(new(big.Int).Lsh(big.NewInt(hi), 64), new(big.Int).SetUint64(lo)), MoneyPrecision)
+	}
+	binary.BigEndian.PutUint64(m[:8], uint64(hi))
+	binary.BigEndian.PutUint64(m[8:], lo)
+	return m, nil
+}
+
+// MoneyFromBig is MoneyFromUnscaled of an unscaled value held as a big.Int
+// (DuckDB's database/sql driver scans DECIMAL columns so).
+func MoneyFromBig(v *big.Int) (Money, error) {
+	if v.Sign() < 0 {
+		return Money{}, fmt.Errorf("money: negative unscaled value %s", v)
+	}
+	if v.BitLen() > 127 {
+		return Money{}, fmt.Errorf("money: unscaled value %s has more than %d digits", v, MoneyPrecision)
+	}
+	var b [16]byte
+	v.FillBytes(b[:])
+	return MoneyFromUnscaled(int64(binary.BigEndian.Uint64(b[:8])), binary.BigEndian.Uint64(b[8:]))
+}
+
 // String renders the amount exactly, without trailing zeros ("0.000475", "2").
 func (m Money) String() string {
 	v := new(big.Int).SetBytes(m[:])

@@ -2,6 +2,7 @@ package lake
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/big"
 	"strings"
 	"testing"
@@ -55,6 +56,60 @@ func TestParseMoney(t *testing.T) {
 				t.Errorf("ParseMoney(%q) = %v, want an error saying %q", c.in, err, c.msg)
 			}
 		})
+	}
+}
+
+// TestMoneyFromUnscaled: an unscaled 128-bit value (DuckDB's HUGEINT,
+// Arrow's decimal128) and a big.Int (database/sql) give the Money that
+// ParseMoney gives the same amount, and both refuse what it refuses.
+func TestMoneyFromUnscaled(t *testing.T) {
+	unit := new(big.Int).Exp(big.NewInt(10), big.NewInt(MoneyScale), nil)
+	for _, amount := range []string{"0", "0.000475", "0.000000000000000001", "12", "18446744073.709551616",
+		"123456789012.345678901234567891", "99999999999999999999.999999999999999999"} {
+		want, err := ParseMoney(amount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := new(big.Rat).SetString(amount)
+		v := new(big.Int).Mul(r.Num(), new(big.Int).Div(unit, r.Denom()))
+		got, err := MoneyFromBig(v)
+		if err != nil || got != want {
+			t.Errorf("MoneyFromBig(%s) = %s, %v; want %s", v, got, err, want)
+		}
+		lo := new(big.Int).And(v, new(big.Int).SetUint64(^uint64(0))).Uint64()
+		hi := new(big.Int).Rsh(v, 64).Int64()
+		if got, err := MoneyFromUnscaled(hi, lo); err != nil || got != want {
+			t.Errorf("MoneyFromUnscaled(%#x, %#x) = %s, %v; want %s", hi, lo, got, err, want)
+		}
+	}
+	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(MoneyPrecision), nil) // 38 digits and more are refused
+	for _, c := range []struct {
+		name string
+		v    *big.Int
+		msg  string
+	}{
+		{"negative", big.NewInt(-1), "negative"},
+		{"10^38", limit, "more than 38 digits"},
+		{"10^38 + 1", new(big.Int).Add(limit, big.NewInt(1)), "more than 38 digits"},
+		{"2^127", new(big.Int).Lsh(big.NewInt(1), 127), "more than 38 digits"},
+	} {
+		if m, err := MoneyFromBig(c.v); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: MoneyFromBig = %s, %v; want an error saying %q", c.name, m, err, c.msg)
+		}
+		if c.v.BitLen() > 127 {
+			continue // not a 128-bit two's complement value
+		}
+		var b [16]byte
+		new(big.Int).And(c.v, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1))).FillBytes(b[:])
+		hi, lo := int64(binary.BigEndian.Uint64(b[:8])), binary.BigEndian.Uint64(b[8:])
+		if m, err := MoneyFromUnscaled(hi, lo); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: MoneyFromUnscaled(%#x, %#x) = %s, %v; want an error saying %q", c.name, hi, lo, m, err, c.msg)
+		}
+	}
+	// The largest amount the column holds is accepted by both.
+	top := new(big.Int).Sub(limit, big.NewInt(1))
+	if _, err := MoneyFromBig(top); err != nil {
+		t.Errorf("10^38 - 1: %v", err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/batchlake/batchlake/lake"
 )
 
 const arrowScan = true
@@ -26,23 +28,29 @@ func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKind
 			}
 			strs := make([]func(int) string, 0, len(r.s))
 			ints := make([]func(int) int64, 0, len(r.n))
+			moneys := make([]*array.Decimal128, 0, len(r.m))
 			for c, k := range kinds {
 				col := rec.Column(c)
 				if col.NullN() > 0 {
 					return fmt.Errorf("sql %s: column %s has NULLs", name, rec.ColumnName(c))
 				}
-				if k == 's' {
-					get, err := arrowStrings(col)
-					if err != nil {
-						return fmt.Errorf("sql %s: column %s: %w", name, rec.ColumnName(c), err)
-					}
+				var err error
+				switch k {
+				case 's':
+					var get func(int) string
+					get, err = arrowStrings(col)
 					strs = append(strs, get)
-				} else {
-					get, err := arrowInts(col)
-					if err != nil {
-						return fmt.Errorf("sql %s: column %s: %w", name, rec.ColumnName(c), err)
-					}
+				case 'm':
+					var d *array.Decimal128
+					d, err = arrowMoney(col)
+					moneys = append(moneys, d)
+				default:
+					var get func(int) int64
+					get, err = arrowInts(col)
 					ints = append(ints, get)
+				}
+				if err != nil {
+					return fmt.Errorf("sql %s: column %s: %w", name, rec.ColumnName(c), err)
 				}
 			}
 			for i := 0; i < int(rec.NumRows()); i++ {
@@ -51,6 +59,14 @@ func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKind
 				}
 				for c, get := range ints {
 					r.n[c] = get(i)
+				}
+				for c, d := range moneys {
+					v := d.Value(i)
+					m, err := lake.MoneyFromUnscaled(v.HighBits(), v.LowBits())
+					if err != nil {
+						return fmt.Errorf("sql %s: row %d: %w", name, i, err)
+					}
+					r.m[c] = m
 				}
 				if err := fn(r); err != nil {
 					return err
@@ -93,6 +109,19 @@ func arrowStrings(a arrow.Array) (func(int) string, error) {
 }
 
 func clone(s string) string { return string([]byte(s)) }
+
+// arrowMoney checks that a is a DECIMAL(38, 18) column (lake.Money) and
+// returns it.
+func arrowMoney(a arrow.Array) (*array.Decimal128, error) {
+	d, ok := a.(*array.Decimal128)
+	if !ok {
+		return nil, fmt.Errorf("want a DECIMAL(38, %d), have Arrow %s", lake.MoneyScale, a.DataType())
+	}
+	if s := d.DataType().(*arrow.Decimal128Type).Scale; s != lake.MoneyScale {
+		return nil, fmt.Errorf("want a DECIMAL(38, %d), have Arrow %s", lake.MoneyScale, a.DataType())
+	}
+	return d, nil
+}
 
 // arrowInts returns a getter of an integer column.
 func arrowInts(a arrow.Array) (func(int) int64, error) {

@@ -55,18 +55,14 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	var last string // the previous row's record_id: rows must come in order
 	for _, r := range recordRanges(m.ExpectedRecords, e.chunkRows) {
 		r.Sort = merged
-		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssnsn", func(x *scanRow) error {
+		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssnmn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if s[0] <= last {
 				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
 			}
 			last = s[0]
-			cost, err := lake.ParseMoney(s[8])
-			if err != nil {
-				return fmt.Errorf("reconcile: outcome of record %s: %w", s[0], err)
-			}
 			return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
-				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: cost, Truncated: n[2] != 0})
+				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: x.m[0], Truncated: n[2] != 0})
 		})
 		if err != nil {
 			break
@@ -128,17 +124,13 @@ func mergeCosts(ctx context.Context, e *Engine, inOrder func(out, line int64) er
 	}
 	for _, r := range ranges {
 		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no unpriced
-		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnssnn", func(x *scanRow) error {
+		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnsmnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
 			}
-			cost, err := lake.ParseMoney(s[9])
-			if err != nil {
-				return fmt.Errorf("reconcile: cost of %s line %d: %w", s[7], n[1], err)
-			}
 			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
-				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: cost, Unpriced: n[3] != 0,
+				ModelVersion: s[5], Category: s[6], RawSHA256: s[7], LineNo: n[1], PriceModel: s[8], CostUSD: x.m[0], Unpriced: n[3] != 0,
 				Mode: modeOf(modes, s[7])})
 		})
 		if err != nil {
@@ -161,7 +153,7 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 	}
 	for _, r := range ranges {
 		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no unpriced
-		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnssnn", func(x *scanRow) error {
+		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnsmnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
@@ -169,12 +161,8 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 			if n[2] < 1 || n[2] > int64(len(raws)) {
 				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
 			}
-			cost, err := lake.ParseMoney(s[6])
-			if err != nil {
-				return fmt.Errorf("reconcile: cost of %s line %d: %w", raws[n[2]-1], n[1], err)
-			}
 			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
-				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: cost, Unpriced: n[3] != 0,
+				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: x.m[0], Unpriced: n[3] != 0,
 				Mode: modeOf(modes, raws[n[2]-1])})
 		})
 		if err != nil {

@@ -6,7 +6,7 @@
 -- out_no is returned for the Go side to check the order of every row.
 SELECT job_key, tenant, coalesce(record_id, '') AS record_id, custom_id, coalesce(attempt, 0) AS attempt,
        provider, model_version, category, raw_sha256, line_no, coalesce(price_model, '') AS price_model,
-       CAST(cost_usd AS VARCHAR) AS cost_usd, out_no, CAST(coalesce(unpriced, false) AS INTEGER) AS unpriced
+       cost_usd, out_no, CAST(coalesce(unpriced, false) AS INTEGER) AS unpriced
 FROM line_costs
 WHERE true{{if .Files}} AND out_no BETWEEN {{.OutLo}} AND {{.OutHi}}{{end}}{{if .Lines}} AND line_no >= {{.LineLo}} AND line_no < {{.LineHi}}{{end}}
 ORDER BY out_no, line_no;

@@ -9,6 +9,6 @@
 -- .LineLo <= line_no < .LineHi, so that no single query materialises every line.
 SELECT coalesce(record_id, '') AS record_id, custom_id, coalesce(attempt, 0) AS attempt,
        provider, model_version, category, line_no, coalesce(price_model, '') AS price_model,
-       CAST(cost_usd AS VARCHAR) AS cost_usd, out_no, CAST(coalesce(unpriced, false) AS INTEGER) AS unpriced
+       cost_usd, out_no, CAST(coalesce(unpriced, false) AS INTEGER) AS unpriced
 FROM costed_rows
 WHERE true{{if .Files}} AND out_no BETWEEN {{.OutLo}} AND {{.OutHi}}{{end}}{{if .Lines}} AND line_no >= {{.LineLo}} AND line_no < {{.LineHi}}{{end}};

@@ -9,7 +9,7 @@
 -- same on every row, come from the manifest instead.
 SELECT record_id, business_key, shard_id, custom_id, attempt,
        parent_job_key, outcome, disposition, reason, lines,
-       CAST(cost_usd AS VARCHAR) AS cost_usd, CAST(truncated AS INTEGER) AS truncated
+       cost_usd, CAST(truncated AS INTEGER) AS truncated
 FROM outcomes
 WHERE true{{if .Lo}} AND record_id >= '{{.Lo}}'{{end}}{{if .Hi}} AND record_id < '{{.Hi}}'{{end}}
 {{- if .Sort}}
