@@ -37,8 +37,9 @@ var moneyUnit = new(big.Int).Exp(big.NewInt(10), big.NewInt(MoneyScale), nil)
 // It refuses what the column cannot hold exactly: more than 18 decimals, 38
 // digits or more, and negative amounts (no cost is negative: prices and
 // token counts are checked non-negative, and the column's min/max statistics
-// compare bytes unsigned). It runs once per row of a reconcile's tables, so
-// it does its arithmetic in 128 bits, without allocating.
+// compare bytes unsigned). Reconcile reads amounts from DuckDB unscaled
+// (MoneyFromUnscaled); this is for amounts written as text, as reports and
+// DuckDB's own rendering show them.
 func ParseMoney(s string) (Money, error) {
 	var m Money
 	if strings.HasPrefix(s, "-") {
