@@ -151,6 +151,10 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 	if err != nil {
 		return err
 	}
+	fileModes := make([]string, len(raws)) // by out_no - 1: one lookup per file, not per line
+	for i, raw := range raws {
+		fileModes[i] = modeOf(modes, raw)
+	}
 	for _, r := range ranges {
 		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no unpriced
 		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnsmnn", func(x *scanRow) error {
@@ -163,7 +167,7 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 			}
 			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
 				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: x.m[0], Unpriced: n[3] != 0,
-				Mode: modeOf(modes, raws[n[2]-1])})
+				Mode: fileModes[n[2]-1]})
 		})
 		if err != nil {
 			return err
