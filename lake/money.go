@@ -91,8 +91,8 @@ func ParseMoney(s string) (Money, error) {
 	return m, nil
 }
 
-// moneyLimit is 10^38, the least value the column cannot hold, as the high
-// and low halves of a 128-bit integer.
+// 10^38, the least unscaled value the column cannot hold, as the high and
+// low halves of a 128-bit integer.
 const moneyLimitHi, moneyLimitLo = 0x4b3b4ca85a86c47a, 0x098a224000000000
 
 // MoneyFromUnscaled is the amount whose unscaled DECIMAL(38, 18) value is

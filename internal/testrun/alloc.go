@@ -12,8 +12,7 @@ import (
 // the batchlake binary does (duckalloc: freed pages kept ten seconds before
 // they go back to the kernel), so that its reconciles and queries run as
 // they do in production; with DuckDB's own one second, the reconcile tests
-// spent about a tenth of their cpu giving pages back and faulting them in
-// again.
+// took about 8 % more cpu, giving pages back and faulting them in again.
 
 // CheckAllocator fails t unless DuckDB's allocator runs with duckalloc's
 // settings (or with DUCKDB_JE_MALLOC_CONF's, when that is set). It skips
