@@ -64,7 +64,7 @@ func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKind
 					v := d.Value(i)
 					m, err := lake.MoneyFromUnscaled(v.HighBits(), v.LowBits())
 					if err != nil {
-						return fmt.Errorf("sql %s: row %d: %w", name, i, err)
+						return fmt.Errorf("sql %s: %s: %w", name, rowName(rec, kinds, r), err)
 					}
 					r.m[c] = m
 				}
@@ -109,6 +109,17 @@ func arrowStrings(a arrow.Array) (func(int) string, error) {
 }
 
 func clone(s string) string { return string([]byte(s)) }
+
+// rowName names a row of rec in an error: by its first text column (the
+// record or line it is about, in the queries that scan money).
+func rowName(rec arrow.RecordBatch, kinds colKinds, r *scanRow) string {
+	for c, k := range kinds {
+		if k == 's' {
+			return fmt.Sprintf("the row with %s %q", rec.ColumnName(c), r.s[0])
+		}
+	}
+	return "a row"
+}
 
 // arrowMoney checks that a is a DECIMAL(38, 18) column (lake.Money) and
 // returns it.

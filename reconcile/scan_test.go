@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/lake"
@@ -56,6 +57,16 @@ func TestScanMoney(t *testing.T) {
 			if viaArrow[i] != viaSQL[i] {
 				t.Errorf("row %d: %v through Arrow, %v through database/sql", i, viaArrow[i], viaSQL[i])
 			}
+		}
+	}
+	// A negative amount is refused, and through Arrow the error names the row.
+	neg := "SELECT 'r1' AS record_id, CAST(-1 AS DECIMAL(38, 18)) AS cost_usd"
+	if err := e.eachRowSQL(ctx, "test", neg, "sm", func(*scanRow) error { return nil }); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("a negative amount through database/sql: %v, want an error saying negative", err)
+	}
+	if arrowScan {
+		if err := e.eachRowArrow(ctx, "test", neg, "sm", func(*scanRow) error { return nil }); err == nil || !strings.Contains(err.Error(), `record_id "r1"`) {
+			t.Errorf("a negative amount through Arrow: %v, want an error naming record_id \"r1\"", err)
 		}
 	}
 	for _, bad := range []string{"SELECT 0.5::DOUBLE", "SELECT CAST(1 AS DECIMAL(38, 6))", "SELECT '1'"} {
