@@ -21,8 +21,8 @@ type scanRow struct {
 }
 
 // colKinds lists each result column as 's' (text), 'n' (integer) or 'm'
-// (money: a DECIMAL(38, 18), read as its unscaled value; DuckDB's rendering
-// of it as text was a tenth of the cpu of writing the tables).
+// (money: a DECIMAL(38, 18), read as its unscaled value rather than
+// rendered as text by DuckDB and parsed back).
 type colKinds string
 
 // eachRow runs one embedded query (rendered with data) and calls fn for every row, in order. With
