@@ -329,19 +329,7 @@ func abbrev(b []byte) string {
 }
 
 func (openaiFormat) WithCustomID(line []byte, customID string) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		return nil, err
-	}
-	id, _ := json.Marshal(customID)
-	m["custom_id"] = id
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return withTopField(line, "custom_id", customID)
 }
 
 // The output and error line envelope (BatchRequestOutput).
