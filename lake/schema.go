@@ -4,7 +4,7 @@ package lake
 // are the public contract (docs/contract.md); adding columns is fine, renaming is not.
 
 // TableVersion is the version of the tables' format this code writes, named
-// in every table file's created_by ("batchlake version 4") and in --version
+// in every table file's created_by ("batchlake version 5") and in --version
 // (FormatTables). Readers read every version (the views cast what differs):
 //
 //	1  cost_usd of outcomes and costs as exact decimal text (UTF8)
@@ -14,7 +14,10 @@ package lake
 //	   hex digests, about 43 % smaller)
 //	4  the columns of 2 and the literals of 3, zstd at its fastest level
 //	   (on the pages of hex digests about 470 MB/s instead of 80, the same size)
-const TableVersion = 4
+//	5  as 4; the outcomes rows in the order of the job's expected files (the
+//	   files in the manifest's order, each one's rows in turn) instead of
+//	   record_id order, which reconcile no longer sorts them into
+const TableVersion = 5
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {

@@ -8,49 +8,19 @@ import (
 // defaultChunkRows is about how many rows one range query of the outcomes or costs
 // table returns. DuckDB materialises a query's result before handing out the
 // first row, so this (times ~0.3 KB a row) bounds that memory instead of the
-// table's size. The temp tables are stored in the ranges' order
-// (reconcile.sql, line_costs.sql), so a range reads only its own row groups
-// (DuckDB's are ~120k rows) and smaller ranges cost little more. Tests cut
-// small tables into many ranges (EngineOptions.ChunkRows).
+// table's size. The sources are stored in the ranges' order (the expected
+// files, the costed table: line_costs.sql), so a range reads only its own
+// row groups and smaller ranges cost little more. Tests cut small tables
+// into many ranges (EngineOptions.ChunkRows).
 const defaultChunkRows = 1 << 16
 
-// defaultSortRows is about how many rows one statement of outcome_sort.sql or
-// cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):
+// defaultSortRows is about how many rows one statement of cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):
 // DuckDB's sort of every row of a 10M-record job at once does not fit in a
 // 256MB --memory-limit with two threads (it fails instead of spilling); a
 // million rows at a time does. Each step scans the whole unsorted table for
 // its rows, so the steps are slower than one sort: the fallback, not the
 // rule. Tests sort small tables in many steps (EngineOptions.SortRows).
 const defaultSortRows = 1 << 20
-
-// recordRange is one range of outcome_rows.sql: lo <= record_id < hi, where
-// "" leaves a side unbounded.
-type recordRange struct {
-	Lo, Hi string
-	Sort   bool // ORDER BY: the table is not stored in record_id order (a merge)
-}
-
-// recordRanges cuts the record_id space into ranges of about per of n
-// records. record_id is a uniform lower-case hex digest, so 4-hex-digit
-// boundaries split it evenly; the first and last ranges are open, so the
-// ranges cover every string whatever its form, and as DuckDB compares
-// VARCHARs bytewise their results concatenate in record_id order.
-func recordRanges(n, per int64) []recordRange {
-	const space = 1 << 16 // 4 hex digits
-	k := (n + per - 1) / per
-	k = max(1, min(k, 4096))
-	bound := func(i int64) string { return fmt.Sprintf("%04x", i*space/k) }
-	out := make([]recordRange, k)
-	for i := range k {
-		if i > 0 {
-			out[i].Lo = bound(i)
-		}
-		if i < k-1 {
-			out[i].Hi = bound(i + 1)
-		}
-	}
-	return out
-}
 
 // costRange is one range of cost_scan.sql or cost_sort.sql: with Files, the
 // result files OutLo..OutHi; with Lines as well (one file), lines

@@ -32,10 +32,10 @@ type EngineOptions struct {
 	// ChunkRows is about how many rows one range query of the outcomes or
 	// costs table returns (0: defaultChunkRows).
 	ChunkRows int64
-	// SortRows is about how many rows one step sorts where the outcomes or
-	// costs are sorted in steps (0: defaultSortRows).
+	// SortRows is about how many rows one step sorts where the costs are
+	// sorted in steps (0: defaultSortRows).
 	SortRows int64
-	// SortInSteps sorts those tables in steps from the start, instead of
+	// SortInSteps sorts that table in steps from the start, instead of
 	// only once one sort ran out of memory (sort.go).
 	SortInSteps bool
 	// OnStage, if set, is told each file of a local lake the session hashes

@@ -25,13 +25,15 @@ import (
 // anywhere, at once, again.
 
 // PartitionVersion is the version of the partition result this code writes
-// and reads: 2 splits by the hash of custom_id (lake.IDPartition); version 1
-// split by record_id, another split, so its results do not merge with these.
-const PartitionVersion = 2
+// and reads: 3 splits by the hash of custom_id (lake.IDPartition) and its
+// outcomes file carries each record's place in the expected files (pos),
+// the order of the merged outcomes table; 2 lacked pos, and version 1 split
+// by record_id, another split: their results do not merge with these.
+const PartitionVersion = 3
 
 // errOldPartition explains a stored partition result of another version.
 func errOldPartition(key string, v int) error {
-	return &errkind.UsageError{Msg: fmt.Sprintf("reconcile: partition result %s is of partition version %d, which split the records another way than this batchlake (version %d) does; its partitions cannot be merged with new ones: run this reconcile with another number of partitions, or without --partition",
+	return &errkind.UsageError{Msg: fmt.Sprintf("reconcile: partition result %s is of partition version %d, which this batchlake (version %d) cannot merge with new ones (they were split or written another way); run this reconcile with another number of partitions, or without --partition",
 		key, v, PartitionVersion)}
 }
 
@@ -159,7 +161,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := in.stage(ctx, e, o, rep, &p); err != nil {
 		return nil, err
 	}
-	if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, in.m.ExpectedRecords); err != nil {
+	if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts); err != nil {
 		return nil, err
 	}
 	// The retry policy acts per record, so each partition applies it to its
@@ -501,12 +503,23 @@ func (in *runInputs) sources(ctx context.Context, e *Engine, p *lake.Partition) 
 			quarantine = nil
 		}
 	}
+	// Each expected file's number in the whole job's list (from 1), for
+	// expected_at's pos; 0 for the empty file that heads each list.
+	fileNo := make(map[string]int, len(expected))
+	for i, f := range expected {
+		fileNo[f.Key] = i + 1
+	}
 	for name, files := range lists {
 		keys := tableKeys(files)
 		var paths []string
 		var err error
 		if strings.HasPrefix(name, "Expected") {
 			paths, err = LocalFiles[lake.ExpectedRow](ctx, e, keys)
+			nos := make([]int, 1, len(keys)+1) // the empty file's 0 first
+			for _, k := range keys {
+				nos = append(nos, fileNo[k])
+			}
+			src[name+"Nos"] = sqlInts(nos)
 		} else {
 			paths, err = LocalFiles[lake.AttemptRow](ctx, e, keys)
 		}

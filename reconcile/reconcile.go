@@ -507,7 +507,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	// A merge (Merge) has its tables from the partitions already, the retry
 	// policy applied by each partition.
 	if !o.merged {
-		if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, m.ExpectedRecords); err != nil {
+		if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts); err != nil {
 			return nil, err
 		}
 		if len(in.held) > 0 {
@@ -586,6 +586,15 @@ func sqlList(paths []string) string {
 	q := make([]string, len(paths))
 	for i, p := range paths {
 		q[i] = quote(p)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// sqlInts renders ns as a DuckDB list literal.
+func sqlInts(ns []int) string {
+	q := make([]string, len(ns))
+	for i, n := range ns {
+		q[i] = strconv.Itoa(n)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }

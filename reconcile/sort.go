@@ -8,34 +8,23 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 )
 
-// The outcomes and costed tables are stored sorted, so that their range
-// reads (outcome_rows.sql, cost_scan.sql) touch only their own row groups and
-// keep the stored order. Each is first sorted in one statement, the fastest
-// way while it fits; DuckDB's sort of every row at once needs memory that
-// grows with the job and fails rather than spills when it does not fit (at
-// 10M records under --memory-limit 256MB). Then the table is stored unsorted
-// and sorted in steps of about EngineOptions.SortRows rows, whose memory
-// does not grow with the job (at 10M under 256MB they fit).
-// EngineOptions.SortInSteps makes tests take the steps.
+// The costed table is stored sorted, so that its range reads (cost_scan.sql)
+// touch only their own row groups and keep the stored order. It is first
+// sorted in one statement, the fastest way while it fits; DuckDB's sort of
+// every row at once needs memory that grows with the job and fails rather
+// than spills when it does not fit (at 10M records under --memory-limit
+// 256MB). Then the table is stored unsorted and sorted in steps of about
+// EngineOptions.SortRows rows, whose memory does not grow with the job (at
+// 10M under 256MB they fit). EngineOptions.SortInSteps makes tests take the
+// steps. The outcomes table needs no such sort (outcomes.sql).
 
 // classify runs reconcile.sql (every line classified and priced, each
-// record's best line) and outcomes.sql (each record's outcome, in record_id
-// order). expected, the job's record count, sizes the steps if the one sort
-// runs out of memory.
-func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int, expected int64) error {
+// record's best line) and outcomes.sql (each record's outcome).
+func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int) error {
 	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated}); err != nil {
 		return err
 	}
-	return e.sortOnceOrInSteps("outcomes",
-		func() error {
-			return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": true})
-		},
-		func() error {
-			if err := e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Sorted": false}); err != nil {
-				return err
-			}
-			return e.ExecFile(ctx, "outcome_sort.sql", map[string]any{"Ranges": recordRanges(expected, e.sortRows)})
-		})
+	return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts})
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batchlake/batchlake/lake"
@@ -16,14 +17,6 @@ import (
 // through the wait, for at most 16 × 4096 rows held per table.
 const pipeDepth = 16
 
-// writeTables stores the job's outcomes and costs tables. Rows are scanned in
-// column batches where the build allows (see eachRow) and handed to a writer
-// goroutine (lake.TablePipe), so Parquet encoding (zstd) overlaps DuckDB's
-// work instead of following it.
-//
-// Both tables are read in ranges of their sort key (chunks.go): DuckDB
-// materialises a query's whole result before the first row comes out, so one
-// ORDER BY over every row held them all in memory at once.
 // rawModes maps each raw file sent through the real-time API (the sync
 // tail) to its mode; files of batches are absent.
 func rawModes(recs []lake.IngestRecord) map[string]string {
@@ -44,30 +37,25 @@ func modeOf(modes map[string]string, raw string) string {
 	return "batch"
 }
 
+// writeTables stores the job's outcomes and costs tables. Rows are scanned in
+// column batches where the build allows (see eachRow) and handed to a writer
+// goroutine (lake.TablePipe), so Parquet encoding (zstd) overlaps DuckDB's
+// work instead of following it.
+//
+// Both tables are read in ranges (chunks.go): DuckDB materialises a query's
+// whole result before the first row comes out, so one query over every row
+// held them all in memory at once.
 func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool, modes map[string]string) (outcomes, costs string, err error) {
+	if err := e.ExecFile(ctx, "keep_order.sql", nil); err != nil {
+		return "", "", err
+	}
 	ow, err := lake.NewTableWriter[lake.OutcomeRow](l, tmp, "outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer ow.Abort()
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
-	// record_id business_key shard_id custom_id attempt parent_job_key outcome disposition reason lines cost_usd truncated
-	var last string // the previous row's record_id: rows must come in order
-	for _, r := range recordRanges(m.ExpectedRecords, e.chunkRows) {
-		r.Sort = merged
-		err = e.eachRow(ctx, "outcome_rows.sql", r, "ssssnssssnmn", func(x *scanRow) error {
-			s, n := x.s, x.n
-			if s[0] <= last {
-				return fmt.Errorf("reconcile: outcome rows out of record_id order: %q after %q", s[0], last)
-			}
-			last = s[0]
-			return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
-				Attempt: int32(n[0]), ParentJobKey: s[4], Outcome: s[5], Disposition: s[6], Reason: s[7], Lines: int32(n[1]), CostUSD: x.m[0], Truncated: n[2] != 0})
-		})
-		if err != nil {
-			break
-		}
-	}
+	err = writeOutcomes(ctx, e, m, opipe)
 	if oerr := opipe.Close(err); err == nil {
 		err = oerr
 	}
@@ -138,6 +126,164 @@ func mergeCosts(ctx context.Context, e *Engine, inOrder func(out, line int64) er
 		}
 	}
 	return nil
+}
+
+// writeOutcomes writes the outcomes table in the expected files' order: the
+// files in the manifest's order, each one's rows in turn. The outcomes
+// temp table is not sorted (outcomes.sql); each range of positions reads
+// its narrow columns sorted (outcome_rows.sql) and the wide ones from the
+// expected file itself, which holds them in that order (expected_rows.sql),
+// and every row is checked to pair the same position on both sides.
+func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow]) error {
+	paths, err := LocalFiles[lake.ExpectedRow](ctx, e, tableKeys(m.ExpectedTables()))
+	if err != nil {
+		return err
+	}
+	files, err := outcomeFiles(ctx, e, int64(len(paths)-1))
+	if err != nil {
+		return err
+	}
+	var (
+		nar   outcomeCols
+		total int64
+	)
+	for _, f := range files {
+		file := []string{paths[0], paths[f.file]}
+		for lo := int64(0); lo < f.n; lo += outcomeRangeRows * e.chunkRows {
+			hi := min(lo+outcomeRangeRows*e.chunkRows, f.n)
+			if err := nar.read(ctx, e, f.file<<40|lo, f.file<<40|hi); err != nil {
+				return err
+			}
+			at := lo // the next row of the file
+			for wlo := lo; wlo < hi; wlo += e.chunkRows {
+				r := map[string]any{"Path": sqlList(file), "Lo": wlo, "Hi": min(wlo+e.chunkRows, hi)}
+				// file_row_number rid record_id business_key shard_id custom_id attempt parent_job_key
+				err := e.eachRow(ctx, "expected_rows.sql", r, "nnssssns", func(x *scanRow) error {
+					s, n := x.s, x.n
+					i := at - lo
+					if n[0] != at || i >= int64(len(nar.pos)) || nar.pos[i] != f.file<<40|at || nar.rid[i] != n[1] {
+						return fmt.Errorf("reconcile: expected file %d row %d (record %s) does not pair with its outcome (row %d, outcome %s)",
+							f.file, at, s[0], n[0], nar.at(i))
+					}
+					at++
+					return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
+						Attempt: int32(n[2]), ParentJobKey: s[4], Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
+						Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
+				})
+				if err != nil {
+					return err
+				}
+			}
+			if at != hi {
+				return fmt.Errorf("reconcile: expected file %d has %d rows from row %d, its outcomes %d", f.file, at-lo, lo, hi-lo)
+			}
+			total += hi - lo
+		}
+	}
+	if total != m.ExpectedRecords {
+		return fmt.Errorf("reconcile: %d outcome rows written, the job expects %d records", total, m.ExpectedRecords)
+	}
+	return nil
+}
+
+// outcomeRangeRows is how many wide reads (expected_rows.sql, of
+// EngineOptions.ChunkRows rows) one narrow read (outcome_rows.sql) serves:
+// each narrow read scans the unsorted outcomes table for its positions, so
+// fewer and larger ones, as their rows are small.
+const outcomeRangeRows = 4
+
+// outcomeCols holds a range of outcome_rows.sql, each row at its place.
+type outcomeCols struct {
+	pos, rid                     []int64
+	outcome, disposition, reason []string
+	lines                        []int32
+	cost                         []lake.Money
+	truncated                    []bool
+	seen                         []bool
+}
+
+// read replaces c's rows by those at positions lo <= pos < hi, each at
+// index pos - lo, checking that each position comes once.
+func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
+	n := int(hi - lo)
+	c.pos, c.rid, c.lines, c.cost = resize(c.pos, n), resize(c.rid, n), resize(c.lines, n), resize(c.cost, n)
+	c.outcome, c.disposition, c.reason = resize(c.outcome, n), resize(c.disposition, n), resize(c.reason, n)
+	c.truncated, c.seen = resize(c.truncated, n), resize(c.seen, n)
+	clear(c.seen)
+	got := 0
+	// pos rid outcome disposition reason lines cost_usd truncated
+	err := e.eachRow(ctx, "outcome_rows.sql", map[string]any{"Lo": lo, "Hi": hi}, "nnsssnmn", func(x *scanRow) error {
+		s, v := x.s, x.n
+		i := v[0] - lo
+		if i < 0 || i >= int64(n) || c.seen[i] {
+			return fmt.Errorf("reconcile: two outcomes of expected file %d row %d", v[0]>>40, v[0]&(1<<40-1))
+		}
+		c.seen[i] = true
+		got++
+		c.pos[i], c.rid[i] = v[0], v[1]
+		c.outcome[i], c.disposition[i], c.reason[i] = s[0], s[1], s[2]
+		c.lines[i], c.cost[i], c.truncated[i] = int32(v[2]), x.m[0], v[3] != 0
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if got != n {
+		first := int64(slices.Index(c.seen, false))
+		return fmt.Errorf("reconcile: expected file %d row %d has no outcome (%d of rows %d to %d have one)",
+			lo>>40, (lo+first)&(1<<40-1), got, lo&(1<<40-1), (hi-1)&(1<<40-1))
+	}
+	return nil
+}
+
+// resize returns s with length n, reusing its array when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// at names row i's position and record hash.
+func (c *outcomeCols) at(i int64) string {
+	if i < int64(len(c.pos)) {
+		return fmt.Sprintf("of file %d row %d, record hash %d", c.pos[i]>>40, c.pos[i]&(1<<40-1), c.rid[i])
+	}
+	return "none"
+}
+
+// fileRows is how many outcomes an expected file (its number in the
+// manifest's list, from 1) has.
+type fileRows struct{ file, n int64 }
+
+// outcomeFiles lists each expected file's outcomes (outcome_ranges.sql),
+// checking that they number its rows from 0 and that the file is one of the
+// job's files (1..files).
+func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, error) {
+	rows, err := e.QueryFile(ctx, "outcome_ranges.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []fileRows
+	for rows.Next() {
+		var f fileRows
+		var first, last int64
+		if err := rows.Scan(&f.file, &f.n, &first, &last); err != nil {
+			return nil, fmt.Errorf("sql outcome_ranges.sql: %w", err)
+		}
+		if f.file < 1 || f.file > files {
+			return nil, fmt.Errorf("reconcile: %d outcomes of expected file %d; the job has files 1 to %d", f.n, f.file, files)
+		}
+		if first != 0 || last != f.n-1 {
+			return nil, fmt.Errorf("reconcile: expected file %d has %d outcomes for its rows %d to %d", f.file, f.n, first, last)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql outcome_ranges.sql: %w", err)
+	}
+	return out, nil
 }
 
 // scanCosts reads a reconcile's costs table in ranges of costed's stored

@@ -1,7 +1,8 @@
 -- The costed table: costed_u (line_costs.sql without .Sorted) stored in the
 -- costs table's row order (out_no, line_no), sorted one range of files (or
 -- of a large file's lines) at a time (.Ranges, from cost_ranges.sql over
--- costed_u), for the reason outcome_sort.sql gives.
+-- costed_u): one sort of every line of a 10M-record job does not fit in a
+-- 256MB --memory-limit, a million lines at a time does (sort.go).
 SET preserve_insertion_order = true;
 
 CREATE OR REPLACE TEMP TABLE costed AS FROM costed_u LIMIT 0;

@@ -33,6 +33,6 @@ FROM costed_rows l
 JOIN files f ON f.out_no = l.out_no
 CROSS JOIN job_consts j;
 
--- outcome_rows.sql, a filtered scan of one table, takes the outcomes in the
--- order they are stored in.
+-- cost_scan.sql, a filtered scan of costed, takes the lines in the order
+-- they are stored in (as keep_order.sql sets again before the tables).
 SET preserve_insertion_order = true;

@@ -1,16 +1,10 @@
--- Rows of the outcomes table, with each record's cost in this job, in
--- record_id order. The Go side reads them in record_id ranges (.Lo, .Hi:
--- hex prefixes it generates; "" is unbounded) so that no single query
--- materialises every row; the ranges partition the key space, so their
--- results concatenate to the order of one ORDER BY record_id. outcome_sort.sql
--- stores the table in that order and the scan keeps it (preserve insertion
--- order), so only a merge, whose table is the partitions' files, sorts
--- (.Sort); the Go side checks the order of every row. job_key and tenant, the
--- same on every row, come from the manifest instead.
-SELECT record_id, business_key, shard_id, custom_id, attempt,
-       parent_job_key, outcome, disposition, reason, lines,
-       cost_usd, CAST(truncated AS INTEGER) AS truncated
+-- The outcomes' own columns at positions .Lo <= pos < .Hi (rows of one
+-- expected file), in any order: the Go side places each row by its pos,
+-- checks that every position comes once, and pairs them with the expected
+-- file's rows of the same range (expected_rows.sql), each with its own
+-- record (rid: a hash of record_id, as expected_rows.sql's). So the outcomes
+-- table is written in the expected files' order without a sort. A merge's
+-- outcomes (merge_sources.sql) carry pos too.
+SELECT pos, CAST(hash(record_id) >> 1 AS BIGINT) AS rid, outcome, disposition, reason, lines, cost_usd, CAST(truncated AS INTEGER) AS truncated
 FROM outcomes
-WHERE true{{if .Lo}} AND record_id >= '{{.Lo}}'{{end}}{{if .Hi}} AND record_id < '{{.Hi}}'{{end}}
-{{- if .Sort}}
-ORDER BY record_id{{end}};
+WHERE pos >= {{.Lo}} AND pos < {{.Hi}};

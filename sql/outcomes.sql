@@ -2,33 +2,24 @@
 SET preserve_insertion_order = false;
 
 -- One row per expected record: its best line (if any), how many lines it had
--- and their cost, in record_id order, the order outcome_rows.sql reads it in.
--- job_key and tenant, the same on every row, are left to the readers: a sort
--- moves every byte of its rows, and with them this statement took a third
--- longer. DuckDB keeps each row group's min and max record_id, so each range
--- read touches only its own row groups instead of scanning and filtering the
--- whole table once per range. With .Sorted it is sorted here, in one
--- statement; if DuckDB runs out of memory in that sort (a large job under a
--- small --memory-limit), sort.go runs this again without .Sorted, to store
--- it unsorted as outcomes_u, and outcome_sort.sql sorts it a range of record
--- ids at a time.
-{{- if .Sorted}}
-SET preserve_insertion_order = true;
-
+-- and their cost, and its place in the expected files (pos, sources.sql).
+-- Stored unsorted: the outcomes table is written in pos order from two
+-- reads that need no sort of these wide rows (tables.go): the narrow columns
+-- from here a range of pos at a time (outcome_rows.sql), the wide ones from
+-- the expected files, which hold their rows in that order
+-- (expected_rows.sql). job_key and tenant, the same on every row, are left
+-- to the readers.
 CREATE OR REPLACE TEMP TABLE outcomes AS
-{{- else}}
-CREATE OR REPLACE TEMP TABLE outcomes_u AS
-{{- end}}
 WITH o AS (
     SELECT e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
-           e.attempt, e.parent_job_key,
+           e.attempt, e.parent_job_key, e.pos,
            b.line_key AS best_key, CAST(b.line_key >> 59 AS UTINYINT) AS rank,
            d.error_code AS error_code, d.status_code AS status_code,
            coalesce(d.truncated, false) AS truncated,
            coalesce(d.schema_failed, false) AS schema_failed,
            coalesce(b.lines, 0) AS lines,
            coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
-    FROM expected e
+    FROM expected_at e
     LEFT JOIN best b ON b.custom_id = e.custom_id
     -- The best line's details, where the outcome uses them: a line that
     -- succeeded and was not cut needs none (the most lines by far, and so
@@ -56,14 +47,9 @@ SELECT
     END AS disposition,
     cost_usd,
     best_key,
-    truncated
-FROM o
-{{- if .Sorted}}
-ORDER BY record_id;
-
-SET preserve_insertion_order = false;
-{{- else}};
-{{- end}}
+    truncated,
+    pos
+FROM o;
 
 -- best was only the way to outcomes: free its memory for the statements and
 -- table reads that follow.

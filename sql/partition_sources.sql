@@ -10,11 +10,21 @@
 -- whole), and those read through the filter (files of an unsplit table, or
 -- of a bucket that straddles partitions). Files of buckets outside the
 -- partition are in neither list: they are not read at all.
-CREATE OR REPLACE TEMP VIEW expected AS
-SELECT * FROM read_parquet({{.Expected}}, union_by_name = true)
+-- expected_at: sources.sql's, each row's pos numbering the files of the
+-- whole job's list (.ExpectedNos, .ExpectedPartNos), so that the partitions'
+-- outcomes merge in one order.
+CREATE OR REPLACE TEMP VIEW expected_at AS
+SELECT * EXCLUDE (filename, file_row_number),
+       (CAST(list_extract({{.ExpectedNos}}, list_position({{.Expected}}, filename)) AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.Expected}}, union_by_name = true, filename = true, file_row_number = true)
 UNION ALL BY NAME
-SELECT * FROM read_parquet({{.ExpectedPart}}, union_by_name = true)
+SELECT * EXCLUDE (filename, file_row_number),
+       (CAST(list_extract({{.ExpectedPartNos}}, list_position({{.ExpectedPart}}, filename)) AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.ExpectedPart}}, union_by_name = true, filename = true, file_row_number = true)
 WHERE (CAST(('0x' || substr(sha256(custom_id), 1, 8)) AS UBIGINT) * {{.N}}) // 4294967296 = {{.K}};
+
+CREATE OR REPLACE TEMP VIEW expected AS
+SELECT * EXCLUDE (pos) FROM expected_at;
 
 CREATE OR REPLACE TEMP VIEW attempts_raw AS
 SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true)

@@ -1,7 +1,18 @@
 -- The lake's tables for one DuckDB session, read from explicit lists of
 -- committed files (each list starts with an empty file that fixes the schema).
+
+-- The expected rows, each with its place in the job's expected files: pos is
+-- the file's number (.ExpectedNos, aligned with .Expected: the file's place
+-- in the manifest's list from 1, 0 for the empty file) << 40 | the row's
+-- number in its file. outcomes.sql carries it, and the outcomes table is
+-- written in its order (tables.go), the order the expected files have.
+CREATE OR REPLACE TEMP VIEW expected_at AS
+SELECT * EXCLUDE (filename, file_row_number),
+       (CAST(list_extract({{.ExpectedNos}}, list_position({{.Expected}}, filename)) AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.Expected}}, union_by_name = true, filename = true, file_row_number = true);
+
 CREATE OR REPLACE TEMP VIEW expected AS
-SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
+SELECT * EXCLUDE (pos) FROM expected_at;
 
 CREATE OR REPLACE TEMP VIEW attempts_raw AS
 SELECT * FROM read_parquet({{.Attempts}}, union_by_name = true);

@@ -105,7 +105,7 @@ in flight stay with status and collect. Jobs whose results were ingested
 from files (no batch tracked) are reconciled as they are.
 
 Past one machine: --partition k/n (0 <= k < n) reconciles only the records
-whose record_id falls in partition k of n, with their result lines, and
+whose custom_id falls in partition k of n (by its hash), with their result lines, and
 stores a partial result (exit 0; no ledger change); the n partitions may run
 at once, anywhere. --merge then combines them into exactly the report, retry
 shards, lineage and tables a single reconcile writes, and exits like one.
