@@ -39,8 +39,8 @@ const (
 // DuckDB's memory limits unless --memory-limit says otherwise: fixed limits
 // rather than DuckDB's default (80% of RAM), beyond which it spills to
 // --tmp-dir. DuckDB's allocations outside its buffer manager come on top
-// (docs/performance.md has the measured peaks). Reconcile sorts in steps
-// when a sort does not fit, and takes the lower limit, which keeps a
+// (docs/performance.md has the measured peaks). Reconcile sorts the costs
+// in steps when their sort does not fit, and takes the lower limit, which keeps a
 // 10M-record reconcile near 1 GiB; the queries of sql, report, manual and
 // cost have operators that cannot spill, and at 10M records need the higher.
 const (
