@@ -187,14 +187,14 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 }
 
 // outcomeRangeRows is how many wide reads (expected_rows.sql, of
-// EngineOptions.ChunkRows rows) one narrow read (outcome_rows.sql) serves:
-// up to a million rows by default, every row of an expected file of a job
-// under 16M records. A narrow read decompresses most of the unsorted
-// outcomes table when a large job's rows are spread over it (at 10M the
-// join that builds it spills), so fewer, larger ones: at 10M 16 instead of
-// 48 took 7 cpu s off 14, at the same peak RSS. Their rows are small (some
-// 90 bytes each in Go).
-const outcomeRangeRows = 16
+// EngineOptions.ChunkRows rows) one narrow read (outcome_rows.sql) serves.
+// A narrow read decompresses most of the unsorted outcomes table when a
+// large job's rows are spread over it (at 10M the join that builds it
+// spills), so fewer, larger ones cost less cpu, but hold more: at 10M, one
+// per file (16 chunks) took about 7 of 14 cpu s off the narrow reads and
+// raised reconcile's peak RSS from 768–770 MiB to 840–1 046 MiB, past the
+// 1 GiB a task is given.
+const outcomeRangeRows = 4
 
 // outcomeCols holds a range of outcome_rows.sql, each row at its place.
 type outcomeCols struct {
