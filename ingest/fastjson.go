@@ -420,33 +420,16 @@ func fastInt64(v []byte) (int64, bool) {
 func canonicalAppend(jm *jmemo, dst, v []byte) ([]byte, bool) {
 	switch v[0] {
 	case '{':
-		type member struct{ k, v []byte }
-		var ms []member
+		var ms []jmember
 		var fl jflags
 		_, ok := eachMember(jm, v, 0, 0, func(key []byte, _ jflags, val []byte, _ jflags) bool {
-			ms = append(ms, member{key, val})
+			ms = append(ms, jmember{key, val})
 			return true
 		}, &fl)
 		if !ok {
 			return dst, false
 		}
-		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
-		dst = append(dst, '{')
-		for i, m := range ms {
-			if i > 0 {
-				if bytes.Equal(ms[i-1].k, m.k) {
-					return dst, false
-				}
-				dst = append(dst, ',')
-			}
-			dst = append(dst, '"')
-			dst = append(dst, m.k...)
-			dst = append(dst, '"', ':')
-			if dst, ok = canonicalAppend(jm, dst, m.v); !ok {
-				return dst, false
-			}
-		}
-		return append(dst, '}'), true
+		return appendObject(dst, ms, func(dst, v []byte) ([]byte, bool) { return canonicalAppend(jm, dst, v) })
 	case '[':
 		dst = append(dst, '[')
 		first := true
@@ -466,6 +449,36 @@ func canonicalAppend(jm *jmemo, dst, v []byte) ([]byte, bool) {
 		return append(dst, ']'), true
 	}
 	return append(dst, v...), true
+}
+
+// jmember is an object's member as it stands in a line: its key's bytes
+// (between the quotes) and its value's.
+type jmember struct{ k, v []byte }
+
+// appendObject appends the object of members ms, sorted by key as
+// encoding/json writes a map, each value through val. ok is false for a
+// repeated key (encoding/json keeps the last) or a value val refuses. The
+// keys are written as they are: the caller has seen that they hold no
+// escape or non-ASCII byte, so each is its own encoding.
+func appendObject(dst []byte, ms []jmember, val func(dst, v []byte) ([]byte, bool)) ([]byte, bool) {
+	slices.SortFunc(ms, func(a, b jmember) int { return bytes.Compare(a.k, b.k) })
+	dst = append(dst, '{')
+	for i, m := range ms {
+		if i > 0 {
+			if bytes.Equal(ms[i-1].k, m.k) {
+				return dst, false
+			}
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, m.k...)
+		dst = append(dst, '"', ':')
+		var ok bool
+		if dst, ok = val(dst, m.v); !ok {
+			return dst, false
+		}
+	}
+	return append(dst, '}'), true
 }
 
 // compactAppend appends v without white space between tokens, as json.Compact.

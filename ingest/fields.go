@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
@@ -116,8 +115,7 @@ func topFieldFast(line []byte, field string, value []byte) (out []byte, ok bool)
 	if len(line) == 0 || line[0] != '{' {
 		return nil, false
 	}
-	type member struct{ k, v []byte }
-	var arr [8]member
+	var arr [8]jmember
 	ms := arr[:0]
 	var fl jflags
 	found := false
@@ -129,28 +127,13 @@ func topFieldFast(line []byte, field string, value []byte) (out []byte, ok bool)
 		if string(key) == field {
 			v, found = value, true
 		}
-		ms = append(ms, member{key, v})
+		ms = append(ms, jmember{key, v})
 		return true
 	}, &fl)
 	if !ok || end != len(line) || fl&jSpace != 0 || !found {
 		return nil, false
 	}
-	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
-	out = make([]byte, 0, len(line)+len(value))
-	out = append(out, '{')
-	for i, m := range ms {
-		if i > 0 {
-			if bytes.Equal(ms[i-1].k, m.k) {
-				return nil, false
-			}
-			out = append(out, ',')
-		}
-		out = append(out, '"')
-		out = append(out, m.k...)
-		out = append(out, '"', ':')
-		out = append(out, m.v...)
-	}
-	return append(out, '}'), true
+	return appendObject(make([]byte, 0, len(line)+len(value)), ms, func(dst, v []byte) ([]byte, bool) { return append(dst, v...), true })
 }
 
 // MaxLineTokens is the most tokens of any one kind (input, cached input,
