@@ -12,7 +12,7 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// BenchmarkReconcileQueries runs reconcile's DuckDB work — reconcile.sql, the
+// BenchmarkReconcileQueries runs reconcile's DuckDB work — reconcile.sql, lines.sql, outcomes.sql, the
 // report counts, cost per category and the scans of every outcome and cost
 // row — over a generated 100k-record job (plan and ingest are set up once,
 // outside the timing). Run with: go test -run '^$' -bench Reconcile ./reconcile/
@@ -105,7 +105,7 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		must(rules.load(ctx, e))
 		must(prices.load(ctx, e, nil, m))
 		must(e.ExecFile(ctx, "schema.sql", nil))
-		must(classify(ctx, e, "true", false, 3))
+		must(classify(ctx, e, "true", false, 3, nil))
 		must(settle(ctx, e, Caps{}))
 		var rep Report
 		must(counts(ctx, e, &rep))

@@ -14,6 +14,12 @@ import (
 // into many ranges (EngineOptions.ChunkRows).
 const defaultChunkRows = 1 << 16
 
+// defaultGroupRecords is about how many records reconcile classifies at a
+// time in a job split into buckets (EngineOptions.GroupRecords): a million
+// records' lines join to their records in memory at the default
+// --memory-limit, where ten million spill.
+const defaultGroupRecords = 1_250_000
+
 // defaultSortRows is about how many rows one statement of cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):
 // DuckDB's sort of every row of a 10M-record job at once does not fit in a
 // 256MB --memory-limit with two threads (it fails instead of spilling); a

@@ -15,7 +15,8 @@ import (
 // TestChunkedTablesEqualWhole: the outcomes and costs files read in many
 // small ranges, from tables sorted in many small steps, are byte for byte the
 // files of one range and one sort each; so too over a job whose expected
-// table is split into many files (the outcomes follow their order).
+// table is split into many files (the outcomes follow their order), and
+// there classified a few buckets at a time (EngineOptions.GroupRecords).
 func TestChunkedTablesEqualWhole(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 11))
@@ -25,7 +26,7 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			ctx := context.Background()
-			run := func(name string, rows int64) (*Report, map[string][]byte) {
+			run := func(name string, rows, group int64) (*Report, map[string][]byte) {
 				t.Helper()
 				l, err := lake.Open(ctx, filepath.Join(dir, name))
 				if err != nil {
@@ -37,14 +38,17 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 					t.Fatalf("expected table split in %d files, planned with split minimum %d", m.ExpectedSplit, splitMin)
 				}
 				o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name),
-					ChunkRows: rows, SortRows: rows, SortInSteps: rows < 1<<40}}
+					ChunkRows: rows, SortRows: rows, SortInSteps: rows < 1<<40, GroupRecords: group}}
+				if n := groupCount(m.ExpectedRecords, m.ExpectedSplit, o.Engine.GroupRecords); (n > 1) != (splitMin > 0 && group < 1<<40) {
+					t.Fatalf("%s: %d records in %d buckets, %d a group: classified in %d groups", name, m.ExpectedRecords, m.ExpectedSplit, group, n)
+				}
 				rep, err := Run(ctx, l, o)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return rep, objectsOf(t, l, rep)
 			}
-			want, wantObjs := run("whole", 1<<40)
+			want, wantObjs := run("whole", 1<<40, 1<<40)
 			if want.OutcomesFile == "" || want.CostsFile == "" {
 				t.Fatalf("no tables written: %+v", want)
 			}
@@ -52,14 +56,22 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 			if testing.Short() {
 				sizes = []int64{1, 50} // -short: every record its own range, and ranges of many; the full run adds 7
 			}
+			type variant struct{ rows, group int64 }
+			vs := []variant{{1 << 40, 10}, {1 << 40, 40}}
 			for _, rows := range sizes {
-				got, objs := run(fmt.Sprintf("chunk%d", rows), rows)
+				vs = append(vs, variant{rows, 1 << 40}, variant{rows, 25})
+			}
+			for _, v := range vs {
+				got, objs := run(fmt.Sprintf("chunk%d-group%d", v.rows, v.group), v.rows, v.group)
 				if got.OutcomesFile != want.OutcomesFile || got.CostsFile != want.CostsFile {
-					t.Errorf("%d rows a range: tables %s, %s; in one range %s, %s", rows, got.OutcomesFile, got.CostsFile, want.OutcomesFile, want.CostsFile)
+					t.Errorf("%d rows a range, %d records a group: tables %s, %s; in one range %s, %s", v.rows, v.group, got.OutcomesFile, got.CostsFile, want.OutcomesFile, want.CostsFile)
+				}
+				if gc, wc := got.counts(), want.counts(); gc != wc {
+					t.Errorf("%d rows a range, %d records a group: counts %s, whole %s", v.rows, v.group, gc, wc)
 				}
 				for k, b := range wantObjs {
 					if !bytes.Equal(objs[k], b) {
-						t.Errorf("%d rows a range: object %s differs", rows, k)
+						t.Errorf("%d rows a range, %d records a group: object %s differs", v.rows, v.group, k)
 					}
 				}
 			}
@@ -102,7 +114,7 @@ func TestOutcomesPairChecked(t *testing.T) {
 			if err := in.stage(ctx, e, o, &Report{}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := classify(ctx, e, in.gateSQL, false, 3); err != nil {
+			if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
 				t.Fatal(err)
 			}
 			if c.tamper != "" {
@@ -121,5 +133,37 @@ func TestOutcomesPairChecked(t *testing.T) {
 				t.Fatalf("writeTables over outcomes %s: %v, want an error saying %q", c.name, err, c.want)
 			}
 		})
+	}
+}
+
+// TestGroupCount: a split job is classified whole up to two groups' worth of
+// records, then in the fewest groups that divide its buckets evenly and hold
+// about the records asked for or fewer each.
+func TestGroupCount(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n     int64
+		split int
+		per   int64
+		want  int
+	}{
+		{10_000_000, 0, 1_250_000, 1}, // not split
+		{10_000_000, 1, 1_250_000, 1}, // one bucket
+		{1_000_000, 16, 1_250_000, 1}, // one group would do
+		{2_500_000, 16, 1_250_000, 1}, // two would
+		{2_500_001, 16, 1_250_000, 4}, // three would: the next divisor of 16
+		{3_000_000, 16, 1_250_000, 4},
+		{10_000_000, 16, 1_250_000, 8},
+		{10_000_001, 16, 1_250_000, 16},  // nine would
+		{100_000_000, 16, 1_250_000, 16}, // never more groups than buckets
+		{120, 16, 10, 16},
+		{120, 16, 25, 8},
+		{120, 16, 40, 4},
+		{120, 12, 25, 6}, // 5 do not divide 12
+		{120, 16, 0, 1},
+	} {
+		if got := groupCount(c.n, c.split, c.per); got != c.want {
+			t.Errorf("groupCount(%d, %d, %d) = %d, want %d", c.n, c.split, c.per, got, c.want)
+		}
 	}
 }

@@ -35,6 +35,10 @@ type EngineOptions struct {
 	// SortRows is about how many rows one step sorts where the costs are
 	// sorted in steps (0: defaultSortRows).
 	SortRows int64
+	// GroupRecords is about how many records one group of a large job's
+	// buckets holds when reconcile classifies the job a group at a time
+	// (0: defaultGroupRecords; sort.go).
+	GroupRecords int64
 	// SortInSteps sorts that table in steps from the start, instead of
 	// only once one sort ran out of memory (sort.go).
 	SortInSteps bool
@@ -73,9 +77,9 @@ type Engine struct {
 	stage *stager
 	// emptyDir holds the empty schema files; a catalog needs them to outlive the session.
 	emptyDir string
-	// chunkRows, sortRows and sortInSteps are EngineOptions', defaults filled in.
-	chunkRows, sortRows int64
-	sortInSteps         bool
+	// chunkRows, sortRows, groupRecords and sortInSteps are EngineOptions', defaults filled in.
+	chunkRows, sortRows, groupRecords int64
+	sortInSteps                       bool
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64
@@ -130,6 +134,9 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	e := &Engine{DB: db, lake: l, tmp: tmp, stage: st, chunkRows: o.ChunkRows, sortRows: o.SortRows, sortInSteps: o.SortInSteps}
 	if e.chunkRows <= 0 {
 		e.chunkRows = defaultChunkRows
+	}
+	if e.groupRecords = o.GroupRecords; e.groupRecords <= 0 {
+		e.groupRecords = defaultGroupRecords
 	}
 	if e.sortRows <= 0 {
 		e.sortRows = defaultSortRows

@@ -44,8 +44,8 @@ type PartitionResult struct {
 	partitionID
 	// Report holds the partition's counts and costs (they add up to the
 	// merged report's), its outcomes and line_costs tables
-	// (content-addressed Parquet objects, every column of reconcile.sql's
-	// tables), and the run's settings and files, to explain a refused merge.
+	// (content-addressed Parquet objects, every column of lines.sql's and
+	// outcomes.sql's tables), and the run's settings and files, to explain a refused merge.
 	// Its Report is the key of the report the merge of this run writes: the
 	// run's identity. Of the report's fields only partitionFields are stored.
 	Report
@@ -161,7 +161,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if err := in.stage(ctx, e, o, rep, &p); err != nil {
 		return nil, err
 	}
-	if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts); err != nil {
+	if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, nil); err != nil {
 		return nil, err
 	}
 	// The retry policy acts per record, so each partition applies it to its
@@ -534,6 +534,55 @@ func (in *runInputs) sources(ctx context.Context, e *Engine, p *lake.Partition) 
 	}
 	src["Quarantine"] = sqlList(paths)
 	return sources, src, nil
+}
+
+// sourceSet is a sources.sql or partition_sources.sql file and its data.
+type sourceSet struct {
+	file   string
+	params map[string]any
+}
+
+// sourceGroups returns, for a job split into buckets (lake.Manifest.ExpectedSplit)
+// and larger than about two groups of records, the sources of each group of
+// buckets, each group about records records or fewer, followed by the whole
+// job's sources; nil for any other job, which classify takes whole. A group
+// is a partition of the job (lake.Partition) whose bounds are its buckets'
+// own, so it reads its files whole and no other.
+func (in *runInputs) sourceGroups(ctx context.Context, e *Engine, records int64) ([]sourceSet, error) {
+	n := groupCount(in.m.ExpectedRecords, in.m.ExpectedSplit, records)
+	if n <= 1 {
+		return nil, nil
+	}
+	sets := make([]sourceSet, 0, n+1)
+	for k := range n {
+		file, params, err := in.sources(ctx, e, &lake.Partition{K: k, N: n})
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, sourceSet{file, params})
+	}
+	file, params, err := in.sources(ctx, e, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(sets, sourceSet{file, params}), nil
+}
+
+// groupCount is how many groups of buckets a job of n records split into
+// split buckets is classified in: the fewest that divide split evenly and
+// hold about per records or fewer each, and 1 (the job whole) when one or
+// two groups would do or the job is not split.
+func groupCount(n int64, split int, per int64) int {
+	if split <= 1 || per <= 0 || n <= 2*per {
+		return 1
+	}
+	want := (n + per - 1) / per
+	for g := 2; g < split; g++ {
+		if split%g == 0 && int64(g) >= want {
+			return g
+		}
+	}
+	return split
 }
 
 func tableKeys(fs []lake.TableFile) []string {

@@ -507,7 +507,11 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	// A merge (Merge) has its tables from the partitions already, the retry
 	// policy applied by each partition.
 	if !o.merged {
-		if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts); err != nil {
+		groups, err := in.sourceGroups(ctx, e, e.groupRecords)
+		if err != nil {
+			return nil, err
+		}
+		if err := classify(ctx, e, in.gateSQL, o.AcceptTruncated, o.MaxAttempts, groups); err != nil {
 			return nil, err
 		}
 		if len(in.held) > 0 {

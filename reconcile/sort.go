@@ -18,13 +18,35 @@ import (
 // 10M under 256MB they fit). EngineOptions.SortInSteps makes tests take the
 // steps. The outcomes table needs no such sort (outcomes.sql).
 
-// classify runs reconcile.sql (every line classified and priced, each
-// record's best line) and outcomes.sql (each record's outcome).
-func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int) error {
-	if err := e.ExecFile(ctx, "reconcile.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated}); err != nil {
+// classify runs reconcile.sql (the result files numbered and priced),
+// lines.sql (every line classified and priced, each record's best line) and
+// outcomes.sql (each record's outcome). With groups (sourceGroups), the last
+// of which is the whole job's sources, lines.sql and outcomes.sql run once
+// per group of buckets over that group's sources, and the whole job's are in
+// view again at the end.
+func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int, groups []sourceSet) error {
+	if err := e.ExecFile(ctx, "reconcile.sql", nil); err != nil {
 		return err
 	}
-	return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts})
+	group := func(g int) error {
+		if err := e.ExecFile(ctx, "lines.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated, "Group": g, "Insert": g > 0}); err != nil {
+			return err
+		}
+		return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Group": g, "Insert": g > 0})
+	}
+	if len(groups) == 0 {
+		return group(0)
+	}
+	all := groups[len(groups)-1]
+	for g, s := range groups[:len(groups)-1] {
+		if err := e.ExecFile(ctx, s.file, s.params); err != nil {
+			return err
+		}
+		if err := group(g); err != nil {
+			return err
+		}
+	}
+	return e.ExecFile(ctx, all.file, all.params)
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the

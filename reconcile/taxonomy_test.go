@@ -9,7 +9,7 @@ import (
 	"github.com/batchlake/batchlake/ingest"
 )
 
-// retryable mirrors the classification in sql/reconcile.sql for a failed
+// retryable mirrors the classification in sql/lines.sql for a failed
 // line: a permanent error_code first, then a retry status or a retry
 // error_code / error_type.
 func retryable(r Rules, status int, code string) bool {

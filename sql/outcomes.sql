@@ -8,8 +8,10 @@ SET preserve_insertion_order = false;
 -- from here a range of pos at a time (outcome_rows.sql), the wide ones from
 -- the expected files, which hold their rows in that order
 -- (expected_rows.sql). job_key and tenant, the same on every row, are left
--- to the readers.
-CREATE OR REPLACE TEMP TABLE outcomes AS
+-- to the readers. A large job's records come a group of buckets at a time
+-- (lines.sql): the first group creates the table, each later one (.Insert)
+-- adds its rows.
+{{if .Insert}}INSERT INTO outcomes BY NAME{{else}}CREATE OR REPLACE TEMP TABLE outcomes AS{{end}}
 WITH o AS (
     SELECT e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
            e.attempt, e.parent_job_key, e.pos,
@@ -25,7 +27,7 @@ WITH o AS (
     -- succeeded and was not cut needs none (the most lines by far, and so
     -- the smallest join).
     LEFT JOIN (SELECT line_key, error_code, status_code, truncated, schema_failed
-               FROM lines WHERE rank > 1 OR truncated) d ON d.line_key = b.line_key
+               FROM lines WHERE grp = {{.Group}} AND (rank > 1 OR truncated)) d ON d.line_key = b.line_key
 )
 SELECT
     record_id, business_key, shard_id, shard_line, custom_id, attempt, parent_job_key,
