@@ -1021,7 +1021,7 @@ type shardWriter struct {
 }
 
 func newShardWriter(tmpDir, id string) (*shardWriter, error) {
-	o, err := lake.NewObjectWriter(tmpDir, "batchlake-shard-*.jsonl")
+	o, err := lake.NewBulkObjectWriter(tmpDir, "batchlake-shard-*.jsonl")
 	if err != nil {
 		return nil, err
 	}

@@ -212,7 +212,8 @@ func (l *Lake) sameObject(ctx context.Context, key string, d Digest, n int64) er
 // links the file itself).
 type ObjectWriter struct {
 	f        *os.File
-	w        *bufio.Writer // nil once closed
+	w        *bufio.Writer // nil once closed, and for a bulk object
+	b        *bulkWriter   // a bulk object's writer (NewBulkObjectWriter); nil once closed
 	h        hash.Hash
 	n        int64
 	closeErr error
@@ -235,8 +236,25 @@ func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 	return &ObjectWriter{f: f, w: w, h: h}, nil
 }
 
+// NewBulkObjectWriter starts an object of many megabytes that nothing reads
+// soon after in a CreateTemp file in dir, written past the page cache where
+// the file system allows (bulkWriter).
+func NewBulkObjectWriter(dir, pattern string) (*ObjectWriter, error) {
+	f, err := CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	return &ObjectWriter{f: f, b: newBulkWriter(f, h), h: h}, nil
+}
+
 // Write appends p.
 func (o *ObjectWriter) Write(p []byte) (int, error) {
+	if o.b != nil {
+		n, err := o.b.Write(p)
+		o.n += int64(n)
+		return n, err
+	}
 	n, err := o.w.Write(p)
 	o.n += int64(n)
 	return n, err
@@ -258,6 +276,13 @@ func (o *ObjectWriter) Size() int64 { return o.n }
 // or Abort, and the write buffer is let go (for writers that wait before
 // they are committed). Nothing may be written after it.
 func (o *ObjectWriter) Close() error {
+	if o.b != nil {
+		o.closeErr = o.b.Flush()
+		if err := o.f.Close(); o.closeErr == nil {
+			o.closeErr = err
+		}
+		o.b = nil
+	}
 	if o.w != nil {
 		o.closeErr = o.w.Flush()
 		if err := o.f.Close(); o.closeErr == nil {

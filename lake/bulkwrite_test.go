@@ -1,0 +1,85 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// TestBulkObjectWriter: a bulk object holds exactly the bytes written and is
+// stored under their digest, whatever its size against the block and the
+// buffer, in the temp folder and in one on the disk (direct I/O where the
+// file system has it, as tmpfs has since Linux 6.6: every whole block
+// written direct, the tail's last partial one buffered), and with direct I/O
+// refused (every write buffered).
+func TestBulkObjectWriter(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	disk, err := os.MkdirTemp(".", "bulk-test-") // the repository's disk, not a tmpfs TMPDIR
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(disk) })
+	dirs := map[string]string{"temp": t.TempDir(), "disk": disk}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, mode := range []string{"temp", "disk", "refused"} {
+		dir := dirs[mode]
+		if mode == "refused" {
+			dir = disk
+		}
+		probe, err := CreateTemp(dir, "probe-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		canDirect := setDirect(probe, true) == nil && mode != "refused"
+		probe.Close()
+		os.Remove(probe.Name())
+		for _, size := range []int{0, 1, 4095, 4096, 4097, 1 << 20, 1<<20 + 1, 3<<20 + 17} {
+			t.Run(fmt.Sprintf("%s/%d", mode, size), func(t *testing.T) {
+				want := make([]byte, size)
+				for i := range want {
+					want[i] = byte(rng.Uint32())
+				}
+				o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
+				if err != nil {
+					t.Fatal(err)
+				}
+				bw := o.b
+				if mode == "refused" {
+					bw.buffered()
+				}
+				for rest := want; len(rest) > 0; { // writes of uneven sizes across the buffer's edge
+					n := min(len(rest), 1+rng.IntN(300_000))
+					if _, err := o.Write(rest[:n]); err != nil {
+						t.Fatal(err)
+					}
+					rest = rest[n:]
+				}
+				key, d, err := o.Commit(ctx, l, ObjectKey)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d != Sum(want) || key != ObjectKey(Sum(want)) {
+					t.Errorf("stored under %s (%s), want the digest of the bytes written %s", key, d, Sum(want))
+				}
+				if got, err := l.GetVerified(ctx, key, Sum(want)); err != nil || string(got) != string(want) {
+					t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
+				}
+				wantDirect := int64(0)
+				if canDirect {
+					wantDirect = int64(size / bulkAlign * bulkAlign)
+				}
+				if bw.directBytes != wantDirect {
+					t.Errorf("%d bytes written direct, want %d (direct I/O available: %v)", bw.directBytes, wantDirect, canDirect)
+				}
+				t.Logf("direct I/O available %v: %d of %d bytes written direct", canDirect, bw.directBytes, size)
+			})
+		}
+	}
+}
