@@ -13,14 +13,16 @@ import (
 // and file offset: the largest logical block size of common disks.
 const bulkAlign = 4096
 
-// bulkBuffers keeps bulkWriters' aligned 1 MiB buffers between objects.
+// bulkBuffers keeps bulkWriters' aligned 1 MiB buffers (*[]byte, empty)
+// between objects.
 var bulkBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 1<<20+bulkAlign)
 	off := 0
 	if r := int(uintptr(unsafe.Pointer(&b[0])) % bulkAlign); r != 0 {
 		off = bulkAlign - r
 	}
-	return b[off : off : off+1<<20]
+	b = b[off : off : off+1<<20]
+	return &b
 }}
 
 // bulkWriter writes a new file of many megabytes that nothing reads soon
@@ -37,13 +39,15 @@ type bulkWriter struct {
 	f      *os.File
 	h      hash.Hash
 	buf    []byte // aligned to bulkAlign; its cap a multiple of it
+	pooled *[]byte
 	direct bool
 	// directBytes counts the bytes written direct.
 	directBytes int64
 }
 
 func newBulkWriter(f *os.File, h hash.Hash) *bulkWriter {
-	w := &bulkWriter{f: f, h: h, buf: bulkBuffers.Get().([]byte)[:0]}
+	p := bulkBuffers.Get().(*[]byte)
+	w := &bulkWriter{f: f, h: h, buf: *p, pooled: p}
 	w.direct = setDirect(f, true) == nil
 	return w
 }
@@ -107,7 +111,7 @@ func (w *bulkWriter) Flush() error {
 	if err == nil && len(b) > 0 {
 		err = w.write(b)
 	}
-	bulkBuffers.Put(w.buf[:0])
-	w.buf = nil
+	bulkBuffers.Put(w.pooled)
+	w.buf, w.pooled = nil, nil
 	return err
 }
