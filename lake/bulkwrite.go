@@ -3,6 +3,7 @@ package lake
 import (
 	"errors"
 	"hash"
+	"io"
 	"os"
 	"sync"
 	"syscall"
@@ -34,7 +35,8 @@ var bulkBuffers = sync.Pool{New: func() any {
 // system time, and pushed the job's own inputs out of the cache). Whole
 // buffers are written direct; the tail, which need not fill a block, and
 // every write after a file system refuses direct I/O, go through the page
-// cache as any write does. The bytes are hashed as they are written.
+// cache as any write does. The bytes are hashed as they are written, if h
+// is not nil.
 type bulkWriter struct {
 	f      *os.File
 	h      hash.Hash
@@ -71,7 +73,9 @@ func (w *bulkWriter) Write(p []byte) (int, error) {
 // write hashes and writes b, which starts at an aligned offset of the file
 // and of the buffer: direct if b is whole blocks and the file takes it.
 func (w *bulkWriter) write(b []byte) error {
-	w.h.Write(b)
+	if w.h != nil {
+		w.h.Write(b)
+	}
 	if w.direct && len(b)%bulkAlign != 0 {
 		if err := w.buffered(); err != nil {
 			return err
@@ -114,4 +118,36 @@ func (w *bulkWriter) Flush() error {
 	bulkBuffers.Put(w.pooled)
 	w.buf, w.pooled = nil, nil
 	return err
+}
+
+// bulkCopyMin is the size from which a local lake stores a file by bulkCopy:
+// a batch's raw output or input, which nothing reads soon after it is
+// archived (verify does, in its own time).
+const bulkCopyMin = 64 << 20
+
+// bulkCopy copies r to the new file f past the page cache, as bulkWriter
+// writes (reading straight into its aligned buffer), and returns the number
+// of bytes copied.
+func bulkCopy(f *os.File, r io.Reader) (int64, error) {
+	w := newBulkWriter(f, nil)
+	var n int64
+	for {
+		k, err := r.Read(w.buf[len(w.buf):cap(w.buf)])
+		w.buf = w.buf[:len(w.buf)+k]
+		n += int64(k)
+		if len(w.buf) == cap(w.buf) {
+			if werr := w.write(w.buf); werr != nil {
+				w.Flush()
+				return n, werr
+			}
+			w.buf = w.buf[:0]
+		}
+		if err == io.EOF {
+			return n, w.Flush()
+		}
+		if err != nil {
+			w.Flush()
+			return n, err
+		}
+	}
 }

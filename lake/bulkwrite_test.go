@@ -1,10 +1,14 @@
 package lake
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -81,5 +85,69 @@ func TestBulkObjectWriter(t *testing.T) {
 				t.Logf("direct I/O available %v: %d of %d bytes written direct", canDirect, bw.directBytes, size)
 			})
 		}
+	}
+}
+
+// chunkReader returns its bytes in reads of uneven sizes.
+type chunkReader struct {
+	b   []byte
+	rng *rand.Rand
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 1+r.rng.IntN(200_000))], r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// TestBulkCopy: bulkCopy copies every byte, whatever the reads' sizes and
+// the file's against the buffer; and a local lake stores a file of
+// bulkCopyMin bytes or more (a batch's raw output) through it, byte for byte.
+func TestBulkCopy(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	dir := t.TempDir()
+	for _, size := range []int{0, 1, 4096, 4097, 1 << 20, 3<<20 + 17} {
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(rng.Uint32())
+		}
+		f, err := CreateTemp(dir, "copy-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := bulkCopy(f, &chunkReader{want, rng})
+		f.Close()
+		got, rerr := os.ReadFile(f.Name())
+		if err != nil || rerr != nil || n != int64(size) || !bytes.Equal(got, want) {
+			t.Errorf("%d bytes: copied %d (%v), read back %d (%v), equal %v", size, n, err, len(got), rerr, bytes.Equal(got, want))
+		}
+	}
+	if testing.Short() {
+		return // -short: not the 64 MiB file
+	}
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	want := make([]byte, bulkCopyMin+8)
+	for i := 0; i < len(want); i += 8 {
+		binary.LittleEndian.PutUint64(want[i:], rng.Uint64())
+	}
+	want = want[:bulkCopyMin+5]
+	src := filepath.Join(dir, "output.jsonl")
+	if err := os.WriteFile(src, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, n, err := l.PutFile(ctx, src, ObjectKey)
+	if err != nil || d != Sum(want) || n != int64(len(want)) {
+		t.Fatalf("PutFile: %s, %d bytes, %v; want %s, %d", d, n, err, Sum(want), len(want))
+	}
+	if got, err := l.GetVerified(ctx, ObjectKey(d), d); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
 	}
 }

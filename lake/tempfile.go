@@ -155,7 +155,8 @@ var errNoTemp = errors.New("no temp file beside the target")
 // error, and compare the bytes themselves. sync flushes the bytes to disk
 // before the link, for small commit markers whose loss would be worse than
 // the fsync. It is the one write-once create of a local lake: objects,
-// markers and ledger events all go through it.
+// markers and ledger events all go through it. A file of bulkCopyMin bytes
+// or more is copied past the page cache (bulkCopy).
 func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
 		return false, fmt.Errorf("%w: %v", errNoTemp, err)
@@ -165,7 +166,12 @@ func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err 
 		return false, fmt.Errorf("%w: %v", errNoTemp, err)
 	}
 	defer os.Remove(tmp.Name())
-	m, err := io.Copy(tmp, r)
+	var m int64
+	if n >= bulkCopyMin {
+		m, err = bulkCopy(tmp, r)
+	} else {
+		m, err = io.Copy(tmp, r)
+	}
 	if err == nil && sync {
 		err = tmp.Sync()
 	}
