@@ -65,16 +65,7 @@ func TestBulkObjectWriter(t *testing.T) {
 					}
 					rest = rest[n:]
 				}
-				key, d, err := o.Commit(ctx, l, ObjectKey)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d != Sum(want) || key != ObjectKey(Sum(want)) {
-					t.Errorf("stored under %s (%s), want the digest of the bytes written %s", key, d, Sum(want))
-				}
-				if got, err := l.GetVerified(ctx, key, Sum(want)); err != nil || string(got) != string(want) {
-					t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
-				}
+				commitChecked(ctx, t, l, o, want)
 				wantDirect := int64(0)
 				if canDirect {
 					wantDirect = int64(size / bulkAlign * bulkAlign)

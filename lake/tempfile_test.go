@@ -222,20 +222,27 @@ func testObjectWriter(t *testing.T, closeFirst bool) {
 				t.Errorf("after Close: temp file of %d bytes, buffer kept %v; want %d bytes", st.Size(), o.w != nil, len(want))
 			}
 		}
-		key, d, err := o.Commit(ctx, l, ObjectKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d != Sum(want) || key != ObjectKey(Sum(want)) {
-			t.Errorf("stored under %s (%s), want the digest of the bytes written %s", key, d, Sum(want))
-		}
-		if got, err := l.GetVerified(ctx, key, Sum(want)); err != nil || string(got) != string(want) {
-			t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
-		}
+		commitChecked(ctx, t, l, o, want)
 		if left, _ := os.ReadDir(tmp); len(left) != 0 {
 			t.Errorf("temp files left: %v", left)
 		}
 	})
+}
+
+// commitChecked commits o and checks that it is stored under the digest of
+// want and reads back as want.
+func commitChecked(ctx context.Context, t *testing.T, l *Lake, o *ObjectWriter, want []byte) {
+	t.Helper()
+	key, d, err := o.Commit(ctx, l, ObjectKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != Sum(want) || key != ObjectKey(Sum(want)) {
+		t.Errorf("stored under %s (%s), want the digest of the bytes written %s", key, d, Sum(want))
+	}
+	if got, err := l.GetVerified(ctx, key, Sum(want)); err != nil || string(got) != string(want) {
+		t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
+	}
 }
 
 // TestLocalObjectsReadOnly: every file a local lake stores (PutOnce, a copied
