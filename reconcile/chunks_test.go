@@ -37,14 +37,24 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 				if (m.ExpectedSplit > 1) != (splitMin > 0) {
 					t.Fatalf("expected table split in %d files, planned with split minimum %d", m.ExpectedSplit, splitMin)
 				}
+				var e *Engine
 				o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name),
-					ChunkRows: rows, SortRows: rows, SortInSteps: rows < 1<<40, GroupRecords: group}}
-				if n := groupCount(m.ExpectedRecords, m.ExpectedSplit, o.Engine.GroupRecords); (n > 1) != (splitMin > 0 && group < 1<<40) {
-					t.Fatalf("%s: %d records in %d buckets, %d a group: classified in %d groups", name, m.ExpectedRecords, m.ExpectedSplit, group, n)
-				}
+					ChunkRows: rows, SortRows: rows, SortInSteps: rows < 1<<40, GroupRecords: group, OnOpen: func(s *Engine) { e = s }}}
 				rep, err := Run(ctx, l, o)
 				if err != nil {
 					t.Fatal(err)
+				}
+				want := 0 // whole
+				if splitMin > 0 && group < 1<<40 {
+					if want = groupCount(m.ExpectedRecords, m.ExpectedSplit, group); want < 2 {
+						t.Fatalf("%s: %d records in %d buckets, %d a group: %d groups, want several", name, m.ExpectedRecords, m.ExpectedSplit, group, want)
+					}
+				}
+				if e == nil {
+					t.Fatalf("%s: no session opened", name)
+				}
+				if e.groups != want {
+					t.Fatalf("%s: %d records in %d buckets, %d a group: classified in %d groups (0: whole), want %d", name, m.ExpectedRecords, m.ExpectedSplit, group, e.groups, want)
 				}
 				return rep, objectsOf(t, l, rep)
 			}

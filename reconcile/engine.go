@@ -80,6 +80,9 @@ type Engine struct {
 	// chunkRows, sortRows, groupRecords and sortInSteps are EngineOptions', defaults filled in.
 	chunkRows, sortRows, groupRecords int64
 	sortInSteps                       bool
+	// groups is how many groups of buckets classify took the job in (0:
+	// whole).
+	groups int
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64

@@ -38,6 +38,7 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 		return group(0)
 	}
 	all := groups[len(groups)-1]
+	e.groups = len(groups) - 1
 	for g, s := range groups[:len(groups)-1] {
 		if err := e.ExecFile(ctx, s.file, s.params); err != nil {
 			return err
