@@ -60,14 +60,21 @@ func (w *bulkWriter) Write(p []byte) (int, error) {
 		c := copy(w.buf[len(w.buf):cap(w.buf)], p)
 		w.buf = w.buf[:len(w.buf)+c]
 		p, n = p[c:], n+c
-		if len(w.buf) == cap(w.buf) {
-			if err := w.write(w.buf); err != nil {
-				return n, err
-			}
-			w.buf = w.buf[:0]
+		if err := w.spill(); err != nil {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// spill writes the buffer once it is full, and empties it.
+func (w *bulkWriter) spill() error {
+	if len(w.buf) < cap(w.buf) {
+		return nil
+	}
+	err := w.write(w.buf)
+	w.buf = w.buf[:0]
+	return err
 }
 
 // write hashes and writes b, which starts at an aligned offset of the file
@@ -135,18 +142,14 @@ func bulkCopy(f *os.File, r io.Reader) (int64, error) {
 		k, err := r.Read(w.buf[len(w.buf):cap(w.buf)])
 		w.buf = w.buf[:len(w.buf)+k]
 		n += int64(k)
-		if len(w.buf) == cap(w.buf) {
-			if werr := w.write(w.buf); werr != nil {
-				w.Flush()
-				return n, werr
-			}
-			w.buf = w.buf[:0]
-		}
-		if err == io.EOF {
-			return n, w.Flush()
+		if err == nil {
+			err = w.spill()
 		}
 		if err != nil {
-			w.Flush()
+			ferr := w.Flush()
+			if err == io.EOF {
+				err = ferr
+			}
 			return n, err
 		}
 	}

@@ -15,9 +15,9 @@ import (
 const defaultChunkRows = 1 << 16
 
 // defaultGroupRecords is about how many records reconcile classifies at a
-// time in a job split into buckets (EngineOptions.GroupRecords): a million
-// records' lines join to their records in memory at the default
-// --memory-limit, where ten million spill.
+// time in a job split into buckets (EngineOptions.GroupRecords): at 10M
+// records, 8 groups took about a sixth less cpu than the job whole, most of
+// it in outcomes.sql (docs/performance.md), and peaked lower than 16.
 const defaultGroupRecords = 1_250_000
 
 // defaultSortRows is about how many rows one statement of cost_sort.sql sorts, when a table's one sort ran out of memory (sort.go):

@@ -12,8 +12,8 @@
 --
 -- A job's records and their lines share a bucket (the partition function of
 -- the custom_id), so a large job is classified a group of buckets at a time:
--- each group's join of lines to records fits in memory where the whole
--- job's spills. The first group creates lines, each later one (.Insert) adds
+-- each group's outcomes (outcomes.sql) join only its own records, lines and
+-- best lines, and come out clustered by expected file. The first group creates lines, each later one (.Insert) adds
 -- its rows; grp keeps each group's rows apart for best and outcomes.sql.
 SET preserve_insertion_order = false;
 
