@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -45,17 +46,26 @@ func scanString(b []byte, i int) (int, jflags) {
 	var fl jflags
 	i++
 	for i < len(b) {
-		// Eight bytes at a time while none is a quote, a backslash or a
-		// control character: a line's strings are most of its bytes.
+		// Eight bytes at a time up to the first quote, backslash or control
+		// character: a line's strings are most of its bytes. The lowest
+		// flagged byte of the masks is always a true one (a false flag can
+		// only follow a true one), so i jumps straight to it.
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
-			if hasZeroByte(w^(ones*'"'))|hasZeroByte(w^(ones*'\\'))|hasByteBelow(w, 0x20) != 0 {
-				break
+			m := hasZeroByte(w^(ones*'"')) | hasZeroByte(w^(ones*'\\')) | hasByteBelow(w, 0x20)
+			if m == 0 {
+				if w&(ones*0x80) != 0 {
+					fl |= jHigh
+				}
+				i += 8
+				continue
 			}
-			if w&(ones*0x80) != 0 {
+			k := bits.TrailingZeros64(m) &^ 7 // 8 × the first special byte's index
+			if w&(ones*0x80)&(1<<k-1) != 0 {
 				fl |= jHigh
 			}
-			i += 8
+			i += k >> 3
+			break
 		}
 		if i >= len(b) {
 			break
