@@ -35,7 +35,7 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
     l.price_model, l.unpriced, l.cost_usd,
     CAST(CASE
         WHEN l.record_id IS NULL THEN 0
-        WHEN l.rank = 1 AND b.best_key IS NOT NULL THEN 1
+        WHEN l.rank = 1 AND nb.line_key IS NULL THEN 1
         WHEN l.rank = 1 THEN 2
         -- A real-time call that may have reached the provider without an
         -- answer, of a record answered by another call: a duplicate submission.
@@ -47,12 +47,11 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.m
     END AS UTINYINT) AS cat
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
--- Three lookups, none of them a hash table of every record's custom_id
--- (at 10M what does not fit in --memory-limit spills). Whether a line is its
--- record's best is asked of the best lines' keys: line_key is unique, and an
--- integer. The records given up on, and the answered records of the lines
--- that may have been sent, are few.
-LEFT JOIN (SELECT best_key FROM outcomes) b ON b.best_key = l.line_key
+-- Three lookups of small sets, none of them a hash table of every record
+-- (at 10M what does not fit in --memory-limit spills): the succeeded lines
+-- that are not their record's best (not_best, lines.sql), the records given
+-- up on, and the answered records of the lines that may have been sent.
+LEFT JOIN not_best nb ON nb.line_key = l.line_key
 LEFT JOIN (SELECT custom_id FROM outcomes
            WHERE disposition = 'manual' AND outcome <> 'failed_permanent') g ON g.custom_id = l.custom_id
 LEFT JOIN (SELECT custom_id FROM outcomes
@@ -66,4 +65,6 @@ ORDER BY f.out_no, l.line_no;
 SET preserve_insertion_order = false;
 
 DROP TABLE lines;
+
+DROP TABLE not_best;
 

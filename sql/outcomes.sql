@@ -15,7 +15,7 @@ SET preserve_insertion_order = false;
 WITH o AS (
     SELECT e.record_id, e.business_key, e.shard_id, e.shard_line, e.custom_id,
            e.attempt, e.parent_job_key, e.pos,
-           b.line_key AS best_key, CAST(b.line_key >> 59 AS UTINYINT) AS rank,
+           CAST(b.line_key >> 59 AS UTINYINT) AS rank,
            d.error_code AS error_code, d.status_code AS status_code,
            coalesce(d.truncated, false) AS truncated,
            coalesce(d.schema_failed, false) AS schema_failed,
@@ -48,7 +48,6 @@ SELECT
         ELSE 'manual'
     END AS disposition,
     cost_usd,
-    best_key,
     truncated,
     pos
 FROM o;
