@@ -832,7 +832,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			return &errkind.InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
 		}
 		row := lake.ExpectedRow{
-			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, RecordID: r.rid.Hex(),
+			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, ShardOffset: bytes, RecordID: r.rid.Hex(),
 			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
 			RequestSHA256: r.req.Hex(), ModelConfigHash: cfgHex.of(r.cfg), InputLine: r.line,
 		}

@@ -17,7 +17,9 @@ package lake
 //	5  as 4; the outcomes rows in the order of the job's expected files (the
 //	   files in the manifest's order, each one's rows in turn) instead of
 //	   record_id order, which reconcile no longer sorts them into
-const TableVersion = 5
+//	6  as 5; each expected row holds its line's byte offset in its shard
+//	   (shard_offset), so a retry reads only its records' lines
+const TableVersion = 6
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
@@ -38,6 +40,9 @@ type ExpectedRow struct {
 	// Plan's estimate of the record's tokens (lake.Estimate).
 	EstInputTokens  int64 `parquet:"est_input_tokens"`
 	EstOutputTokens int64 `parquet:"est_output_tokens"`
+	// ShardOffset is where the record's line starts in its shard, in bytes
+	// (table format 6; NULL in older files).
+	ShardOffset int64 `parquet:"shard_offset"`
 }
 
 // AttemptRow is one result line ingested from a provider output or error file.

@@ -65,6 +65,10 @@ type Options struct {
 	// reads and fail the query).
 	retryReadStart  func(shardID string)
 	retryQueryShard func(shardID string) error
+	// retryWholeShards reads each input shard whole for the retry, as for
+	// expected rows that do not say where their lines start (tests compare
+	// the two reads).
+	retryWholeShards bool
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool

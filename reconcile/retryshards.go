@@ -37,6 +37,8 @@ type retryWant struct {
 	line    int64
 	old     string
 	attempt int32
+	off     int64  // where the line starts in its shard; -1 if the expected row does not say
+	digest  string // the record's request digest
 }
 
 // writeRetry writes the retry shards (provider-ready, original request bodies,
@@ -76,7 +78,7 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 				if o.retryReadStart != nil {
 					o.retryReadStart(sr.s.ShardID)
 				}
-				err := sr.read(gctx, l, m, f)
+				err := sr.read(gctx, l, m, f, o.retryWholeShards)
 				sr.done <- err
 				return err
 			})
@@ -115,7 +117,7 @@ func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, reached fu
 	for rows.Next() {
 		var w retryWant
 		var shard string
-		if err := rows.Scan(&w.lin.RecordID, &w.lin.BusinessKey, &w.old, &shard, &w.line, &w.attempt, &w.lin.RetryReason); err != nil {
+		if err := rows.Scan(&w.lin.RecordID, &w.lin.BusinessKey, &w.old, &shard, &w.line, &w.attempt, &w.lin.RetryReason, &w.off, &w.digest); err != nil {
 			return fmt.Errorf("sql retry_set.sql: %w", err)
 		}
 		if cur == nil || shard != cur.s.ShardID {
@@ -146,9 +148,14 @@ func eachRetryShard(ctx context.Context, e *Engine, m *lake.Manifest, reached fu
 	return nil
 }
 
-// read streams the shard once, verifying its digest to the end, and keeps
-// each wanted line with its new custom id and its lineage row.
-func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
+// read keeps each wanted line of the shard with its new custom id and its
+// lineage row. Where the expected rows say where the lines start, it reads
+// those lines alone (readLines); otherwise it streams the whole shard once,
+// verifying the shard's digest to the end.
+func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format, whole bool) error {
+	if !whole && sr.byOffset() {
+		return sr.readLines(ctx, l, m, f)
+	}
 	rc, err := l.OpenVerified(ctx, lake.ObjectKey(sr.s.Object), sr.s.Object)
 	if err != nil {
 		return err
@@ -168,25 +175,9 @@ func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, 
 			}
 			at++
 		}
-		next := int(w.attempt) + 1
-		w.lin.CustomID = ingest.RetryCustomID(next, w.lin.RecordID)
-		w.lin.Attempt = next
-		w.lin.ParentJobKey = m.JobKey
-		w.lin.ParentShardID = shard
-		line, err := f.WithCustomID(sc.Bytes(), w.lin.CustomID)
-		if err != nil {
-			return fmt.Errorf("retry: shard %s line %d: %w", shard, w.line, err)
-		}
-		lj := struct {
-			ingest.Lineage
-			ParentCustomID string `json:"parent_custom_id"`
-		}{w.lin, w.old}
-		b, err := json.Marshal(lj)
-		if err != nil {
+		if err := sr.keep(m, f, w, sc.Bytes()); err != nil {
 			return err
 		}
-		sr.lines = append(sr.lines, line)
-		sr.lineage = append(sr.lineage, b)
 	}
 	// Drain so the shard's digest is verified to the end.
 	for sc.Scan() {
@@ -194,6 +185,81 @@ func (sr *shardRetry) read(ctx context.Context, l *lake.Lake, m *lake.Manifest, 
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("retry: read shard %s: %w", shard, err)
 	}
+	return nil
+}
+
+// byOffset says whether every wanted line's start is known (expected rows
+// of table format 6 on), in increasing order.
+func (sr *shardRetry) byOffset() bool {
+	last := int64(-1)
+	for _, w := range sr.wants {
+		if w.off <= last || w.digest == "" {
+			return false
+		}
+		last = w.off
+	}
+	return len(sr.wants) > 0
+}
+
+// readLines reads only the wanted lines, each from where its expected row
+// says it starts, and checks each against its record: the line must parse as
+// a request of the job's format with the record's custom id and request
+// digest (what plan computed from the same bytes). A shard's other lines are
+// not read: at a few per cent of records to retry, hashing every byte of
+// every shard was most of the retry's time.
+func (sr *shardRetry) readLines(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
+	key, shard := lake.ObjectKey(sr.s.Object), sr.s.ShardID
+	src, err := openLines(ctx, l, key, sr.s.Bytes)
+	if err != nil {
+		return fmt.Errorf("retry: read shard %s: %w", shard, err)
+	}
+	defer src.Close()
+	for _, w := range sr.wants {
+		line, err := src.lineAt(w.off)
+		if err != nil {
+			return fmt.Errorf("retry: shard %s line %d (byte %d): %w", shard, w.line, w.off, err)
+		}
+		rec, ierr := f.ParseInput(line, "")
+		switch {
+		case ierr != nil:
+			err = fmt.Errorf("not a request: %s", ierr.Msg)
+		case rec.CustomID != w.old:
+			err = fmt.Errorf("custom_id %q, but the record's is %q", rec.CustomID, w.old)
+		case rec.RequestDigest.Hex() != w.digest:
+			err = fmt.Errorf("request digest %s, but the record's is %s", rec.RequestDigest.Hex()[:12], w.digest[:min(12, len(w.digest))])
+		}
+		if err != nil {
+			return fmt.Errorf("retry: shard %s line %d (byte %d): %w: %w", shard, w.line, w.off, err, lake.ErrCorrupt)
+		}
+		if err := sr.keep(m, f, w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keep adds the wanted line w, with its new custom id, and its lineage row.
+func (sr *shardRetry) keep(m *lake.Manifest, f ingest.Format, w retryWant, src []byte) error {
+	shard := sr.s.ShardID
+	next := int(w.attempt) + 1
+	w.lin.CustomID = ingest.RetryCustomID(next, w.lin.RecordID)
+	w.lin.Attempt = next
+	w.lin.ParentJobKey = m.JobKey
+	w.lin.ParentShardID = shard
+	line, err := f.WithCustomID(src, w.lin.CustomID)
+	if err != nil {
+		return fmt.Errorf("retry: shard %s line %d: %w", shard, w.line, err)
+	}
+	lj := struct {
+		ingest.Lineage
+		ParentCustomID string `json:"parent_custom_id"`
+	}{w.lin, w.old}
+	b, err := json.Marshal(lj)
+	if err != nil {
+		return err
+	}
+	sr.lines = append(sr.lines, line)
+	sr.lineage = append(sr.lineage, b)
 	return nil
 }
 

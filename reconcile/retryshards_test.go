@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,28 +26,35 @@ func TestRetryShardsInOrder(t *testing.T) {
 	t.Parallel()
 	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
 	dir := t.TempDir()
-	run := func(name string, budget int64, start func(string)) *Report {
+	run := func(name string, budget int64, start func(string), whole bool) *Report {
 		t.Helper()
 		l, m, rep := reconcileNewWith(t, dir, name, g, 17, func(o *Options) {
-			o.RetryReadBytes, o.retryReadStart = budget, start
+			o.RetryReadBytes, o.retryReadStart, o.retryWholeShards = budget, start, whole
 		})
 		objs := objectsOf(t, l, rep)
 		checkRetryOrder(t, g, m, rep, objs)
 		return rep
 	}
 	// One shard at a time: the budget admits one read.
-	want := run("serial", 1, func(string) {})
+	want := run("serial", 1, func(string) {}, false)
 	if len(want.RetryShards) < 2 {
 		t.Fatalf("%d retry shards: the test needs several", len(want.RetryShards))
 	}
 	// The first shards' reads finish last.
-	got := run("parallel", 64<<20, func(shard string) {
+	slow := func(shard string) {
 		if shard == "part-00000" || shard == "part-00001" {
 			time.Sleep(100 * time.Millisecond)
 		}
-	})
+	}
+	got := run("parallel", 64<<20, slow, false)
 	if !slices.Equal(got.RetryShards, want.RetryShards) || got.RetryLineage != want.RetryLineage {
 		t.Errorf("read in parallel: shards %v lineage %s; one at a time: %v, %s", got.RetryShards, got.RetryLineage, want.RetryShards, want.RetryLineage)
+	}
+	// Each input shard streamed whole (expected rows that do not say where
+	// their lines start) instead of its retry lines read alone.
+	got = run("whole", 64<<20, slow, true)
+	if !slices.Equal(got.RetryShards, want.RetryShards) || got.RetryLineage != want.RetryLineage {
+		t.Errorf("shards read whole: shards %v lineage %s; lines read alone: %v, %s", got.RetryShards, got.RetryLineage, want.RetryShards, want.RetryLineage)
 	}
 }
 
@@ -122,36 +130,70 @@ func checkRetryOrder(t *testing.T, g genBatch, m *lake.Manifest, rep *Report, ob
 	}
 }
 
-// TestRetryShardCorrupt: an input shard whose bytes no longer match its
-// digest fails the reconcile, naming the damage, while other shards are
-// being read; nothing hangs and no report is written.
+// TestRetryShardCorrupt: an input shard whose retry lines are not what plan
+// stored fails the reconcile, naming the damage, while other shards are
+// being read; nothing hangs and no report is written. Read whole, a shard
+// fails on any byte that differs from its digest; its lines read alone, on
+// a line that is not its record's request (its request digest, its
+// custom_id, or no request at all), or that does not start or end where the
+// expected row says.
 func TestRetryShardCorrupt(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, dir := testLake(t)
-	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
-	m := planAndIngest(t, l, dir, g, 17)
-	s := m.Shards[len(m.Shards)/2]
-	path := filepath.Join(dir, "lake", filepath.FromSlash(lake.ObjectKey(s.Object)))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name   string
+		whole  bool
+		damage func(b []byte) []byte // the shard's bytes, damaged
+		want   string
+	}{
+		{"whole", true, func(b []byte) []byte { b[len(b)/2] ^= 1; return b }, "hashes to"},
+		{"request", false, eachLine(func(l []byte) { l[bytes.LastIndex(l, []byte(`"content"`))+12] ^= 1 }), "request digest"},
+		{"custom_id", false, eachLine(func(l []byte) { l[bytes.Index(l, []byte(`"custom_id"`))+15] ^= 1 }), "custom_id"},
+		{"not json", false, eachLine(func(l []byte) { l[0] = '[' }), "not a request"},
+		{"shifted", false, func(b []byte) []byte { return append([]byte(" "), b[:len(b)-1]...) }, "not a request"},
+		{"truncated", false, func(b []byte) []byte { return b[:len(b)-1] }, "manifest says"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			l, dir := testLake(t)
+			g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
+			m := planAndIngest(t, l, dir, g, 17)
+			s := m.Shards[len(m.Shards)/2]
+			path := filepath.Join(dir, "lake", filepath.FromSlash(lake.ObjectKey(s.Object)))
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, c.damage(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
+			o.retryWholeShards = c.whole
+			_, err = Run(ctx, l, o)
+			t.Log(err)
+			if !errors.Is(err, lake.ErrCorrupt) || !strings.Contains(err.Error(), s.ShardID) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want lake.ErrCorrupt naming shard %s and %q", err, s.ShardID, c.want)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("reconcile hung")
+			}
+			job, _ := lake.ParseDigest(m.JobKey)
+			if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
+				t.Errorf("a report was written: %+v", rep)
+			}
+		})
 	}
-	b[len(b)/2] ^= 1
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}})
-	t.Log(err)
-	if !errors.Is(err, lake.ErrCorrupt) {
-		t.Fatalf("err = %v, want lake.ErrCorrupt", err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("reconcile hung")
-	}
-	job, _ := lake.ParseDigest(m.JobKey)
-	if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
-		t.Errorf("a report was written: %+v", rep)
+}
+
+// eachLine applies damage to every line of a shard, in place.
+func eachLine(damage func(line []byte)) func(b []byte) []byte {
+	return func(b []byte) []byte {
+		for rest := b; len(rest) > 0; {
+			i := bytes.IndexByte(rest, '\n')
+			damage(rest[:i])
+			rest = rest[i+1:]
+		}
+		return b
 	}
 }
 
