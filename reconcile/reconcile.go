@@ -558,6 +558,10 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	start = time.Now()
 	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
+		// The retry set with its lines' places, under the tables' limit.
+		if err := e.ExecFile(ctx, "retry_rows.sql", nil); err != nil {
+			return nil, err
+		}
 		if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
 			return nil, err
 		}
