@@ -204,9 +204,15 @@ func TestTableFormat1LakeReads(t *testing.T) {
 	})
 
 	// Reconcile the first job again with other settings: a new run, whose
-	// outcomes and costs files are format 2.
-	if _, err := Run(ctx, l, Options{JobKey: first.JobKey, MaxAttempts: 7, TmpDir: tmp, Engine: EngineOptions{Threads: 1}}); err != nil {
+	// outcomes and costs files are format 2. Its expected rows (format 1) do
+	// not say where the records' lines start in their shards: the retry reads
+	// the shards whole.
+	rep, err := Run(ctx, l, Options{JobKey: first.JobKey, MaxAttempts: 7, TmpDir: tmp, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.RetryRecords == 0 || len(rep.RetryShards) == 0 || rep.RetryLineage == "" {
+		t.Fatalf("the first job again: %d records to retry in shards %v (lineage %q), want a retry", rep.RetryRecords, rep.RetryShards, rep.RetryLineage)
 	}
 	var kinds int64
 	queryOne(t, "SELECT count(DISTINCT type) FROM parquet_schema("+quote(filepath.Join(dir, "tables", "costs", "**", "*.parquet"))+") WHERE name = 'cost_usd'", &kinds)

@@ -8,7 +8,7 @@ SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
 -- Each expected row with its place in the job's expected files, as
 -- sources.sql numbers them (.Expected is the manifest's list, after the
 -- empty file that fixes the schema): the partitions' outcomes carry it, and
--- retry_set.sql joins by it.
+-- retry_rows.sql joins by it.
 CREATE OR REPLACE TEMP VIEW expected_at AS
 SELECT * EXCLUDE (filename, file_row_number),
        (CAST(list_position({{.Expected}}, filename) - 1 AS BIGINT) << 40) | file_row_number AS pos
