@@ -328,6 +328,21 @@ func TestStorageFaultsSurvived(t *testing.T) {
 				t.Errorf("OpenVerified streamed %d bytes, want the %d stored", len(got), len(payload("a")))
 			}
 		}},
+		{"OpenAt", "get", faultResetDownload, func(t *testing.T, f *faultyS3) {
+			const off = 3
+			r, err := f.lake.OpenAt(ctx, "objects/a.bin", off)
+			if err != nil {
+				t.Fatalf("OpenAt: %v", err)
+			}
+			got, err := io.ReadAll(r)
+			r.Close()
+			if err != nil {
+				t.Fatalf("read OpenAt stream: %v", err)
+			}
+			if want := payload("a")[off:]; !bytes.Equal(got, want) {
+				t.Errorf("OpenAt streamed %d bytes, want the %d stored from byte %d", len(got), len(want), off)
+			}
+		}},
 		{"List", "list", faultResetDownload, func(t *testing.T, f *faultyS3) {
 			got, err := f.lake.List(ctx, "objects/")
 			if err != nil {
@@ -413,6 +428,15 @@ func TestStorageFaultsPersist(t *testing.T) {
 		}},
 		{"OpenVerified", "get", faultResetDownload, "objects/g.bin", func(f *faultyS3) error {
 			r, err := f.lake.OpenVerified(ctx, "objects/g.bin", Sum(payload("g")))
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.ReadAll(r)
+			return err
+		}},
+		{"OpenAt", "get", faultResetDownload, "objects/g.bin", func(f *faultyS3) error {
+			r, err := f.lake.OpenAt(ctx, "objects/g.bin", 1)
 			if err != nil {
 				return err
 			}
