@@ -291,9 +291,14 @@ func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, erro
 }
 
 // scanCosts reads a reconcile's costs table in ranges of costed's stored
-// order (cost_scan.sql), naming each row's raw file from its out_no.
+// order (cost_scan.sql), naming each row's raw file from its out_no and its
+// provider and models from its mp_no.
 func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
 	raws, err := costFiles(ctx, e)
+	if err != nil {
+		return err
+	}
+	models, err := costModels(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -306,8 +311,8 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 		fileModes[i] = modeOf(modes, raw)
 	}
 	for _, r := range ranges {
-		// record_id custom_id attempt provider model_version category line_no price_model cost_usd out_no unpriced
-		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsssnsmnn", func(x *scanRow) error {
+		// record_id custom_id attempt category line_no cost_usd out_no unpriced mp_no
+		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsnmnnn", func(x *scanRow) error {
 			s, n := x.s, x.n
 			if err := inOrder(n[2], n[1]); err != nil {
 				return err
@@ -315,8 +320,12 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 			if n[2] < 1 || n[2] > int64(len(raws)) {
 				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
 			}
-			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: s[2],
-				ModelVersion: s[3], Category: s[4], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: s[5], CostUSD: x.m[0], Unpriced: n[3] != 0,
+			mp, ok := models[n[4]]
+			if !ok {
+				return fmt.Errorf("reconcile: cost row of file %d line %d has no provider and model (mp_no %d)", n[2], n[1], n[4])
+			}
+			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: mp.provider,
+				ModelVersion: mp.version, Category: s[2], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: mp.price, CostUSD: x.m[0], Unpriced: n[3] != 0,
 				Mode: fileModes[n[2]-1]})
 		})
 		if err != nil {
@@ -324,6 +333,31 @@ func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(ou
 		}
 	}
 	return nil
+}
+
+// costModel is a line's provider, model version and price model.
+type costModel struct{ provider, version, price string }
+
+// costModels reads cost_models.sql: each mp_no's provider and models.
+func costModels(ctx context.Context, e *Engine) (map[int64]costModel, error) {
+	rows, err := e.QueryFile(ctx, "cost_models.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]costModel{}
+	for rows.Next() {
+		var n int64
+		var c costModel
+		if err := rows.Scan(&n, &c.provider, &c.version, &c.price); err != nil {
+			return nil, fmt.Errorf("sql cost_models.sql: %w", err)
+		}
+		out[n] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql cost_models.sql: %w", err)
+	}
+	return out, nil
 }
 
 // costFiles lists the result files' raw_sha256 in out_no order (out_no 1 first).

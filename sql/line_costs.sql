@@ -31,8 +31,7 @@ CREATE OR REPLACE TEMP TABLE costed AS
 
 CREATE OR REPLACE TEMP TABLE costed_u AS
 {{- end}}
-SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.provider, l.model_version,
-    l.price_model, l.unpriced, l.cost_usd,
+SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.mp_no, l.unpriced, l.cost_usd,
     CAST(CASE
         WHEN l.record_id IS NULL THEN 0
         WHEN l.rank = 1 AND nb.line_key IS NULL THEN 1

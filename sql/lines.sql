@@ -87,7 +87,7 @@ checked AS (
     FROM classified a
 )
 SELECT
-    a.provider, a.custom_id, a.model_version, a.line_no, a.status_code, a.error_code,
+    p.mp_no, a.custom_id, a.line_no, a.status_code, a.error_code,
     f.file_no,
     e.record_id,
     e.attempt,
@@ -97,7 +97,6 @@ SELECT
     CASE WHEN a.line_no >= 1099511627776 OR f.file_no >= 524288 THEN error('reconcile: over 2^19 result files or 2^40 lines in one file')
          ELSE (a.rank << 59) | (CAST(f.file_no AS BIGINT) << 40) | a.line_no END AS line_key,
     CASE WHEN a.usage_ok THEN a.input_tokens + a.output_tokens ELSE 0 END AS tokens,
-    p.model AS price_model,
     CASE WHEN a.usage_ok THEN (a.input_tokens + a.output_tokens) > 0 AND p.model IS NULL ELSE true END AS unpriced,
     -- The line's cost (docs/costs.md): uncached input, cached input, 5-minute
     -- and one-hour cache writes and output (reasoning and thinking tokens
@@ -112,7 +111,10 @@ SELECT
     CAST({{.Group}} AS USMALLINT) AS grp
 FROM checked a
 JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
-LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version = a.model_version
+-- Every line has its row (model_prices holds each distinct file, provider
+-- and model version of the lines, a model version NULL in files ingested
+-- before ingest filled it in).
+LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version IS NOT DISTINCT FROM a.model_version
 LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
 
 -- One row per record with a line: how many lines it had, what they cost and

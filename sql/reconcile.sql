@@ -30,8 +30,13 @@ FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
 -- the base model, anthropic.claude-sonnet-4-5. A raw file of the sync tail
 -- (raw_times.mode sync: answers of the real-time API) is priced on demand,
 -- without the batch multiplier.
+-- mp_no numbers the rows: lines and costed carry it instead of the provider,
+-- model version and price model strings of every line (narrower rows to
+-- sort and spill), and the readers name them again (cost_views.sql, and the
+-- costs table's Go side).
 CREATE OR REPLACE TEMP TABLE model_prices AS
-SELECT m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model,
+SELECT CAST(row_number() OVER () AS INTEGER) AS mp_no,
+       m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model,
        CASE WHEN m.mode = 'sync' THEN p.od_input_per_token ELSE p.input_per_token END AS input_per_token,
        CASE WHEN m.mode = 'sync' THEN p.od_cached_per_token ELSE p.cached_per_token END AS cached_per_token,
        CASE WHEN m.mode = 'sync' THEN p.od_cache_write_per_token ELSE p.cache_write_per_token END AS cache_write_per_token,
