@@ -351,7 +351,7 @@ func (l *Lake) OpenVerified(ctx context.Context, key string, d Digest) (io.ReadC
 	if err != nil {
 		return nil, wrapRead(key, err)
 	}
-	return &verifyingReader{ctx: ctx, l: l, r: r, h: sha256.New(), want: d, key: key, start: time.Now()}, nil
+	return &resumingReader{ctx: ctx, l: l, r: r, h: sha256.New(), want: d, key: key, start: time.Now()}, nil
 }
 
 // OpenAt opens key from byte off to its end, resuming after a cut as
@@ -363,7 +363,7 @@ func (l *Lake) OpenAt(ctx context.Context, key string, off int64) (io.ReadCloser
 	if err != nil {
 		return nil, wrapRead(key, err)
 	}
-	return &verifyingReader{ctx: ctx, l: l, r: r, key: key, off: off, start: time.Now()}, nil
+	return &resumingReader{ctx: ctx, l: l, r: r, key: key, off: off, start: time.Now()}, nil
 }
 
 // maxResumes bounds how often one OpenVerified stream resumes after a cut.
@@ -410,7 +410,10 @@ func (c cancelOnClose) Close() error {
 	return err
 }
 
-type verifyingReader struct {
+// resumingReader streams an object, opening it again where a transient
+// failure cut it (OpenVerified, OpenAt); with h set it hashes what it reads
+// and checks the digest at the end (OpenVerified).
+type resumingReader struct {
 	ctx context.Context
 	l   *Lake
 	r   io.ReadCloser
@@ -428,7 +431,7 @@ type verifyingReader struct {
 	err     error // sticky: a failed resume ends the stream
 }
 
-func (v *verifyingReader) Read(p []byte) (int, error) {
+func (v *resumingReader) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
@@ -482,7 +485,7 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	}
 }
 
-func (v *verifyingReader) Close() error { return v.r.Close() }
+func (v *resumingReader) Close() error { return v.r.Close() }
 
 // List returns every key under prefix, in lexical order.
 func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {

@@ -79,7 +79,7 @@ func (s *fileLines) lineAt(off int64) ([]byte, error) {
 		if len(s.buf) > ingest.MaxLineBytes {
 			return nil, fmt.Errorf("a line over %d bytes: %w", ingest.MaxLineBytes, lake.ErrCorrupt)
 		}
-		s.buf = make([]byte, 2*len(s.buf))
+		s.buf = make([]byte, min(2*len(s.buf), ingest.MaxLineBytes+1))
 	}
 }
 
@@ -125,6 +125,8 @@ func (s *streamLines) lineAt(off int64) ([]byte, error) {
 		s.line = append(s.line, chunk...)
 		s.pos += int64(len(chunk))
 		switch {
+		case err == nil && s.pos > s.size:
+			return nil, fmt.Errorf("the line ends past the shard's %d bytes: %w", s.size, lake.ErrCorrupt)
 		case err == nil:
 			return s.line[:len(s.line)-1], nil
 		case !errors.Is(err, bufio.ErrBufferFull):

@@ -81,6 +81,22 @@ func TestShardLines(t *testing.T) {
 				}
 			})
 		}
+		// The object is a byte longer than the manifest says: a local file is
+		// refused on opening, a remote line that ends past the size on reading.
+		t.Run(name+"-longer", func(t *testing.T) {
+			d, err := l.PutObject(ctx, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)-1))
+			if err == nil {
+				defer src.Close()
+				_, err = src.lineAt(offs[len(offs)-1])
+			}
+			if !errors.Is(err, lake.ErrCorrupt) {
+				t.Errorf("an object longer than its size: %v, want lake.ErrCorrupt", err)
+			}
+		})
 		t.Run(name+"-no-newline", func(t *testing.T) {
 			d, err := l.PutObject(ctx, data[:len(data)-1])
 			if err != nil {
