@@ -133,3 +133,11 @@ func (m Money) String() string {
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
 }
+
+// Add is m + o, refused as MoneyFromUnscaled refuses it when the sum has 38
+// digits or more.
+func (m Money) Add(o Money) (Money, error) {
+	lo, carry := bits.Add64(binary.BigEndian.Uint64(m[8:]), binary.BigEndian.Uint64(o[8:]), 0)
+	hi, _ := bits.Add64(binary.BigEndian.Uint64(m[:8]), binary.BigEndian.Uint64(o[:8]), carry)
+	return MoneyFromUnscaled(int64(hi), lo)
+}

@@ -113,6 +113,35 @@ func TestMoneyFromUnscaled(t *testing.T) {
 	}
 }
 
+// TestMoneyAdd: sums are exact, carry from the low 64 bits into the high,
+// and a sum of 38 digits is refused.
+func TestMoneyAdd(t *testing.T) {
+	for _, c := range []struct{ a, b, want string }{
+		{"0", "0", "0"},
+		{"0.000475", "0.000000000000000001", "0.000475000000000001"},
+		{"18.446744073709551615", "0.000000000000000001", "18.446744073709551616"}, // carry into the high half
+		{"123456789012.345678901234567891", "876543210987.654321098765432109", "1000000000000"},
+		{"99999999999999999999.999999999999999998", "0.000000000000000001", "99999999999999999999.999999999999999999"},
+		{"99999999999999999999.999999999999999999", "0.000000000000000001", ""},
+	} {
+		a, err := ParseMoney(c.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseMoney(c.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Add(b)
+		switch {
+		case c.want == "" && (err == nil || !strings.Contains(err.Error(), "more than 38 digits")):
+			t.Errorf("%s + %s = %s, %v; want an error saying more than 38 digits", c.a, c.b, got, err)
+		case c.want != "" && (err != nil || got.String() != c.want):
+			t.Errorf("%s + %s = %s, %v; want %s", c.a, c.b, got, err, c.want)
+		}
+	}
+}
+
 // TestMoneyColumnIsDecimal checks the cost_usd columns' Parquet type: a
 // DECIMAL(38, 18) in 16 fixed bytes, not text.
 func TestMoneyColumnIsDecimal(t *testing.T) {

@@ -19,7 +19,12 @@ package lake
 //	   record_id order, which reconcile no longer sorts them into
 //	6  as 5; each expected row holds its line's byte offset in its shard
 //	   (shard_offset), so a retry reads only its records' lines
-const TableVersion = 6
+//	7  as 6; the costs rows in the order of their records in the expected
+//	   files (a record's lines in (raw file, line) order), then the lines of
+//	   no record in (raw file, line) order, instead of all lines in (raw file,
+//	   line) order: reconcile names each line's record from the expected files
+//	   instead of carrying its strings through a sort
+const TableVersion = 7
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {

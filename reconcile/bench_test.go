@@ -122,7 +122,7 @@ func BenchmarkReconcileQueries(b *testing.B) {
 			must(c.read(ctx, e, f.file<<40, f.file<<40|f.n))
 			n += len(c.pos)
 		}
-		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "ssnsssnssnn", func(*scanRow) error { n++; return nil }))
+		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "nnnmnnn", func(*scanRow) error { n++; return nil }))
 		e.Close()
 	}
 }

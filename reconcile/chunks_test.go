@@ -92,20 +92,29 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 // TestOutcomesPairChecked: the outcomes table pairs each expected row with
 // the outcome at its position; an outcome table whose positions do not
 // match its records (two records' outcomes swapped, a row missing or twice)
-// fails the write loudly instead of writing another record's outcome.
+// fails the write loudly instead of writing another record's outcome. So do
+// cost lines that do not add up to their record's outcome (costs: a line's
+// cost changed, a line lost, a line moved to another record or to none), or
+// that come out of the costs table's order.
 func TestOutcomesPairChecked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(3, 9)), 40, 3, 1)
 	for _, c := range []struct {
 		name, tamper, want string
+		costs              bool // tamper with costed, after costLines
 	}{
+		{"cost-changed", `UPDATE costed SET cost_usd = cost_usd + 1 WHERE pos = (SELECT min(pos) FROM costed)`, "cost rows of", true},
+		{"cost-lost", `DELETE FROM costed WHERE pos = (SELECT min(pos) FROM costed)`, "has 0 cost rows of 0 USD, its outcome 1 lines", true},
+		{"cost-moved", `UPDATE costed SET pos = pos + 1 WHERE pos = (SELECT max(pos) FROM costed WHERE pos < (SELECT max(pos) FROM outcomes WHERE lines = 0))`, "its outcome", true},
+		{"cost-unknown", `UPDATE costed SET pos = NULL, custom_id = 'x' WHERE pos = (SELECT max(pos) FROM costed)`, "has 0 cost rows of 0 USD", true},
+		{"cost-order", `UPDATE costed SET line_no = 0 WHERE pos = (SELECT max(pos) FROM costed WHERE pos IN (SELECT pos FROM costed GROUP BY pos HAVING count(*) > 1))`, "out of order", true},
 		{"swapped", `UPDATE outcomes SET pos = CASE WHEN pos = (SELECT min(pos) FROM outcomes) THEN (SELECT max(pos) FROM outcomes)
 		             ELSE (SELECT min(pos) FROM outcomes) END
-		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome"},
-		{"missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "has 39 outcomes for its rows 0 to 39"},
-		{"twice", `UPDATE outcomes SET pos = pos - 1 WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "two outcomes of expected file 1 row 2"},
-		{"untampered", ``, ""},
+		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome", false},
+		{"missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "has 39 outcomes for its rows 0 to 39", false},
+		{"twice", `UPDATE outcomes SET pos = pos - 1 WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "two outcomes of expected file 1 row 2", false},
+		{"untampered", ``, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -127,13 +136,19 @@ func TestOutcomesPairChecked(t *testing.T) {
 			if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
 				t.Fatal(err)
 			}
-			if c.tamper != "" {
+			tamper := func() {
 				if err := e.Exec(ctx, "tamper", []string{c.tamper}); err != nil {
 					t.Fatal(err)
 				}
 			}
+			if c.tamper != "" && !c.costs {
+				tamper()
+			}
 			if err := costLines(ctx, e); err != nil {
 				t.Fatal(err)
+			}
+			if c.costs {
+				tamper()
 			}
 			_, _, err = writeTables(ctx, e, l, m, in.job, dir, false, nil)
 			switch {

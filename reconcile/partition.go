@@ -25,11 +25,12 @@ import (
 // anywhere, at once, again.
 
 // PartitionVersion is the version of the partition result this code writes
-// and reads: 3 splits by the hash of custom_id (lake.IDPartition) and its
-// outcomes file carries each record's place in the expected files (pos),
-// the order of the merged outcomes table; 2 lacked pos, and version 1 split
-// by record_id, another split: their results do not merge with these.
-const PartitionVersion = 3
+// and reads: 4 splits by the hash of custom_id (lake.IDPartition) and both
+// its outcomes and its costs file carry each record's place in the expected
+// files (pos), the order of the merged outcomes and costs tables; 3 lacked
+// the costs' pos, 2 the outcomes', and version 1 split by record_id, another
+// split: their results do not merge with these.
+const PartitionVersion = 4
 
 // errOldPartition explains a stored partition result of another version.
 func errOldPartition(key string, v int) error {

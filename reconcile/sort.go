@@ -60,7 +60,7 @@ func costLines(ctx context.Context, e *Engine) error {
 			if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
 				return err
 			}
-			ranges, err := costRanges(ctx, e, "costed_u", e.sortRows)
+			ranges, _, err := costRanges(ctx, e, "costed_u", e.sortRows)
 			if err != nil {
 				return err
 			}

@@ -44,7 +44,10 @@ func modeOf(modes map[string]string, raw string) string {
 //
 // Both tables are read in ranges (chunks.go): DuckDB materialises a query's
 // whole result before the first row comes out, so one query over every row
-// held them all in memory at once.
+// held them all in memory at once. A reconcile's costs of expected records
+// are written in the same pass over the expected files as its outcomes, each
+// line named by its record's row there (costWriter); a merge's costs carry
+// their records and are read after the outcomes.
 func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool, modes map[string]string) (outcomes, costs string, err error) {
 	if err := e.ExecFile(ctx, "keep_order.sql", nil); err != nil {
 		return "", "", err
@@ -54,42 +57,42 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	defer ow.Abort()
-	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
-	err = writeOutcomes(ctx, e, m, opipe)
-	if oerr := opipe.Close(err); err == nil {
-		err = oerr
-	}
-	if err != nil {
-		return "", "", err
-	}
-	// The outcomes file is stored before the costs are read (and so before
-	// the costs file, the failpoint order crash tests rely on): its writer's
-	// buffers are freed before the costs writer fills its own.
-	start := time.Now()
-	if outcomes, err = opipe.Commit(); err != nil {
-		return "", "", err
-	}
-	logTiming("outcomes", "commit", start)
-	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
-
 	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
 	defer cw.Abort()
+	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
 	cpipe := lake.NewTablePipe(ctx, cw, pipeDepth)
-	lastOut, lastLine := int64(-1), int64(-1) // the previous row's (out_no, line_no): rows must come in order
-	inOrder := func(out, line int64) error {
-		if out < lastOut || out == lastOut && line <= lastLine {
-			return fmt.Errorf("reconcile: cost rows out of (file, line) order: %d:%d after %d:%d", out, line, lastOut, lastLine)
-		}
-		lastOut, lastLine = out, line
-		return nil
+	var costs1 *costWriter
+	if !merged {
+		costs1, err = newCostWriter(ctx, e, m, cpipe, modes)
 	}
+	if err == nil {
+		err = writeOutcomes(ctx, e, m, opipe, costs1)
+	}
+	if oerr := opipe.Close(err); err == nil {
+		err = oerr
+	}
+	if err != nil {
+		cpipe.Close(err)
+		return "", "", err
+	}
+	// The outcomes file is stored before the costs file (the failpoint order
+	// crash tests rely on).
+	start := time.Now()
+	if outcomes, err = opipe.Commit(); err != nil {
+		cpipe.Close(err)
+		return "", "", err
+	}
+	logTiming("outcomes", "commit", start)
+	failpoint.Hit(failpoint.ReconcileAfterOutcomes)
+
 	if merged {
-		err = mergeCosts(ctx, e, inOrder, cpipe, modes)
+		var order costOrder
+		err = mergeCosts(ctx, e, &order, cpipe, modes)
 	} else {
-		err = scanCosts(ctx, e, m, inOrder, cpipe, modes)
+		err = costs1.finish(ctx, e)
 	}
 	if cerr := cpipe.Close(err); err == nil {
 		err = cerr
@@ -102,19 +105,19 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 }
 
 // mergeCosts reads a merge's costs table: the partitions' lines, renumbered
-// (line_costs, merge_sources.sql), sorted one range of files and lines at a
-// time (cost_rows.sql), as scanCosts reads a reconcile's, so that no single
-// sort holds every line of the job.
-func mergeCosts(ctx context.Context, e *Engine, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
-	ranges, err := costRanges(ctx, e, "line_costs", e.chunkRows)
+// (line_costs, merge_sources.sql), sorted one range at a time
+// (cost_rows.sql), as scanCosts reads a reconcile's, so that no single sort
+// holds every line of the job.
+func mergeCosts(ctx context.Context, e *Engine, order *costOrder, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
+	ranges, _, err := costRanges(ctx, e, "line_costs", e.chunkRows)
 	if err != nil {
 		return err
 	}
 	for _, r := range ranges {
-		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no unpriced
-		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnsmnn", func(x *scanRow) error {
+		// job_key tenant record_id custom_id attempt provider model_version category raw_sha256 line_no price_model cost_usd out_no unpriced pos
+		err = e.eachRow(ctx, "cost_rows.sql", r, "ssssnssssnsmnnn", func(x *scanRow) error {
 			s, n := x.s, x.n
-			if err := inOrder(n[2], n[1]); err != nil {
+			if err := order.next(n[4], n[2], n[1]); err != nil {
 				return err
 			}
 			return cpipe.Add(lake.CostRow{JobKey: s[0], Tenant: s[1], RecordID: s[2], CustomID: s[3], Attempt: int32(n[0]), Provider: s[4],
@@ -134,7 +137,11 @@ func mergeCosts(ctx context.Context, e *Engine, inOrder func(out, line int64) er
 // its narrow columns sorted (outcome_rows.sql) and the wide ones from the
 // expected file itself, which holds them in that order (expected_rows.sql),
 // and every row is checked to pair the same position on both sides.
-func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow]) error {
+//
+// With cw (a reconcile's, not a merge's), each range's cost lines of expected
+// records are read too (cost_scan.sql) and written after their record's
+// outcome, named by the same expected row.
+func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow], cw *costWriter) error {
 	paths, err := LocalFiles[lake.ExpectedRow](ctx, e, tableKeys(m.ExpectedTables()))
 	if err != nil {
 		return err
@@ -156,7 +163,13 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 			}
 			at := lo // the next row of the file
 			for wlo := lo; wlo < hi; wlo += e.chunkRows {
-				r := map[string]any{"Path": sqlList(file), "Lo": wlo, "Hi": min(wlo+e.chunkRows, hi)}
+				whi := min(wlo+e.chunkRows, hi)
+				if cw != nil {
+					if err := cw.read(ctx, e, f.file<<40|wlo, f.file<<40|whi); err != nil {
+						return err
+					}
+				}
+				r := map[string]any{"Path": sqlList(file), "Lo": wlo, "Hi": whi}
 				// file_row_number rid record_id business_key shard_id custom_id attempt parent_job_key
 				err := e.eachRow(ctx, "expected_rows.sql", r, "nnssssns", func(x *scanRow) error {
 					s, n := x.s, x.n
@@ -166,12 +179,21 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 							f.file, at, s[0], n[0], nar.at(i))
 					}
 					at++
-					return opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
+					err := opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
 						Attempt: int32(n[2]), ParentJobKey: s[4], Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
 						Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
+					if err != nil || cw == nil {
+						return err
+					}
+					return cw.record(f.file<<40|n[0], s[0], s[3], int32(n[2]), nar.lines[i], nar.cost[i])
 				})
 				if err != nil {
 					return err
+				}
+				if cw != nil {
+					if err := cw.rangeDone(); err != nil {
+						return err
+					}
 				}
 			}
 			if at != hi {
@@ -290,49 +312,165 @@ func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, erro
 	return out, nil
 }
 
-// scanCosts reads a reconcile's costs table in ranges of costed's stored
-// order (cost_scan.sql), naming each row's raw file from its out_no and its
-// provider and models from its mp_no.
-func scanCosts(ctx context.Context, e *Engine, m *lake.Manifest, inOrder func(out, line int64) error, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
+// costWriter writes a reconcile's costs table from costed (line_costs.sql),
+// whose rows are in the table's order: the lines of expected records a range
+// of pos at a time, each named by the expected row its pos names as
+// writeOutcomes reads it (so the records' strings are read once, for both
+// tables), then the lines of no record (finish). Each row's raw file comes
+// from its out_no, its provider and models from its mp_no.
+type costWriter struct {
+	m         *lake.Manifest
+	pipe      *lake.TablePipe[lake.CostRow]
+	raws      []string // by out_no - 1
+	fileModes []string // by out_no - 1: one lookup per file, not per line
+	models    map[int64]costModel
+	cats      []string // category names by number
+	ranges    []costRange // of the lines of no record
+	known     int64       // lines of expected records in costed
+	written   int64       // of those, written
+	order     costOrder
+
+	lo, hi int64      // the range of pos read
+	lines  []costLine // its lines, in costed's order
+	next   int        // the first not yet written
+}
+
+// costLine is a row of cost_scan.sql.
+type costLine struct {
+	pos, line, out, mp, cat int64
+	customID           string
+	cost               lake.Money
+	unpriced           bool
+}
+
+func newCostWriter(ctx context.Context, e *Engine, m *lake.Manifest, pipe *lake.TablePipe[lake.CostRow], modes map[string]string) (*costWriter, error) {
 	raws, err := costFiles(ctx, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	models, err := costModels(ctx, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ranges, err := costRanges(ctx, e, "costed", e.chunkRows)
+	ranges, known, err := costRanges(ctx, e, "costed", e.chunkRows)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fileModes := make([]string, len(raws)) // by out_no - 1: one lookup per file, not per line
+	cats, err := costCategories(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	c := &costWriter{m: m, pipe: pipe, raws: raws, models: models, cats: cats, fileModes: make([]string, len(raws)), known: known}
 	for i, raw := range raws {
-		fileModes[i] = modeOf(modes, raw)
+		c.fileModes[i] = modeOf(modes, raw)
 	}
 	for _, r := range ranges {
-		// record_id custom_id attempt category line_no cost_usd out_no unpriced mp_no
-		err = e.eachRow(ctx, "cost_scan.sql", r, "ssnsnmnnn", func(x *scanRow) error {
-			s, n := x.s, x.n
-			if err := inOrder(n[2], n[1]); err != nil {
-				return err
+		if r.Unknown {
+			c.ranges = append(c.ranges, r)
+		}
+	}
+	return c, nil
+}
+
+// read loads the lines of the expected records at positions lo <= pos < hi.
+func (c *costWriter) read(ctx context.Context, e *Engine, lo, hi int64) error {
+	c.lo, c.hi, c.lines, c.next = lo, hi, c.lines[:0], 0
+	return c.scan(ctx, e, costRange{Known: true, PosLo: lo, PosHi: hi}, func(l costLine) error {
+		if l.pos < lo || l.pos >= hi {
+			return fmt.Errorf("reconcile: cost row of file %d line %d names expected file %d row %d, outside the range read", l.out, l.line, l.pos>>40, l.pos&posRows)
+		}
+		c.lines = append(c.lines, l)
+		return nil
+	})
+}
+
+// record writes the loaded lines of the record at pos, which its outcome
+// says number lines and cost cost in all: the lines must add up to both, or
+// they are not this record's.
+func (c *costWriter) record(pos int64, recordID, customID string, attempt, lines int32, cost lake.Money) error {
+	var n int32
+	var sum lake.Money
+	for ; c.next < len(c.lines) && c.lines[c.next].pos == pos; c.next++ {
+		l := c.lines[c.next]
+		if err := c.add(l, recordID, customID, attempt); err != nil {
+			return err
+		}
+		var err error
+		if sum, err = sum.Add(l.cost); err != nil {
+			return fmt.Errorf("reconcile: record %s: %w", recordID, err)
+		}
+		n++
+	}
+	if n != lines || sum != cost {
+		return fmt.Errorf("reconcile: record %s (expected file %d row %d) has %d cost rows of %s USD, its outcome %d lines of %s USD",
+			recordID, pos>>40, pos&posRows, n, sum, lines, cost)
+	}
+	c.written += int64(n)
+	return nil
+}
+
+// rangeDone checks that every loaded line was its record's.
+func (c *costWriter) rangeDone() error {
+	if c.next < len(c.lines) {
+		l := c.lines[c.next]
+		return fmt.Errorf("reconcile: cost row of file %d line %d names expected file %d row %d, which the range's rows did not pair with", l.out, l.line, l.pos>>40, l.pos&posRows)
+	}
+	return nil
+}
+
+// finish writes the lines of no record, after checking that every line of
+// an expected record was written.
+func (c *costWriter) finish(ctx context.Context, e *Engine) error {
+	if c.written != c.known {
+		return fmt.Errorf("reconcile: %d cost rows of expected records written, costed has %d", c.written, c.known)
+	}
+	for _, r := range c.ranges {
+		err := c.scan(ctx, e, r, func(l costLine) error {
+			if l.pos >= 0 {
+				return fmt.Errorf("reconcile: cost row of file %d line %d names a record among the lines of none", l.out, l.line)
 			}
-			if n[2] < 1 || n[2] > int64(len(raws)) {
-				return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", n[2], len(raws))
-			}
-			mp, ok := models[n[4]]
-			if !ok {
-				return fmt.Errorf("reconcile: cost row of file %d line %d has no provider and model (mp_no %d)", n[2], n[1], n[4])
-			}
-			return cpipe.Add(lake.CostRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], CustomID: s[1], Attempt: int32(n[0]), Provider: mp.provider,
-				ModelVersion: mp.version, Category: s[2], RawSHA256: raws[n[2]-1], LineNo: n[1], PriceModel: mp.price, CostUSD: x.m[0], Unpriced: n[3] != 0,
-				Mode: fileModes[n[2]-1]})
+			return c.add(l, "", l.customID, 0)
 		})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (c *costWriter) scan(ctx context.Context, e *Engine, r costRange, fn func(costLine) error) error {
+	// pos cat line_no cost_usd out_no unpriced mp_no [custom_id]
+	kinds := colKinds("nnnmnnn")
+	if r.Unknown {
+		kinds += "s"
+	}
+	return e.eachRow(ctx, "cost_scan.sql", r, kinds, func(x *scanRow) error {
+		n := x.n
+		l := costLine{pos: n[0], cat: n[1], line: n[2], cost: x.m[0], out: n[3], unpriced: n[4] != 0, mp: n[5]}
+		if r.Unknown {
+			l.customID = x.s[0]
+		}
+		return fn(l)
+	})
+}
+
+func (c *costWriter) add(l costLine, recordID, customID string, attempt int32) error {
+	if err := c.order.next(l.pos, l.out, l.line); err != nil {
+		return err
+	}
+	if l.out < 1 || l.out > int64(len(c.raws)) {
+		return fmt.Errorf("reconcile: cost row of file %d, not in the job's %d files", l.out, len(c.raws))
+	}
+	if l.cat < 0 || l.cat >= int64(len(c.cats)) {
+		return fmt.Errorf("reconcile: cost row of file %d line %d has category %d, not one of the %d", l.out, l.line, l.cat, len(c.cats))
+	}
+	mp, ok := c.models[l.mp]
+	if !ok {
+		return fmt.Errorf("reconcile: cost row of file %d line %d has no provider and model (mp_no %d)", l.out, l.line, l.mp)
+	}
+	return c.pipe.Add(lake.CostRow{JobKey: c.m.JobKey, Tenant: c.m.Tenant, RecordID: recordID, CustomID: customID, Attempt: attempt,
+		Provider: mp.provider, ModelVersion: mp.version, Category: c.cats[l.cat], RawSHA256: c.raws[l.out-1], LineNo: l.line,
+		PriceModel: mp.price, CostUSD: l.cost, Unpriced: l.unpriced, Mode: c.fileModes[l.out-1]})
 }
 
 // costModel is a line's provider, model version and price model.
@@ -356,6 +494,32 @@ func costModels(ctx context.Context, e *Engine) (map[int64]costModel, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sql cost_models.sql: %w", err)
+	}
+	return out, nil
+}
+
+// costCategories reads cost_categories.sql: the category names by number,
+// which must be 0, 1, ...
+func costCategories(ctx context.Context, e *Engine) ([]string, error) {
+	rows, err := e.QueryFile(ctx, "cost_categories.sql", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n int64
+		var name string
+		if err := rows.Scan(&n, &name); err != nil {
+			return nil, fmt.Errorf("sql cost_categories.sql: %w", err)
+		}
+		if n != int64(len(out)) {
+			return nil, fmt.Errorf("sql cost_categories.sql: category %d after %d", n, len(out)-1)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql cost_categories.sql: %w", err)
 	}
 	return out, nil
 }

@@ -10,32 +10,37 @@ FROM costed c LEFT JOIN model_prices p ON p.mp_no = c.mp_no;
 CREATE OR REPLACE TEMP TABLE job_consts AS
 SELECT any_value(job_key) AS job_key, any_value(tenant) AS tenant FROM attempts_raw;
 
--- Each line with its category's name: a projection of costed alone, so a
--- filtered read of it keeps costed's row order (cost_scan.sql).
-CREATE OR REPLACE TEMP VIEW costed_rows AS
-SELECT out_no, line_no, record_id, custom_id, attempt, mp_no,
-    CASE cat
-        WHEN 0 THEN 'unattributed'
-        WHEN 1 THEN 'first_success'
-        WHEN 2 THEN 'duplicate_submission'
-        WHEN 3 THEN 'manual'
-        WHEN 4 THEN 'quality_failure'
-        WHEN 5 THEN 'retryable_failure'
-        ELSE 'permanent_failure'
-    END AS category,
-    unpriced, cost_usd
-FROM costed;
+-- The cost categories' names by the number costed carries (line_costs.sql).
+CREATE OR REPLACE TEMP TABLE cost_categories AS
+SELECT CAST(cat AS UTINYINT) AS cat, category
+FROM (VALUES (0, 'unattributed'), (1, 'first_success'), (2, 'duplicate_submission'), (3, 'manual'),
+             (4, 'quality_failure'), (5, 'retryable_failure'), (6, 'permanent_failure')) t(cat, category);
 
--- The costs table's columns (cost_by_category.sql and a partition's file,
--- partition_write.sql, read them; a merge's view has the same columns).
-CREATE OR REPLACE TEMP VIEW line_costs AS
+-- Each line with its category's name. A line's record is named by pos
+-- (NULL for a line of no record, which keeps its custom_id).
+CREATE OR REPLACE TEMP VIEW costed_rows AS
+SELECT c.pos, c.out_no, c.line_no, c.custom_id, c.mp_no, k.category, c.unpriced, c.cost_usd
+FROM costed c
+JOIN cost_categories k ON k.cat = c.cat;
+
+-- The costs table's columns and each line's pos (cost_by_category.sql and a
+-- partition's file, partition_write.sql, read them; a merge's view has the
+-- same columns). The record's columns are joined from expected_at by pos:
+-- a read that needs none of them (cost_by_category.sql) reads line_costs_by,
+-- which does without that join.
+CREATE OR REPLACE TEMP VIEW line_costs_by AS
 SELECT
-    j.job_key, j.tenant, l.record_id, l.custom_id, l.attempt, p.provider, p.model_version,
-    f.raw_sha256, l.line_no, f.channel, l.out_no, l.category, p.model AS price_model, l.unpriced, l.cost_usd
+    j.job_key, j.tenant, l.custom_id, p.provider, p.model_version,
+    f.raw_sha256, l.line_no, f.channel, l.out_no, l.category, p.model AS price_model, l.unpriced, l.cost_usd, l.pos
 FROM costed_rows l
 JOIN files f ON f.out_no = l.out_no
 LEFT JOIN model_prices p ON p.mp_no = l.mp_no
 CROSS JOIN job_consts j;
+
+CREATE OR REPLACE TEMP VIEW line_costs AS
+SELECT l.* REPLACE (coalesce(e.custom_id, l.custom_id) AS custom_id), e.record_id, e.attempt
+FROM line_costs_by l
+LEFT JOIN (SELECT pos, record_id, custom_id, attempt FROM expected_at) e ON e.pos = l.pos;
 
 -- cost_scan.sql, a filtered scan of costed, takes the lines in the order
 -- they are stored in (as keep_order.sql sets again before the tables).

@@ -14,13 +14,17 @@
 -- those reads would otherwise join every line to every outcome anew. Only
 -- what is read from here on is kept (the policy has used the tokens).
 --
--- Stored in the costs table's row order (out_no, line_no), the order
--- cost_scan.sql reads it in without sorting; each range it reads touches only
--- its own row groups (DuckDB keeps each row group's min and max of every
--- column). With .Sorted it is sorted here, in one statement; if DuckDB runs
--- out of memory in that sort, sort.go runs this again without .Sorted, to
--- store it unsorted as costed_u, and cost_sort.sql sorts it a range of files
--- at a time.
+-- Stored in the costs table's row order: the lines of expected records by
+-- their record's place in the expected files (pos), a record's lines in (out_no,
+-- line_no) order, then the lines of no record in (out_no, line_no) order. The
+-- costs table is written from it a range of pos at a time, each line named by
+-- its record read from the expected file itself (tables.go), so the records'
+-- strings are never carried through the sort: only an unknown line keeps its
+-- custom_id. Each range read touches only its own row groups (DuckDB keeps each
+-- row group's min and max of every column). With .Sorted it is sorted here, in
+-- one statement; if DuckDB runs out of memory in that sort, sort.go runs this
+-- again without .Sorted, to store it unsorted as costed_u, and cost_sort.sql
+-- sorts it a range at a time.
 SET preserve_insertion_order = false;
 {{- if .Sorted}}
 
@@ -31,7 +35,7 @@ CREATE OR REPLACE TEMP TABLE costed AS
 
 CREATE OR REPLACE TEMP TABLE costed_u AS
 {{- end}}
-SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.mp_no, l.unpriced, l.cost_usd,
+SELECT l.pos, f.out_no, l.line_no, CASE WHEN l.pos IS NULL THEN l.custom_id END AS custom_id, l.mp_no, l.unpriced, l.cost_usd,
     CAST(CASE
         WHEN l.record_id IS NULL THEN 0
         WHEN l.rank = 1 AND nb.line_key IS NULL THEN 1
@@ -43,7 +47,7 @@ SELECT f.out_no, l.line_no, l.record_id, l.custom_id, l.attempt, l.mp_no, l.unpr
         WHEN l.rank = 2 THEN 4
         WHEN l.rank = 3 THEN 5
         ELSE 6
-    END AS UTINYINT) AS cat
+    END AS UTINYINT) AS cat -- named in cost_views.sql (cost_categories)
 FROM lines l
 JOIN files f ON f.file_no = l.file_no
 -- Three lookups of small sets, none of them a hash table of every record
@@ -57,7 +61,7 @@ LEFT JOIN (SELECT custom_id FROM outcomes
            WHERE outcome IN ('succeeded', 'quality_failed')
              AND custom_id IN (SELECT custom_id FROM lines WHERE error_code = 'maybe_sent')) a ON a.custom_id = l.custom_id
 {{- if .Sorted}}
-ORDER BY f.out_no, l.line_no;
+ORDER BY l.pos NULLS LAST, f.out_no, l.line_no;
 {{- else}};
 {{- end}}
 

@@ -91,6 +91,10 @@ SELECT
     f.file_no,
     e.record_id,
     e.attempt,
+    -- The record's place in the expected files (sources.sql): the costs table
+    -- is written in that order, each line named by its record there
+    -- (tables.go), so costed carries no record strings.
+    e.pos,
     CAST(a.rank AS UTINYINT) AS rank,
     a.truncated,
     NOT a.schema_ok AS schema_failed,
@@ -115,7 +119,7 @@ JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
 -- and model version of the lines, a model version NULL in files ingested
 -- before ingest filled it in).
 LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version IS NOT DISTINCT FROM a.model_version
-LEFT JOIN (SELECT custom_id, record_id, attempt FROM expected) e ON e.custom_id = a.custom_id;
+LEFT JOIN (SELECT custom_id, record_id, attempt, pos FROM expected_at) e ON e.custom_id = a.custom_id;
 
 -- One row per record with a line: how many lines it had, what they cost and
 -- its best line, the least line_key (which is unique); outcomes.sql looks up

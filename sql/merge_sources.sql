@@ -38,5 +38,8 @@ FROM read_parquet({{.Costs}}, union_by_name = true) c
 JOIN merge_files f
   ON f.raw_sha256 IS NOT DISTINCT FROM c.raw_sha256 AND f.channel IS NOT DISTINCT FROM c.channel;
 
+CREATE OR REPLACE TEMP VIEW line_costs_by AS
+SELECT * FROM line_costs;
+
 CREATE OR REPLACE TEMP VIEW lines AS
 SELECT * FROM line_costs;

@@ -6,7 +6,7 @@ SELECT
     count(*) FILTER (WHERE outcome = 'failed_permanent') AS failed_permanent,
     count(*) FILTER (WHERE outcome = 'quality_failed') AS quality_failed,
     count(*) FILTER (WHERE outcome = 'missing') AS missing,
-    (SELECT count(DISTINCT custom_id) FROM lines WHERE record_id IS NULL) AS unknown,
+    (SELECT count(DISTINCT custom_id) FROM lines WHERE pos IS NULL) AS unknown,
     count(*) FILTER (WHERE lines > 1) AS duplicate,
     (SELECT count(*) FROM quarantine) AS quarantined,
     count(*) FILTER (WHERE disposition = 'retry') AS retry_records,
