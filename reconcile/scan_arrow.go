@@ -145,6 +145,12 @@ func arrowInts(a arrow.Array) (func(int) int64, error) {
 		return func(i int) int64 { return int64(c.Value(i)) }, nil
 	case *array.Int8:
 		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	case *array.Uint32:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	case *array.Uint16:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
+	case *array.Uint8:
+		return func(i int) int64 { return int64(c.Value(i)) }, nil
 	}
 	return nil, fmt.Errorf("want an integer, have Arrow %s", a.DataType())
 }

@@ -80,3 +80,34 @@ func TestScanMoney(t *testing.T) {
 		}
 	}
 }
+
+// TestScanIntegers: every integer type the SQL hands the Go side (the cost
+// category is a UTINYINT) scans as the same number through database/sql and
+// through Arrow.
+func TestScanIntegers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, _ := reconciledSession(t)
+	q := `SELECT CAST(-3 AS TINYINT), CAST(-300 AS SMALLINT), CAST(-70000 AS INTEGER), CAST(-5000000000 AS BIGINT),
+	             CAST(255 AS UTINYINT), CAST(65535 AS USMALLINT), CAST(4294967295 AS UINTEGER)`
+	want := []int64{-3, -300, -70000, -5000000000, 255, 65535, 4294967295}
+	scans := map[string]func(context.Context, string, string, colKinds, func(*scanRow) error) error{"database/sql": e.eachRowSQL}
+	if arrowScan {
+		scans["Arrow"] = e.eachRowArrow
+	}
+	for name, scan := range scans {
+		rows := 0
+		err := scan(ctx, "test", q, "nnnnnnn", func(r *scanRow) error {
+			rows++
+			for i, w := range want {
+				if r.n[i] != w {
+					t.Errorf("%s: column %d scanned as %d, want %d", name, i, r.n[i], w)
+				}
+			}
+			return nil
+		})
+		if err != nil || rows != 1 {
+			t.Errorf("%s: %d rows, %v", name, rows, err)
+		}
+	}
+}

@@ -55,9 +55,19 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 // views over it (cost_views.sql).
 func costLines(ctx context.Context, e *Engine) error {
 	err := e.sortOnceOrInSteps("lines' costs",
-		func() error { return e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true}) },
 		func() error {
-			if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false}); err != nil {
+			groups := max(e.groups, 1)
+			for g := range groups {
+				err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": true, "Grouped": e.groups > 0, "Group": g,
+					"Insert": g > 0, "Last": g == groups-1})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func() error {
+			if err := e.ExecFile(ctx, "line_costs.sql", map[string]any{"Sorted": false, "Grouped": false, "Group": 0, "Insert": false, "Last": true}); err != nil {
 				return err
 			}
 			ranges, _, err := costRanges(ctx, e, "costed_u", e.sortRows)

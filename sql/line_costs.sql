@@ -21,16 +21,34 @@
 -- its record read from the expected file itself (tables.go), so the records'
 -- strings are never carried through the sort: only an unknown line keeps its
 -- custom_id. Each range read touches only its own row groups (DuckDB keeps each
--- row group's min and max of every column). With .Sorted it is sorted here, in
--- one statement; if DuckDB runs out of memory in that sort, sort.go runs this
--- again without .Sorted, to store it unsorted as costed_u, and cost_sort.sql
--- sorts it a range at a time.
+-- row group's min and max of every column). With .Sorted it is sorted here:
+-- in one statement, or in a job classified a group of buckets at a time
+-- (.Grouped) one statement per group (.Group; .Insert after the first, .Last
+-- the last), each sorting only its group's lines in memory where one sort of
+-- them all spilled. A group's records fill whole expected files (a file
+-- holds one bucket), so each range of pos the costs table is read in lies in
+-- one group, in order; the lines of no record are sorted again as they are
+-- read (cost_scan.sql). If DuckDB runs out of memory in a sort, sort.go runs
+-- this again without .Sorted, to store every line unsorted as costed_u, and
+-- cost_sort.sql sorts it a range at a time.
 SET preserve_insertion_order = false;
+{{- if not .Insert}}
+
+-- The two small sets of records the categories look up (below), once.
+CREATE OR REPLACE TEMP TABLE given_up AS
+SELECT custom_id FROM outcomes
+WHERE disposition = 'manual' AND outcome <> 'failed_permanent';
+
+CREATE OR REPLACE TEMP TABLE answered_sent AS
+SELECT custom_id FROM outcomes
+WHERE outcome IN ('succeeded', 'quality_failed')
+  AND custom_id IN (SELECT custom_id FROM lines WHERE error_code = 'maybe_sent');
+{{- end}}
 {{- if .Sorted}}
 
 SET preserve_insertion_order = true;
 
-CREATE OR REPLACE TEMP TABLE costed AS
+{{if .Insert}}INSERT INTO costed{{else}}CREATE OR REPLACE TEMP TABLE costed AS{{end}}
 {{- else}}
 
 CREATE OR REPLACE TEMP TABLE costed_u AS
@@ -55,19 +73,24 @@ JOIN files f ON f.file_no = l.file_no
 -- that are not their record's best (not_best, lines.sql), the records given
 -- up on, and the answered records of the lines that may have been sent.
 LEFT JOIN not_best nb ON nb.line_key = l.line_key
-LEFT JOIN (SELECT custom_id FROM outcomes
-           WHERE disposition = 'manual' AND outcome <> 'failed_permanent') g ON g.custom_id = l.custom_id
-LEFT JOIN (SELECT custom_id FROM outcomes
-           WHERE outcome IN ('succeeded', 'quality_failed')
-             AND custom_id IN (SELECT custom_id FROM lines WHERE error_code = 'maybe_sent')) a ON a.custom_id = l.custom_id
+LEFT JOIN given_up g ON g.custom_id = l.custom_id
+LEFT JOIN answered_sent a ON a.custom_id = l.custom_id
+{{- if .Grouped}}
+WHERE l.grp = {{.Group}}
+{{- end}}
 {{- if .Sorted}}
 ORDER BY l.pos NULLS LAST, f.out_no, l.line_no;
 {{- else}};
 {{- end}}
 
 SET preserve_insertion_order = false;
+{{- if .Last}}
 
 DROP TABLE lines;
 
 DROP TABLE not_best;
 
+DROP TABLE given_up;
+
+DROP TABLE answered_sent;
+{{- end}}
