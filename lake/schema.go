@@ -23,7 +23,8 @@ package lake
 //	   files (a record's lines in (raw file, line) order), then the lines of
 //	   no record in (raw file, line) order, instead of all lines in (raw file,
 //	   line) order: reconcile names each line's record from the expected files
-//	   instead of carrying its strings through a sort
+//	   instead of carrying its strings through a sort; every table's page
+//	   headers without min and max (the column index has them)
 const TableVersion = 7
 
 // ExpectedRow is one record a job expects a result for.
