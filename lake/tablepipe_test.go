@@ -4,9 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Whatever its depth, a pipe writes the rows it is given, in order: its file
@@ -115,5 +122,65 @@ func TestTablePipeSmallTableAllocatesLittle(t *testing.T) {
 	batch := uint64(pipeBatch) * uint64(unsafe.Sizeof(CostRow{}))
 	if deep > shallow+8*batch {
 		t.Errorf("10 rows through a pipe of depth 64 allocated %d bytes, of depth 1 %d: more than 8 batches (%d bytes each) apart", deep, shallow, batch)
+	}
+}
+
+// A table file keeps every column chunk's min and max in its row group's
+// metadata and every page's in the column index, which engines prune by; the
+// page headers do not repeat them (table format 7).
+func TestTableStatistics(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]CostRow, 100)
+	for i := range rows {
+		rows[i] = CostRow{JobKey: "j", Tenant: "t", RecordID: fmt.Sprintf("r%08d", i+5), CustomID: fmt.Sprintf("c%d", i), Attempt: 1,
+			Category: "first_success", LineNo: int64(i + 1), CostUSD: mustMoney(t, fmt.Sprintf("0.%06d", i))}
+	}
+	key, err := WriteTable(ctx, l, t.TempDir(), "costs", "t", Digest{}, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(l.LocalPath(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := slices.IndexFunc(pf.Metadata().Schema[1:], func(e format.SchemaElement) bool { return e.Name == "record_id" })
+	if col < 0 {
+		t.Fatal("no record_id column")
+	}
+	rg := pf.Metadata().RowGroups
+	if len(rg) != 1 {
+		t.Fatalf("%d row groups, want 1", len(rg))
+	}
+	if s := rg[0].Columns[col].MetaData.Statistics; string(s.MinValue) != "r00000005" || string(s.MaxValue) != "r00000104" {
+		t.Errorf("record_id's row group statistics: min %q max %q, want r00000005 and r00000104", s.MinValue, s.MaxValue)
+	}
+	idx := pf.ColumnIndexes()
+	if len(idx) <= col || len(idx[col].MinValues) == 0 || string(idx[col].MinValues[0]) != "r00000005" {
+		t.Fatalf("record_id has no column index with its first page's min r00000005: %+v", idx)
+	}
+	// The first data page's header, read raw: no min or max.
+	off := rg[0].Columns[col].MetaData.DataPageOffset
+	var h format.PageHeader
+	if err := thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(io.NewSectionReader(f, off, st.Size()-off))).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Type != format.DataPageV2 || !h.DataPageHeaderV2.Valid {
+		t.Fatalf("record_id's first page: %+v, want a v2 data page", h)
+	}
+	if s := h.DataPageHeaderV2.V.Statistics; len(s.MinValue) != 0 || len(s.MaxValue) != 0 || len(s.Min) != 0 || len(s.Max) != 0 {
+		t.Errorf("record_id's first page header has statistics: %+v", s)
 	}
 }
