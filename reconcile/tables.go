@@ -324,7 +324,7 @@ type costWriter struct {
 	raws      []string // by out_no - 1
 	fileModes []string // by out_no - 1: one lookup per file, not per line
 	models    map[int64]costModel
-	cats      []string // category names by number
+	cats      []string    // category names by number
 	ranges    []costRange // of the lines of no record
 	known     int64       // lines of expected records in costed
 	written   int64       // of those, written
@@ -338,9 +338,9 @@ type costWriter struct {
 // costLine is a row of cost_scan.sql.
 type costLine struct {
 	pos, line, out, mp, cat int64
-	customID           string
-	cost               lake.Money
-	unpriced           bool
+	customID                string
+	cost                    lake.Money
+	unpriced                bool
 }
 
 func newCostWriter(ctx context.Context, e *Engine, m *lake.Manifest, pipe *lake.TablePipe[lake.CostRow], modes map[string]string) (*costWriter, error) {
