@@ -208,6 +208,9 @@ func writePartials(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifes
 	defer os.RemoveAll(dir)
 	op, cp := filepath.Join(dir, "outcomes.parquet"), filepath.Join(dir, "costs.parquet")
 	data := map[string]string{"Outcomes": quote(op), "Costs": quote(cp), "JobKey": quote(m.JobKey), "Tenant": quote(m.Tenant)}
+	if err := e.lowerMemoryLimit(ctx, partialsMemoryLimit); err != nil {
+		return "", "", err
+	}
 	if err := e.ExecFile(ctx, "partition_write.sql", data); err != nil {
 		return "", "", err
 	}
