@@ -57,19 +57,19 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	defer ow.Abort()
-	cw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
+	ctw, err := lake.NewTableWriter[lake.CostRow](l, tmp, "costs", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
-	defer cw.Abort()
+	defer ctw.Abort()
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
-	cpipe := lake.NewTablePipe(ctx, cw, pipeDepth)
-	var costs1 *costWriter
+	cpipe := lake.NewTablePipe(ctx, ctw, pipeDepth)
+	var cw *costWriter // a reconcile's, not a merge's
 	if !merged {
-		costs1, err = newCostWriter(ctx, e, m, cpipe, modes)
+		cw, err = newCostWriter(ctx, e, m, cpipe, modes)
 	}
 	if err == nil {
-		err = writeOutcomes(ctx, e, m, opipe, costs1)
+		err = writeOutcomes(ctx, e, m, opipe, cw)
 	}
 	if oerr := opipe.Close(err); err == nil {
 		err = oerr
@@ -92,7 +92,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		var order costOrder
 		err = mergeCosts(ctx, e, &order, cpipe, modes)
 	} else {
-		err = costs1.finish(ctx, e)
+		err = cw.finish(ctx, e)
 	}
 	if cerr := cpipe.Close(err); err == nil {
 		err = cerr
@@ -106,8 +106,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 
 // mergeCosts reads a merge's costs table: the partitions' lines, renumbered
 // (line_costs, merge_sources.sql), sorted one range at a time
-// (cost_rows.sql), as scanCosts reads a reconcile's, so that no single sort
-// holds every line of the job.
+// (cost_rows.sql), so that no single sort holds every line of the job.
 func mergeCosts(ctx context.Context, e *Engine, order *costOrder, cpipe *lake.TablePipe[lake.CostRow], modes map[string]string) error {
 	ranges, _, err := costRanges(ctx, e, "line_costs", e.chunkRows)
 	if err != nil {
@@ -330,9 +329,8 @@ type costWriter struct {
 	written   int64       // of those, written
 	order     costOrder
 
-	lo, hi int64      // the range of pos read
-	lines  []costLine // its lines, in costed's order
-	next   int        // the first not yet written
+	lines []costLine // the lines of the range of pos read, in costed's order
+	next  int        // the first not yet written
 }
 
 // costLine is a row of cost_scan.sql.
@@ -374,7 +372,7 @@ func newCostWriter(ctx context.Context, e *Engine, m *lake.Manifest, pipe *lake.
 
 // read loads the lines of the expected records at positions lo <= pos < hi.
 func (c *costWriter) read(ctx context.Context, e *Engine, lo, hi int64) error {
-	c.lo, c.hi, c.lines, c.next = lo, hi, c.lines[:0], 0
+	c.lines, c.next = c.lines[:0], 0
 	return c.scan(ctx, e, costRange{Known: true, PosLo: lo, PosHi: hi}, func(l costLine) error {
 		if l.pos < lo || l.pos >= hi {
 			return fmt.Errorf("reconcile: cost row of file %d line %d names expected file %d row %d, outside the range read", l.out, l.line, l.pos>>40, l.pos&posRows)
