@@ -82,7 +82,7 @@ func costRanges(ctx context.Context, e *Engine, table string, per int64) (ranges
 		k := (n + per - 1) / per
 		span := last - first + 1
 		if !unknown {
-			k = min(k, span) // a record's lines stay in one range
+			k = min(k, span) // at most one range a row: none empty (a record has many lines at one pos)
 			for j := range k {
 				out = append(out, costRange{Known: true,
 					PosLo: part<<40 | (first + span*j/k), PosHi: part<<40 | (first + span*(j+1)/k)})

@@ -499,7 +499,18 @@ func costModels(ctx context.Context, e *Engine) (map[int64]costModel, error) {
 // costCategories reads cost_categories.sql: the category names by number,
 // which must be 0, 1, ...
 func costCategories(ctx context.Context, e *Engine) ([]string, error) {
-	rows, err := e.QueryFile(ctx, "cost_categories.sql", nil)
+	return numberedNames(ctx, e, "cost_categories.sql", 0)
+}
+
+// costFiles lists the result files' raw_sha256 in out_no order (out_no 1 first).
+func costFiles(ctx context.Context, e *Engine) ([]string, error) {
+	return numberedNames(ctx, e, "cost_files.sql", 1)
+}
+
+// numberedNames reads the rows (n, name) of query file, which must number
+// them first, first + 1, ... in order, and returns the names in that order.
+func numberedNames(ctx context.Context, e *Engine, file string, first int64) ([]string, error) {
+	rows, err := e.QueryFile(ctx, file, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -509,42 +520,17 @@ func costCategories(ctx context.Context, e *Engine) ([]string, error) {
 		var n int64
 		var name string
 		if err := rows.Scan(&n, &name); err != nil {
-			return nil, fmt.Errorf("sql cost_categories.sql: %w", err)
+			return nil, fmt.Errorf("sql %s: %w", file, err)
 		}
-		if n != int64(len(out)) {
-			return nil, fmt.Errorf("sql cost_categories.sql: category %d after %d", n, len(out)-1)
+		if n != first+int64(len(out)) {
+			return nil, fmt.Errorf("sql %s: number %d after %d", file, n, first+int64(len(out))-1)
 		}
 		out = append(out, name)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sql cost_categories.sql: %w", err)
+		return nil, fmt.Errorf("sql %s: %w", file, err)
 	}
 	return out, nil
-}
-
-// costFiles lists the result files' raw_sha256 in out_no order (out_no 1 first).
-func costFiles(ctx context.Context, e *Engine) ([]string, error) {
-	rows, err := e.QueryFile(ctx, "cost_files.sql", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var raws []string
-	for rows.Next() {
-		var n int64
-		var raw string
-		if err := rows.Scan(&n, &raw); err != nil {
-			return nil, fmt.Errorf("sql cost_files.sql: %w", err)
-		}
-		if n != int64(len(raws))+1 {
-			return nil, fmt.Errorf("sql cost_files.sql: out_no %d after %d", n, len(raws))
-		}
-		raws = append(raws, raw)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sql cost_files.sql: %w", err)
-	}
-	return raws, nil
 }
 
 // tmpFile is a local file later stored content-addressed.
