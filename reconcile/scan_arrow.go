@@ -134,25 +134,31 @@ func arrowMoney(a arrow.Array) (*array.Decimal128, error) {
 	return d, nil
 }
 
-// arrowInts returns a getter of an integer column.
+// arrowInts returns a getter of an integer column (any type but UBIGINT,
+// whose values need not fit an int64).
 func arrowInts(a arrow.Array) (func(int) int64, error) {
 	switch c := a.(type) {
 	case *array.Int64:
-		return func(i int) int64 { return c.Value(i) }, nil
+		return c.Value, nil
 	case *array.Int32:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	case *array.Int16:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	case *array.Int8:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	case *array.Uint32:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	case *array.Uint16:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	case *array.Uint8:
-		return func(i int) int64 { return int64(c.Value(i)) }, nil
+		return widen(c.Value), nil
 	}
 	return nil, fmt.Errorf("want an integer, have Arrow %s", a.DataType())
+}
+
+// widen turns a getter of a narrower integer into one of int64.
+func widen[T int8 | int16 | int32 | uint8 | uint16 | uint32](get func(int) T) func(int) int64 {
+	return func(i int) int64 { return int64(get(i)) }
 }
 
 // arrowQuery runs q on the session's connection through DuckDB's Arrow
