@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // bulkAlign is the alignment direct I/O asks of a write's buffer, length
@@ -17,12 +16,7 @@ const bulkAlign = 4096
 // bulkBuffers keeps bulkWriters' aligned 1 MiB buffers (*[]byte, empty)
 // between objects.
 var bulkBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 1<<20+bulkAlign)
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) % bulkAlign); r != 0 {
-		off = bulkAlign - r
-	}
-	b = b[off : off : off+1<<20]
+	b := AlignedBuffer(1 << 20)[:0]
 	return &b
 }}
 

@@ -201,6 +201,15 @@ func (sr *shardRetry) byOffset() bool {
 	return len(sr.wants) > 0
 }
 
+// offsets are the wanted lines' starts, in order.
+func (sr *shardRetry) offsets() []int64 {
+	offs := make([]int64, len(sr.wants))
+	for i, w := range sr.wants {
+		offs[i] = w.off
+	}
+	return offs
+}
+
 // readLines reads only the wanted lines, each from where its expected row
 // says it starts, and checks each against its record: the line must parse as
 // a request of the job's format with the record's custom id and request
@@ -209,7 +218,7 @@ func (sr *shardRetry) byOffset() bool {
 // every shard was most of the retry's time.
 func (sr *shardRetry) readLines(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
 	key, shard := lake.ObjectKey(sr.s.Object), sr.s.ShardID
-	src, err := openLines(ctx, l, key, sr.s.Bytes)
+	src, err := openLines(ctx, l, key, sr.s.Bytes, sr.offsets())
 	if err != nil {
 		return fmt.Errorf("retry: read shard %s: %w", shard, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,12 +38,22 @@ func TestShardLines(t *testing.T) {
 	for i := 1; i < len(lines); i++ {
 		offs[i] = offs[i-1] + int64(len(lines[i-1])) + 1
 	}
-	local, err := lake.Open(ctx, filepath.Join(t.TempDir(), "lake"))
-	if err != nil {
-		t.Fatal(err)
+	var want []int // every third line, the long ones and the last
+	var wantOffs []int64
+	for i := range lines {
+		if i%3 == 0 || i == 40 || i == 41 || i == len(lines)-1 {
+			want = append(want, i)
+			wantOffs = append(wantOffs, offs[i])
+		}
 	}
-	defer local.Close()
-	for name, l := range map[string]*lake.Lake{"local": local, "s3": s3Lake(t)} {
+	lakes := map[string]*lake.Lake{"local": localLake(t, t.TempDir()), "s3": s3Lake(t)}
+	// The tests' folder is often in memory (tmpfs), which refuses direct
+	// I/O; a folder on disk takes it where the file system does.
+	if dir, err := os.MkdirTemp(".", "shardlines-test-"); err == nil { // the repository's disk
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		lakes["local-disk"] = localLake(t, dir)
+	}
+	for name, l := range lakes {
 		for _, gap := range []int64{0, 1 << 10, 64 << 20} {
 			t.Run(fmt.Sprintf("%s-gap%d", name, gap), func(t *testing.T) {
 				defer func(g int64) { streamGap = g }(streamGap)
@@ -51,19 +62,18 @@ func TestShardLines(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)))
+				src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)), wantOffs)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer src.Close()
-				if _, local := src.(*fileLines); local != (name == "local") {
+				if fl, local := src.(*fileLines); local != (name != "s3") {
 					t.Fatalf("%s lake read by %T", name, src)
+				} else if local {
+					t.Logf("%s: direct I/O %v", name, fl.r.Direct())
 				}
 				n := 0
-				for i := range lines {
-					if i%3 != 0 && i != 40 && i != 41 && i != len(lines)-1 {
-						continue // every third line, the long ones and the last
-					}
+				for _, i := range want {
 					got, err := src.lineAt(offs[i])
 					if err != nil {
 						t.Fatalf("line %d at %d: %v", i, offs[i], err)
@@ -88,7 +98,7 @@ func TestShardLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)-1))
+			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)-1), offs[len(offs)-1:])
 			if err == nil {
 				defer src.Close()
 				_, err = src.lineAt(offs[len(offs)-1])
@@ -102,7 +112,7 @@ func TestShardLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)-1))
+			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)-1), offs[len(offs)-1:])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,5 +121,96 @@ func TestShardLines(t *testing.T) {
 				t.Errorf("the last line without its newline: %v, want lake.ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+func localLake(t *testing.T, dir string) *lake.Lake {
+	t.Helper()
+	l, err := lake.Open(context.Background(), filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestShardLinesReads: a local shard's wanted lines are read in as few reads
+// as their spacing allows: lines close together share one read (up to
+// lineWindow), a line far from the one before takes a short read of its own,
+// and a line longer than its read is read again whole. Every read is aligned
+// (lake.DirectReader refuses any other).
+func TestShardLinesReads(t *testing.T) {
+	ctx := context.Background()
+	const lineLen = 1000 // with its newline
+	line := func(i int) string { return fmt.Sprintf("%07d:%s", i, strings.Repeat("x", lineLen-9)) }
+	var b strings.Builder
+	n := 20_000 // 20 MB
+	for i := range n {
+		b.WriteString(line(i))
+		b.WriteByte('\n')
+	}
+	data := []byte(b.String())
+	l := localLake(t, t.TempDir())
+	d, err := l.PutObject(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		every      int   // a wanted line every this many
+		reads      int64 // at most
+		readBytes  int64 // at most
+		atLeastOne bool
+	}{
+		// 100 KB apart, under lineGap: one read per lineWindow.
+		{"close", 100, int64(len(data))/lineWindow + 2, int64(len(data)) + lineWindow, true},
+		// 1 MB apart: a read each, of lineGuess and a block at most.
+		{"far", 1000, int64(n / 1000), int64(n/1000) * (lineGuess + 2*lake.DirectAlign), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var offs []int64
+			for i := 0; i < n; i += c.every {
+				offs = append(offs, int64(i)*lineLen)
+			}
+			src, err := openLines(ctx, l, lake.ObjectKey(d), int64(len(data)), offs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			for _, off := range offs {
+				got, err := src.lineAt(off)
+				if err != nil {
+					t.Fatalf("line at %d: %v", off, err)
+				}
+				if want := line(int(off / lineLen)); string(got) != want {
+					t.Fatalf("line at %d: %.20q, want %.20q", off, got, want)
+				}
+			}
+			fl := src.(*fileLines)
+			t.Logf("%d lines: %d reads, %d bytes", len(offs), fl.reads, fl.read)
+			if fl.reads > c.reads || fl.read > c.readBytes {
+				t.Errorf("%d lines in %d reads of %d bytes, want at most %d reads of %d", len(offs), fl.reads, fl.read, c.reads, c.readBytes)
+			}
+		})
+	}
+	// A line longer than lineWindow, wanted after a short one close before
+	// it: read again from its start until its newline.
+	long := strings.Repeat("y", 3*lineWindow)
+	data2 := []byte("a\n" + long + "\nb\n")
+	d2, err := l.PutObject(ctx, data2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := []int64{0, 2, int64(len(data2)) - 2}
+	src, err := openLines(ctx, l, lake.ObjectKey(d2), int64(len(data2)), offs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i, want := range []string{"a", long, "b"} {
+		got, err := src.lineAt(offs[i])
+		if err != nil || string(got) != want {
+			t.Fatalf("line at %d: %.20q (%d bytes), %v; want %.20q (%d)", offs[i], got, len(got), err, want, len(want))
+		}
 	}
 }
