@@ -11,7 +11,7 @@ import (
 )
 
 // TestDuckDBAllocatorSettings: where DuckDB brings its jemalloc (the bundled
-// Linux x86-64 library), freed pages wait ten seconds before they go back to
+// Linux x86-64 library), freed pages wait three seconds before they go back to
 // the kernel, and --version says so; DUCKDB_JE_MALLOC_CONF, when set, wins.
 func TestDuckDBAllocatorSettings(t *testing.T) {
 	testrun.CheckAllocator(t)
@@ -21,7 +21,7 @@ func TestDuckDBAllocatorSettings(t *testing.T) {
 		env  string
 		want string
 	}{
-		{"", "jemalloc dirty_decay_ms=10000 muzzy_decay_ms=0"},
+		{"", "jemalloc dirty_decay_ms=3000 muzzy_decay_ms=0"},
 		{"dirty_decay_ms:2000,muzzy_decay_ms:500", "jemalloc dirty_decay_ms=2000 muzzy_decay_ms=500"},
 	}
 	self, err := os.Executable()

@@ -5,10 +5,11 @@ package duckalloc
 // to the kernel after one second. A reconcile, report or query over more than
 // --memory-limit spills, freeing and allocating buffers all along: each page
 // given back is an madvise with a TLB shootdown and each one taken again a
-// page fault, both dear on a virtual machine. Kept ten seconds, the pages are
-// reused instead: at 1M and 10M records reconcile takes about a tenth less
-// cpu time, and its peak resident memory, up to a fifth more, stays within
-// a 1 GiB pod (docs/performance.md).
+// page fault, both dear on a virtual machine. Kept three seconds, the pages
+// are reused instead: at 1M and 10M records reconcile takes about a tenth
+// less cpu time than at one second. Ten seconds was no faster, and held up
+// to 200 MiB more at a 10M reconcile's peak, near a 1 GiB pod's limit
+// (docs/performance.md).
 //
 // jemalloc reads its settings before Go starts, so they are set here, in C:
 // jemalloc's last source of settings is the weak symbol
@@ -22,7 +23,7 @@ package duckalloc
 #include <stdlib.h>
 #include <sys/types.h>
 
-const char *duckdb_je_malloc_conf_2_conf_harder = "dirty_decay_ms:10000,muzzy_decay_ms:0";
+const char *duckdb_je_malloc_conf_2_conf_harder = "dirty_decay_ms:3000,muzzy_decay_ms:0";
 
 __attribute__((constructor(101))) static void batchlake_allocator_settings(void) {
 	if (getenv("DUCKDB_JE_MALLOC_CONF") != NULL) {
@@ -52,7 +53,7 @@ import "unsafe"
 // The decay times set above, in milliseconds, for the checks that read them
 // back.
 const (
-	DirtyDecayMS = 10000
+	DirtyDecayMS = 3000
 	MuzzyDecayMS = 0
 )
 

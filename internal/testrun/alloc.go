@@ -9,7 +9,7 @@ import (
 )
 
 // Every test binary that imports this package allocates DuckDB's memory as
-// the batchlake binary does (duckalloc: freed pages kept ten seconds before
+// the batchlake binary does (duckalloc: freed pages kept three seconds before
 // they go back to the kernel), so that its reconciles and queries run as
 // they do in production; with DuckDB's own one second, the reconcile tests
 // took about 8 % more cpu, giving pages back and faulting them in again.
