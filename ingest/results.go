@@ -50,6 +50,10 @@ type FileOptions struct {
 	Mode string
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
+	// Raw, if set, is the file's sha256 and RawSize its size, hashed by the
+	// caller already (ingest hashes a file while it checks its ids).
+	Raw     *lake.Digest
+	RawSize int64
 }
 
 // IngestFile archives a provider output or error file raw and
@@ -70,8 +74,10 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err != nil {
 		return res, err
 	}
-	raw, size, err := lake.HashFile(o.Path)
-	if err != nil {
+	raw, size := lake.Digest{}, o.RawSize
+	if o.Raw != nil {
+		raw = *o.Raw
+	} else if raw, size, err = lake.HashFile(o.Path); err != nil {
 		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
 	res.RawSHA256 = raw.Hex()

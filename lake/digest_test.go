@@ -1,8 +1,13 @@
 package lake
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -68,5 +73,27 @@ func TestHashCallMatchesTheRule(t *testing.T) {
 		if got, want := HashCall("POST", "/v1/chat/completions", []byte(body)), plainFields("POST", "/v1/chat/completions", body); got != want {
 			t.Errorf("body of %d bytes: HashCall = %s, want %s", n, got.Hex(), want.Hex())
 		}
+	}
+}
+
+// TestHashFileContext: a file's digest and size, and the hash given up once
+// its context is done.
+func TestHashFileContext(t *testing.T) {
+	content := []byte(strings.Repeat("a line of a result file\n", 1<<14))
+	p := filepath.Join(t.TempDir(), "out.jsonl")
+	if err := os.WriteFile(p, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, n, err := HashFileContext(context.Background(), p)
+	if err != nil || d != sha256.Sum256(content) || n != int64(len(content)) {
+		t.Fatalf("HashFileContext = %s, %d, %v; want %x, %d", d, n, err, sha256.Sum256(content), len(content))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := HashFileContext(ctx, p); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled hash: err = %v, want context.Canceled", err)
+	}
+	if _, _, err := HashFileContext(context.Background(), p+".missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: err = %v, want fs.ErrNotExist", err)
 	}
 }

@@ -308,19 +308,37 @@ func (l *Lake) PutFileAs(ctx context.Context, path, key string, d Digest, n int6
 
 // HashFile returns the sha256 and size of a local file.
 func HashFile(path string) (Digest, int64, error) {
+	return HashFileContext(context.Background(), path)
+}
+
+// HashFileContext is HashFile, given up with ctx's error once ctx is done.
+func HashFileContext(ctx context.Context, path string) (Digest, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Digest{}, 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, ctxReader{ctx, f})
 	if err != nil {
 		return Digest{}, 0, fmt.Errorf("hash %s: %w", path, err)
 	}
 	var d Digest
 	h.Sum(d[:0])
 	return d, n, nil
+}
+
+// ctxReader reads r until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // GetObject reads a content-addressed object and verifies its digest.

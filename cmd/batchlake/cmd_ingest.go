@@ -78,22 +78,31 @@ it stays archived.`,
 				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
 			files := []resultFile{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
+			var sums []fileSum
 			if !force && minMatch > 0 {
-				// Every file is checked before any is written.
+				// Every file is checked before any is written; the files are
+				// hashed meanwhile, on another core.
+				hashed := hashFiles(ctx, files)
 				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
+					hashed.stop()
 					return err
 				}
+				sums = hashed.wait()
 			}
 			retracted, err := l.Retractions(ctx, d)
 			if err != nil {
 				return err
 			}
-			for _, f := range files {
+			for i, f := range files {
 				if f.path == "" {
 					continue
 				}
 				tell, done := g.progressFor("ingest", f.path, fileSize(f.path), g.stderr)
-				fr, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell})
+				o := ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell}
+				if i < len(sums) && sums[i].err == nil {
+					o.Raw, o.RawSize = &sums[i].d, sums[i].n
+				}
+				fr, err := ingest.IngestFile(ctx, l, m, o)
 				done()
 				if err != nil {
 					return err
@@ -142,6 +151,51 @@ it stays archived.`,
 
 // resultFile is a provider file given to ingest and its channel.
 type resultFile struct{ path, channel string }
+
+// fileSum is a result file's sha256 and size, or why it has none (then
+// ingest hashes the file itself, and reports the error if it recurs).
+type fileSum struct {
+	d   lake.Digest
+	n   int64
+	err error
+}
+
+// fileHashes are result files being hashed on a goroutine of their own.
+type fileHashes struct {
+	sums   []fileSum
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// hashFiles starts hashing files (those with a path) in turn.
+func hashFiles(ctx context.Context, files []resultFile) *fileHashes {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &fileHashes{sums: make([]fileSum, len(files)), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for i, f := range files {
+			if f.path == "" {
+				h.sums[i].err = errors.New("no file")
+				continue
+			}
+			h.sums[i].d, h.sums[i].n, h.sums[i].err = lake.HashFileContext(ctx, f.path)
+		}
+	}()
+	return h
+}
+
+// wait returns the files' sums, in the order of files.
+func (h *fileHashes) wait() []fileSum {
+	<-h.done
+	h.cancel()
+	return h.sums
+}
+
+// stop gives the hashing up and waits for its goroutine.
+func (h *fileHashes) stop() {
+	h.cancel()
+	<-h.done
+}
 
 // checkIDs refuses (exit 2, nothing written) the first result file whose
 // sampled lines mostly carry ids the job does not expect, naming the lake's

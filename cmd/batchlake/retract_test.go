@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -218,6 +220,47 @@ func TestIngestMinMatch(t *testing.T) {
 				t.Errorf("an accepted ingest wrote nothing")
 			}
 		})
+	}
+	b.verify()
+}
+
+// TestIngestHashesWhileChecking: the files' digests, taken while their ids
+// are checked, are each file's own: every file is archived and reported
+// under the sha256 of its bytes, whichever channels are given.
+func TestIngestHashesWhileChecking(t *testing.T) {
+	b := newBox(t)
+	job, output := otherJob(t, b)
+	errs := writeFile(t, "b-errors.jsonl", []byte(failureLine("b-0003", 500, "server_error")+"\n"))
+	for _, args := range [][]string{
+		{"--output", output, "--errors", errs},
+		{"--errors", errs},
+	} {
+		r := b.want([]int{0}, append([]string{"ingest", "--job", job}, args...)...)
+		var res struct {
+			Files []struct {
+				Channel   string `json:"channel"`
+				RawSHA256 string `json:"raw_sha256"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("ingest %v: %v: %s", args, err, r)
+		}
+		if len(res.Files) != len(args)/2 {
+			t.Fatalf("ingest %v: %d files reported", args, len(res.Files))
+		}
+		for _, f := range res.Files {
+			path := map[string]string{"output": output, "error": errs}[f.Channel]
+			want, _, err := lake.HashFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.RawSHA256 != want.Hex() {
+				t.Errorf("ingest %v: %s file reported as %s, its bytes hash to %s", args, f.Channel, f.RawSHA256, want.Hex())
+			}
+			if _, err := os.Stat(filepath.Join(b.lake, lake.ObjectKey(want))); err != nil {
+				t.Errorf("ingest %v: %s file not archived under its digest: %v", args, f.Channel, err)
+			}
+		}
 	}
 	b.verify()
 }
