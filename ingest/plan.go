@@ -308,6 +308,14 @@ type planInput struct {
 	model, endpoint string      // the file's one model and endpoint
 	sameKeys        bool        // every business key is its custom id (the default --key-field)
 	fileDigest      lake.Digest // SHA-256 of the input file's bytes
+	// While every record's key is greater than the one before (an input in
+	// key order: blgen's, a sorted export's), the records' identity is
+	// hashed as they are read, in the order identify would hash them after
+	// the sort (see identify).
+	inOrder  bool
+	prevKey  string
+	keysHash *lake.FieldHasher
+	cfgs     map[lake.Digest]bool
 }
 
 // close removes the records' run files and the shards not stored.
@@ -334,7 +342,8 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
 	}
 	est := estimateLines(file)
-	in := &planInput{recs: newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir), sameKeys: true}
+	in := &planInput{recs: newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir), sameKeys: true,
+		inOrder: true, keysHash: lake.NewFieldHasher(), cfgs: map[lake.Digest]bool{}}
 	// Unless every record arrives in key order (spec, below), those that do
 	// are re-read from the input when the shards are written, in one forward
 	// sweep; the others carry their lines through the sort (see planRuns).
@@ -415,6 +424,11 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 			return nil
 		}
 		in.sameKeys = in.sameKeys && pr.key == pr.customID
+		if in.inOrder = in.inOrder && (recs.n == 0 || pr.key > in.prevKey); in.inOrder {
+			in.prevKey = pr.key
+			in.keysHash.AddString(pr.key).Add(pr.req[:])
+			in.cfgs[pr.cfg] = true
+		}
 		if in.spec != nil {
 			ok := bad.Total == 0 && (recs.n == 0 || pr.key > lastKey)
 			if ok {
@@ -467,20 +481,30 @@ type planJob struct {
 // keys (with every other bad line: an error of type *InputErrors) and
 // computes the job's identity from the records, hashed in the same pass
 // that finds duplicates.
+//
+// An input read in key order with the custom ids as keys was hashed while it
+// was read (readInput): its keys, each greater than the one before, are
+// unique, and so are its custom ids, and the records are not passed over
+// again.
 func identify(in *planInput, name string, o *PlanOptions, f Format) (*planJob, error) {
 	if err := in.recs.sort(); err != nil {
 		return nil, err
 	}
-	h := lake.NewFieldHasher()
-	cfgs := map[lake.Digest]bool{}
-	if err := checkUnique(in.recs, in.sameKeys, name, o.TmpDir, &in.bad, func(r *planRec) {
-		h.AddString(r.key).Add(r.req[:])
-		cfgs[r.cfg] = true
-	}); err != nil {
-		return nil, err
+	h, cfgs := in.keysHash, in.cfgs
+	if !in.inOrder || !in.sameKeys || in.bad.Total > 0 {
+		h, cfgs = lake.NewFieldHasher(), map[lake.Digest]bool{}
+		if err := checkUnique(in.recs, in.sameKeys, name, o.TmpDir, &in.bad, func(r *planRec) {
+			h.AddString(r.key).Add(r.req[:])
+			cfgs[r.cfg] = true
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if in.bad.Total > 0 {
 		return nil, &in.bad
+	}
+	if in.recs.n == 0 {
+		return nil, fmt.Errorf("plan %s: internal error: no records and no bad line", name)
 	}
 	id := &planJob{inputHash: h.Sum()}
 	for c := range cfgs {

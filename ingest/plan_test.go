@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -136,6 +137,72 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
+// TestIdentityInOrderOrNot: an input in key order is hashed as it is read,
+// any other after its records are sorted (in run files here): the same
+// records give the same job and record ids either way, whatever the order.
+func TestIdentityInOrderOrNot(t *testing.T) {
+	var lines []string
+	for i := range 300 {
+		lines = append(lines, openaiLine(fmt.Sprintf("r%04d", i), "gpt-4o-mini", fmt.Sprintf("item %d", i)))
+	}
+	swapped := slices.Clone(lines)
+	swapped[298], swapped[299] = swapped[299], swapped[298]
+	shuffled := slices.Clone(lines)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var want string
+	for _, c := range []struct {
+		name  string
+		lines []string
+	}{{"in key order", lines}, {"the last two swapped", swapped}, {"shuffled", shuffled}, {"reversed", reversed(lines)}} {
+		l := newLake(t)
+		o := opts(writeFile(t, "in.jsonl", c.lines, "\n"))
+		o.RunRecords = 16
+		res, err := Plan(context.Background(), l, o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ids := expectedIDs(t, l, res.JobKey)
+		got := res.JobKey + " " + strings.Join(ids, ",")
+		if len(ids) != len(lines) {
+			t.Fatalf("%s: %d expected rows", c.name, len(ids))
+		}
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("%s: job %s and its record ids differ from the input in key order's (%s)", c.name, res.JobKey, want[:64])
+		}
+	}
+}
+
+func reversed(s []string) []string {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
+}
+
+// expectedIDs are the record ids of a job's expected rows, sorted.
+func expectedIDs(t *testing.T, l *lake.Lake, job string) []string {
+	t.Helper()
+	ctx := context.Background()
+	m, err := l.GetManifest(ctx, mustDigest(t, job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, k := range m.ExpectedFiles {
+		if err := lake.ReadTableFile(ctx, l, k, func(rows []lake.ExpectedRow) error {
+			for _, r := range rows {
+				ids = append(ids, r.CustomID+"="+r.RecordID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // TestJobKeyDataset: a retry child's parent and a simulated job's provider
 // are part of the dataset its key is made of, so the same
 // records planned as a child, or for the simulator, are a job of their own.
@@ -196,6 +263,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	}{
 		{"malformed line", []string{good, `{"custom_id": "b", "method": "POST",`}, nil, []string{"line 2", "not valid JSON"}},
 		{"duplicate id names both lines", []string{good, openaiLine("z", "gpt-4o-mini", "y"), openaiLine("a", "gpt-4o-mini", "other")}, nil, []string{"line 3", "custom_id", `duplicate "a", first on line 1`}},
+		{"duplicate id in key order", []string{good, openaiLine("b", "gpt-4o-mini", "y"), openaiLine("b", "gpt-4o-mini", "other")}, nil, []string{"line 3", "custom_id", `duplicate "b", first on line 2`}},
 		{"missing custom_id", []string{`{"method": "POST", "url": "/v1/chat/completions", "body": {"model": "m"}}`}, nil, []string{"line 1", "field custom_id", "missing"}},
 		{"wrong method", []string{strings.Replace(good, `"POST"`, `"GET"`, 1)}, nil, []string{"field method"}},
 		{"unknown endpoint", []string{strings.Replace(good, "/v1/chat/completions", "/v1/nope", 1)}, nil, []string{"field url"}},
