@@ -503,9 +503,6 @@ func identify(in *planInput, name string, o *PlanOptions, f Format) (*planJob, e
 	if in.bad.Total > 0 {
 		return nil, &in.bad
 	}
-	if in.recs.n == 0 {
-		return nil, fmt.Errorf("plan %s: internal error: no records and no bad line", name)
-	}
 	id := &planJob{inputHash: h.Sum()}
 	for c := range cfgs {
 		id.cfgs = append(id.cfgs, c.Hex())
