@@ -308,12 +308,11 @@ type planInput struct {
 	model, endpoint string      // the file's one model and endpoint
 	sameKeys        bool        // every business key is its custom id (the default --key-field)
 	fileDigest      lake.Digest // SHA-256 of the input file's bytes
-	// While every record's key is greater than the one before (an input in
-	// key order: blgen's, a sorted export's), the records' identity is
-	// hashed as they are read, in the order identify would hash them after
-	// the sort (see identify).
-	inOrder  bool
-	prevKey  string
+	// hashed: every record's key so far was greater than the one before
+	// (an input in key order: blgen's, a sorted export's) and was its custom
+	// id, and keysHash and cfgs hold the records' identity, hashed as they
+	// were read in the order identify would hash them after the sort.
+	hashed   bool
 	keysHash *lake.FieldHasher
 	cfgs     map[lake.Digest]bool
 }
@@ -343,7 +342,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	}
 	est := estimateLines(file)
 	in := &planInput{recs: newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir), sameKeys: true,
-		inOrder: true, keysHash: lake.NewFieldHasher(), cfgs: map[lake.Digest]bool{}}
+		hashed: true, keysHash: lake.NewFieldHasher(), cfgs: map[lake.Digest]bool{}}
 	// Unless every record arrives in key order (spec, below), those that do
 	// are re-read from the input when the shards are written, in one forward
 	// sweep; the others carry their lines through the sort (see planRuns).
@@ -424,13 +423,15 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 			return nil
 		}
 		in.sameKeys = in.sameKeys && pr.key == pr.customID
-		if in.inOrder = in.inOrder && (recs.n == 0 || pr.key > in.prevKey); in.inOrder {
-			in.prevKey = pr.key
+		// While the keys only grow, none was carried, so lastKey is the key
+		// of the record before.
+		inOrder := recs.n == 0 || pr.key > lastKey
+		if in.hashed = in.hashed && in.sameKeys && inOrder; in.hashed {
 			in.keysHash.AddString(pr.key).Add(pr.req[:])
 			in.cfgs[pr.cfg] = true
 		}
 		if in.spec != nil {
-			ok := bad.Total == 0 && (recs.n == 0 || pr.key > lastKey)
+			ok := bad.Total == 0 && inOrder
 			if ok {
 				var err error
 				if ok, err = in.spec.add(ln.Bytes); err != nil {
@@ -491,7 +492,7 @@ func identify(in *planInput, name string, o *PlanOptions, f Format) (*planJob, e
 		return nil, err
 	}
 	h, cfgs := in.keysHash, in.cfgs
-	if !in.inOrder || !in.sameKeys || in.bad.Total > 0 {
+	if !in.hashed || in.bad.Total > 0 {
 		h, cfgs = lake.NewFieldHasher(), map[lake.Digest]bool{}
 		if err := checkUnique(in.recs, in.sameKeys, name, o.TmpDir, &in.bad, func(r *planRec) {
 			h.AddString(r.key).Add(r.req[:])

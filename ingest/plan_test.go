@@ -389,6 +389,48 @@ func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestIngestHashedBefore: a file hashed by the caller (FileOptions.Raw) is
+// archived under that digest; one whose size changed since is hashed again,
+// so an append between the two cannot be stored under the old digest.
+func TestIngestHashedBefore(t *testing.T) {
+	ctx := context.Background()
+	line := `{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`
+	l := newLake(t)
+	m := planOne(t, l)
+	out := writeFile(t, "out.jsonl", []string{line}, "\n")
+	before, size, err := lake.HashFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Raw: &before, RawSize: size})
+	if err != nil || fr.RawSHA256 != before.Hex() {
+		t.Fatalf("hashed before: %+v, %v; want raw %s", fr, err, before.Hex())
+	}
+	f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(strings.Replace(line, `"a"`, `"b"`, 1) + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	now, _, err := lake.HashFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Raw: &before, RawSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr.RawSHA256 != now.Hex() || fr.Rows != 2 || !fr.Created {
+		t.Errorf("appended after it was hashed: %+v; want raw %s, 2 rows, created", fr, now.Hex())
+	}
+	b, err := l.GetObject(ctx, now)
+	if err != nil || int64(len(b)) == size {
+		t.Errorf("the grown file's archive: %d bytes, %v", len(b), err)
+	}
+}
+
 // TestIngestOwnedFileLinked: a download of collect (Owned, made by
 // lake.CreateTemp) becomes the raw archive itself in a local lake; anyone
 // else's file is copied, so that changing it later cannot change the lake.

@@ -51,7 +51,8 @@ type FileOptions struct {
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
 	// Raw, if set, is the file's sha256 and RawSize its size, hashed by the
-	// caller already (ingest hashes a file while it checks its ids).
+	// caller already (ingest hashes a file while it checks its ids). A file
+	// whose size is no longer RawSize is hashed again.
 	Raw     *lake.Digest
 	RawSize int64
 }
@@ -74,9 +75,12 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err != nil {
 		return res, err
 	}
-	raw, size := lake.Digest{}, o.RawSize
-	if o.Raw != nil {
-		raw = *o.Raw
+	var (
+		raw  lake.Digest
+		size int64
+	)
+	if st, err := os.Stat(o.Path); o.Raw != nil && err == nil && st.Size() == o.RawSize {
+		raw, size = *o.Raw, o.RawSize
 	} else if raw, size, err = lake.HashFile(o.Path); err != nil {
 		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}

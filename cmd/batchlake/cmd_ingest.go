@@ -81,13 +81,28 @@ it stays archived.`,
 			var sums []fileSum
 			if !force && minMatch > 0 {
 				// Every file is checked before any is written; the files are
-				// hashed meanwhile, on another core.
-				hashed := hashFiles(ctx, files)
-				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
-					hashed.stop()
+				// hashed meanwhile, on another core (an error leaves a file
+				// to IngestFile, which hashes it and reports the error).
+				sums = make([]fileSum, len(files))
+				hctx, stop := context.WithCancel(ctx)
+				hashed := make(chan struct{})
+				go func() {
+					defer close(hashed)
+					for i, f := range files {
+						if f.path != "" {
+							sums[i].d, sums[i].n, sums[i].err = lake.HashFileContext(hctx, f.path)
+						}
+					}
+				}()
+				err := checkIDs(ctx, g, l, m, files, minMatch)
+				if err != nil {
+					stop()
+				}
+				<-hashed
+				stop()
+				if err != nil {
 					return err
 				}
-				sums = hashed.wait()
 			}
 			retracted, err := l.Retractions(ctx, d)
 			if err != nil {
@@ -152,49 +167,11 @@ it stays archived.`,
 // resultFile is a provider file given to ingest and its channel.
 type resultFile struct{ path, channel string }
 
-// fileSum is a result file's sha256 and size, or why it has none (then
-// ingest hashes the file itself, and reports the error if it recurs).
+// fileSum is a result file's sha256 and size, or why it has none.
 type fileSum struct {
 	d   lake.Digest
 	n   int64
 	err error
-}
-
-// fileHashes are result files being hashed on a goroutine of their own.
-type fileHashes struct {
-	sums   []fileSum
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// hashFiles starts hashing files (those with a path) in turn.
-func hashFiles(ctx context.Context, files []resultFile) *fileHashes {
-	ctx, cancel := context.WithCancel(ctx)
-	h := &fileHashes{sums: make([]fileSum, len(files)), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(h.done)
-		for i, f := range files {
-			if f.path == "" {
-				h.sums[i].err = errors.New("no file")
-				continue
-			}
-			h.sums[i].d, h.sums[i].n, h.sums[i].err = lake.HashFileContext(ctx, f.path)
-		}
-	}()
-	return h
-}
-
-// wait returns the files' sums, in the order of files.
-func (h *fileHashes) wait() []fileSum {
-	<-h.done
-	h.cancel()
-	return h.sums
-}
-
-// stop gives the hashing up and waits for its goroutine.
-func (h *fileHashes) stop() {
-	h.cancel()
-	<-h.done
 }
 
 // checkIDs refuses (exit 2, nothing written) the first result file whose
