@@ -36,13 +36,13 @@ SET preserve_insertion_order = false;
 
 -- The two small sets of records the categories look up (below), once.
 CREATE OR REPLACE TEMP TABLE given_up AS
-SELECT custom_id FROM outcomes
+SELECT pos FROM outcomes
 WHERE disposition = 'manual' AND outcome <> 'failed_permanent';
 
 CREATE OR REPLACE TEMP TABLE answered_sent AS
-SELECT custom_id FROM outcomes
+SELECT pos FROM outcomes
 WHERE outcome IN ('succeeded', 'quality_failed')
-  AND custom_id IN (SELECT custom_id FROM lines WHERE error_code = 'maybe_sent');
+  AND pos IN (SELECT pos FROM lines WHERE error_code = 'maybe_sent');
 {{- end}}
 {{- if .Sorted}}
 
@@ -53,15 +53,15 @@ SET preserve_insertion_order = true;
 
 CREATE OR REPLACE TEMP TABLE costed_u AS
 {{- end}}
-SELECT l.pos, f.out_no, l.line_no, CASE WHEN l.pos IS NULL THEN l.custom_id END AS custom_id, l.mp_no, l.unpriced, l.cost_usd,
+SELECT l.pos, f.out_no, l.line_no, l.custom_id, l.mp_no, l.unpriced, l.cost_usd,
     CAST(CASE
-        WHEN l.record_id IS NULL THEN 0
+        WHEN l.pos IS NULL THEN 0
         WHEN l.rank = 1 AND nb.line_key IS NULL THEN 1
         WHEN l.rank = 1 THEN 2
         -- A real-time call that may have reached the provider without an
         -- answer, of a record answered by another call: a duplicate submission.
-        WHEN l.error_code = 'maybe_sent' AND a.custom_id IS NOT NULL THEN 2
-        WHEN g.custom_id IS NOT NULL THEN 3
+        WHEN l.error_code = 'maybe_sent' AND a.pos IS NOT NULL THEN 2
+        WHEN g.pos IS NOT NULL THEN 3
         WHEN l.rank = 2 THEN 4
         WHEN l.rank = 3 THEN 5
         ELSE 6
@@ -73,8 +73,8 @@ JOIN files f ON f.file_no = l.file_no
 -- that are not their record's best (not_best, lines.sql), the records given
 -- up on, and the answered records of the lines that may have been sent.
 LEFT JOIN not_best nb ON nb.line_key = l.line_key
-LEFT JOIN given_up g ON g.custom_id = l.custom_id
-LEFT JOIN answered_sent a ON a.custom_id = l.custom_id
+LEFT JOIN given_up g ON g.pos = l.pos
+LEFT JOIN answered_sent a ON a.pos = l.pos
 {{- if .Grouped}}
 WHERE l.grp = {{.Group}}
 {{- end}}

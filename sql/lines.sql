@@ -18,7 +18,7 @@
 SET preserve_insertion_order = false;
 
 -- Every result line, joined to its record by custom_id (never by line number),
--- classified and priced. record_id IS NULL marks an unknown id. rank is the
+-- classified and priced. pos IS NULL marks an unknown id. rank is the
 -- outcome precedence: 1 succeeded, 2 quality_failed, 3 failed_retryable,
 -- 4 failed_permanent; line_key orders a record's lines by (rank, channel,
 -- raw_sha256, line_no), which identifies a line uniquely, packed in a BIGINT
@@ -87,13 +87,15 @@ checked AS (
     FROM classified a
 )
 SELECT
-    p.mp_no, a.custom_id, a.line_no, a.status_code, a.error_code,
+    -- A line of a known record is named by its record's pos alone: its
+    -- custom_id would be a string per line in memory, and in the spill at
+    -- 10M records.
+    p.mp_no, CASE WHEN e.pos IS NULL THEN a.custom_id END AS custom_id, a.line_no, a.status_code, a.error_code,
     f.file_no,
-    e.record_id,
-    e.attempt,
-    -- The record's place in the expected files (sources.sql): the costs table
-    -- is written in that order, each line named by its record there
-    -- (tables.go), so costed carries no record strings.
+    -- The record's place in the expected files (sources.sql), NULL for an
+    -- unknown id: the costs table is written in that order, each line named
+    -- by its record there (tables.go), so neither lines nor costed carries
+    -- record strings.
     e.pos,
     CAST(a.rank AS UTINYINT) AS rank,
     a.truncated,
@@ -119,7 +121,7 @@ JOIN files f ON f.channel = a.channel AND f.raw_sha256 = a.raw_sha256
 -- and model version of the lines, a model version NULL in files ingested
 -- before ingest filled it in).
 LEFT JOIN model_prices p ON p.file_no = f.file_no AND p.provider = a.provider AND p.model_version IS NOT DISTINCT FROM a.model_version
-LEFT JOIN (SELECT custom_id, record_id, attempt, pos FROM expected_at) e ON e.custom_id = a.custom_id;
+LEFT JOIN (SELECT custom_id, pos FROM expected_at) e ON e.custom_id = a.custom_id;
 
 -- One row per record with a line: how many lines it had, what they cost and
 -- its best line, the least line_key (which is unique); outcomes.sql looks up
@@ -129,13 +131,13 @@ LEFT JOIN (SELECT custom_id, record_id, attempt, pos FROM expected_at) e ON e.cu
 -- records about a third of a GiB, beyond --memory-limit).
 CREATE OR REPLACE TEMP TABLE best AS
 SELECT
-    custom_id,
+    pos,
     count(*) AS lines,
     sum(cost_usd) AS cost_usd,
     min(line_key) AS line_key
 FROM lines
-WHERE record_id IS NOT NULL AND grp = {{.Group}}
-GROUP BY custom_id;
+WHERE pos IS NOT NULL AND grp = {{.Group}}
+GROUP BY pos;
 
 -- The succeeded lines that are not their record's best: the duplicate
 -- submissions of records answered more than once, few. line_costs.sql tells
@@ -144,5 +146,5 @@ GROUP BY custom_id;
 {{if .Insert}}INSERT INTO not_best{{else}}CREATE OR REPLACE TEMP TABLE not_best AS{{end}}
 SELECT l.line_key
 FROM lines l
-JOIN (SELECT custom_id, line_key FROM best WHERE lines > 1) b ON b.custom_id = l.custom_id
-WHERE l.grp = {{.Group}} AND l.rank = 1 AND l.record_id IS NOT NULL AND l.line_key <> b.line_key;
+JOIN (SELECT pos, line_key FROM best WHERE lines > 1) b ON b.pos = l.pos
+WHERE l.grp = {{.Group}} AND l.rank = 1 AND l.line_key <> b.line_key;

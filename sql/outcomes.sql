@@ -23,7 +23,7 @@ WITH o AS (
            coalesce(b.lines, 0) AS lines,
            coalesce(b.cost_usd, CAST(0 AS DECIMAL(38, 18))) AS cost_usd
     FROM expected_at e
-    LEFT JOIN best b ON b.custom_id = e.custom_id
+    LEFT JOIN best b ON b.pos = e.pos
     -- The best line's details, where the outcome uses them: a line that
     -- succeeded and was not cut needs none (the most lines by far, and so
     -- the smallest join).

@@ -13,9 +13,10 @@
 CREATE OR REPLACE TEMP TABLE record_usage AS
 SELECT record_id, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
 FROM (
-    SELECT record_id, tokens, cost_usd
-    FROM lines
-    WHERE record_id IS NOT NULL
+    SELECT o.record_id, l.tokens, l.cost_usd
+    FROM lines l
+    JOIN outcomes o ON o.pos = l.pos
+    WHERE l.pos IS NOT NULL
     UNION ALL
     SELECT c.record_id, coalesce(a.input_tokens + a.output_tokens, 0), CAST(c.cost_usd AS DECIMAL(38, 18))
     FROM prior_costs c
