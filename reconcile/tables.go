@@ -269,10 +269,10 @@ func resize[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// at names row i's position and record hash.
+// at names row i's position and custom_id hash.
 func (c *outcomeCols) at(i int64) string {
 	if i < int64(len(c.pos)) {
-		return fmt.Sprintf("of file %d row %d, record hash %d", c.pos[i]>>40, c.pos[i]&(1<<40-1), c.rid[i])
+		return fmt.Sprintf("of file %d row %d, custom_id hash %d", c.pos[i]>>40, c.pos[i]&(1<<40-1), c.rid[i])
 	}
 	return "none"
 }

@@ -3,11 +3,11 @@
 -- (outcome missing), whose spend is committed but not reported. expected and
 -- outcomes hold the same records (one outcome per expected record, in a
 -- partition too), so the totals need no join, and the part not billed joins
--- only the missing records.
+-- only the missing records, by their place in the expected files.
 SELECT (SELECT coalesce(sum(est_input_tokens), 0)::BIGINT FROM expected) AS input_tokens,
        (SELECT coalesce(sum(est_output_tokens), 0)::BIGINT FROM expected) AS output_tokens,
        count(*) AS not_billed_records,
        coalesce(sum(e.est_input_tokens), 0)::BIGINT AS not_billed_input_tokens,
        coalesce(sum(e.est_output_tokens), 0)::BIGINT AS not_billed_output_tokens
-FROM expected e
-JOIN (SELECT record_id FROM outcomes WHERE outcome = 'missing') m ON m.record_id = e.record_id;
+FROM expected_at e
+JOIN (SELECT pos FROM outcomes WHERE outcome = 'missing') m ON m.pos = e.pos;

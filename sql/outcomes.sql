@@ -8,14 +8,16 @@ SET preserve_insertion_order = false;
 -- from here a range of pos at a time (outcome_rows.sql), the wide ones from
 -- the expected files, which hold their rows in that order
 -- (expected_rows.sql). Of the record's own columns only those the other
--- statements join or decide by are kept (the retry takes the rest from the
--- expected files by pos: retry_rows.sql); job_key and tenant, the same on
--- every row, are left to the readers. A large job's records come a group of buckets at a time
+-- statements join or decide by are kept, and no record_id: 64 characters a
+-- record, which at 10M records spilled (the retry, the estimate, the retry
+-- policy and a partition's partial table take it, or what else they need,
+-- from the expected files by pos); job_key and tenant, the same on every
+-- row, are left to the readers. A large job's records come a group of buckets at a time
 -- (lines.sql): the first group creates the table, each later one (.Insert)
 -- adds its rows.
 {{if .Insert}}INSERT INTO outcomes BY NAME{{else}}CREATE OR REPLACE TEMP TABLE outcomes AS{{end}}
 WITH o AS (
-    SELECT e.record_id, e.custom_id, e.attempt, e.pos,
+    SELECT e.custom_id, e.attempt, e.pos,
            CAST(b.line_key >> 59 AS UTINYINT) AS rank,
            d.error_code AS error_code, d.status_code AS status_code,
            coalesce(d.truncated, false) AS truncated,
@@ -31,7 +33,7 @@ WITH o AS (
                FROM lines WHERE grp = {{.Group}} AND (rank > 1 OR truncated)) d ON d.line_key = b.line_key
 )
 SELECT
-    record_id, custom_id, attempt,
+    custom_id, attempt,
     CASE rank WHEN 1 THEN 'succeeded' WHEN 2 THEN 'quality_failed' WHEN 3 THEN 'failed_retryable'
               WHEN 4 THEN 'failed_permanent' ELSE 'missing' END AS outcome,
     CASE

@@ -10,21 +10,23 @@
 -- costs table) with the tokens of the attempt row each priced line names.
 -- Tokens are input_tokens + output_tokens (input counts cached and cache-write
 -- tokens, output counts reasoning tokens).
+-- A record is its place in the expected files (pos): the outcomes table
+-- keeps no record_id.
 CREATE OR REPLACE TEMP TABLE record_usage AS
-SELECT record_id, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
+SELECT pos, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
 FROM (
-    SELECT o.record_id, l.tokens, l.cost_usd
-    FROM lines l
-    JOIN outcomes o ON o.pos = l.pos
-    WHERE l.pos IS NOT NULL
+    SELECT pos, tokens, cost_usd
+    FROM lines
+    WHERE pos IS NOT NULL
     UNION ALL
-    SELECT c.record_id, coalesce(a.input_tokens + a.output_tokens, 0), CAST(c.cost_usd AS DECIMAL(38, 18))
+    SELECT e.pos, coalesce(a.input_tokens + a.output_tokens, 0), CAST(c.cost_usd AS DECIMAL(38, 18))
     FROM prior_costs c
+    JOIN (SELECT record_id, pos FROM expected_at) e ON e.record_id = c.record_id
     LEFT JOIN prior_attempts a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256
                               AND a.line_no = c.line_no AND a.custom_id = c.custom_id
-    WHERE c.record_id <> '' AND c.record_id IN (SELECT record_id FROM outcomes)
+    WHERE c.record_id <> ''
 )
-GROUP BY record_id;
+GROUP BY pos;
 
 -- A record that would be retried but has reached a cap goes to the manual
 -- queue instead; the token cap is named when both are reached.
@@ -32,6 +34,6 @@ UPDATE outcomes
 SET disposition = 'manual',
     reason = CASE WHEN {{.TokenCap}} THEN 'token_cap' ELSE 'cost_cap' END
 FROM record_usage u
-WHERE outcomes.record_id = u.record_id AND outcomes.disposition = 'retry'
+WHERE outcomes.pos = u.pos AND outcomes.disposition = 'retry'
   AND ({{.TokenCap}} OR {{.CostCap}});
 {{end}}

@@ -1,4 +1,4 @@
--- The records to retry, each with its business key, its shard, where its
+-- The records to retry, each with its record id, business key, its shard, where its
 -- line starts there and its request digest (expected_at, by the record's
 -- place in the expected files):
 -- the retry reads those lines alone and checks each against its digest.
@@ -9,7 +9,7 @@
 SET preserve_insertion_order = false;
 
 CREATE OR REPLACE TEMP TABLE retry_rows AS
-SELECT o.record_id, e.business_key, o.custom_id, e.shard_id, e.shard_line, o.attempt, o.reason,
+SELECT e.record_id, e.business_key, o.custom_id, e.shard_id, e.shard_line, o.attempt, o.reason,
        coalesce(e.shard_offset, -1) AS shard_offset, e.request_sha256
-FROM (SELECT record_id, custom_id, attempt, reason, pos FROM outcomes WHERE disposition = 'retry') o
-JOIN (SELECT pos, business_key, shard_id, shard_line, shard_offset, request_sha256 FROM expected_at) e ON e.pos = o.pos;
+FROM (SELECT custom_id, attempt, reason, pos FROM outcomes WHERE disposition = 'retry') o
+JOIN (SELECT pos, record_id, business_key, shard_id, shard_line, shard_offset, request_sha256 FROM expected_at) e ON e.pos = o.pos;
