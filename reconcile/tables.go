@@ -169,11 +169,11 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 					}
 				}
 				r := map[string]any{"Path": sqlList(file), "Lo": wlo, "Hi": whi}
-				// file_row_number rid record_id business_key shard_id custom_id attempt parent_job_key
+				// file_row_number id_hash record_id business_key shard_id custom_id attempt parent_job_key
 				err := e.eachRow(ctx, "expected_rows.sql", r, "nnssssns", func(x *scanRow) error {
 					s, n := x.s, x.n
 					i := at - lo
-					if n[0] != at || i >= int64(len(nar.pos)) || nar.pos[i] != f.file<<40|at || nar.rid[i] != n[1] {
+					if n[0] != at || i >= int64(len(nar.pos)) || nar.pos[i] != f.file<<40|at || nar.idHash[i] != n[1] {
 						return fmt.Errorf("reconcile: expected file %d row %d (record %s) does not pair with its outcome (row %d, outcome %s)",
 							f.file, at, s[0], n[0], nar.at(i))
 					}
@@ -219,7 +219,7 @@ const outcomeRangeRows = 4
 
 // outcomeCols holds a range of outcome_rows.sql, each row at its place.
 type outcomeCols struct {
-	pos, rid                     []int64
+	pos, idHash                  []int64
 	outcome, disposition, reason []string
 	lines                        []int32
 	cost                         []lake.Money
@@ -231,12 +231,12 @@ type outcomeCols struct {
 // index pos - lo, checking that each position comes once.
 func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
 	n := int(hi - lo)
-	c.pos, c.rid, c.lines, c.cost = resize(c.pos, n), resize(c.rid, n), resize(c.lines, n), resize(c.cost, n)
+	c.pos, c.idHash, c.lines, c.cost = resize(c.pos, n), resize(c.idHash, n), resize(c.lines, n), resize(c.cost, n)
 	c.outcome, c.disposition, c.reason = resize(c.outcome, n), resize(c.disposition, n), resize(c.reason, n)
 	c.truncated, c.seen = resize(c.truncated, n), resize(c.seen, n)
 	clear(c.seen)
 	got := 0
-	// pos rid outcome disposition reason lines cost_usd truncated
+	// pos id_hash outcome disposition reason lines cost_usd truncated
 	err := e.eachRow(ctx, "outcome_rows.sql", map[string]any{"Lo": lo, "Hi": hi}, "nnsssnmn", func(x *scanRow) error {
 		s, v := x.s, x.n
 		i := v[0] - lo
@@ -245,7 +245,7 @@ func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
 		}
 		c.seen[i] = true
 		got++
-		c.pos[i], c.rid[i] = v[0], v[1]
+		c.pos[i], c.idHash[i] = v[0], v[1]
 		c.outcome[i], c.disposition[i], c.reason[i] = s[0], s[1], s[2]
 		c.lines[i], c.cost[i], c.truncated[i] = int32(v[2]), x.m[0], v[3] != 0
 		return nil
@@ -272,7 +272,7 @@ func resize[T any](s []T, n int) []T {
 // at names row i's position and custom_id hash.
 func (c *outcomeCols) at(i int64) string {
 	if i < int64(len(c.pos)) {
-		return fmt.Sprintf("of file %d row %d, custom_id hash %d", c.pos[i]>>40, c.pos[i]&(1<<40-1), c.rid[i])
+		return fmt.Sprintf("of file %d row %d, custom_id hash %d", c.pos[i]>>40, c.pos[i]&(1<<40-1), c.idHash[i])
 	}
 	return "none"
 }

@@ -11,7 +11,8 @@
 -- Tokens are input_tokens + output_tokens (input counts cached and cache-write
 -- tokens, output counts reasoning tokens).
 -- A record is its place in the expected files (pos): the outcomes table
--- keeps no record_id.
+-- keeps no record_id. An ancestor's line of no record (record_id '') joins
+-- no expected row.
 CREATE OR REPLACE TEMP TABLE record_usage AS
 SELECT pos, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
 FROM (
@@ -24,7 +25,6 @@ FROM (
     JOIN (SELECT record_id, pos FROM expected_at) e ON e.record_id = c.record_id
     LEFT JOIN prior_attempts a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256
                               AND a.line_no = c.line_no AND a.custom_id = c.custom_id
-    WHERE c.record_id <> ''
 )
 GROUP BY pos;
 
