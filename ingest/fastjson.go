@@ -515,3 +515,136 @@ func compactAppend(dst, v []byte) []byte {
 	}
 	return append(dst, v[start:]...)
 }
+
+// A jval is a value at b[i] not scanned yet, at nesting depth: a decoder
+// either scans it whole (scan) or descends into it (walk, each), which
+// validates it as it goes. A result line's decoders descend, so each of its
+// bytes is scanned once; scanning every value before descending into it
+// scanned each level's members twice, once in their parent's scan and once
+// in their own object's walk.
+type jval struct {
+	b        []byte
+	i, depth int
+}
+
+// scan validates the value and returns its bytes, its flags and the index
+// past it in b (-1 if it is not valid JSON).
+func (v jval) scan() (raw []byte, fl jflags, end int) {
+	end, fl = scanValue(nil, v.b, v.i, v.depth)
+	if end < 0 {
+		return nil, fl, -1
+	}
+	return v.b[v.i:end], fl, end
+}
+
+// null reports whether the value is the literal null (end: the index past it).
+func (v jval) null() (end int, ok bool) {
+	end = literal(v.b, v.i, "null")
+	return end, end >= 0
+}
+
+// walk descends into the object v: fn gets the index in names of each known
+// key and its value, and returns the index past the value (fn must scan or
+// walk it); the values of other keys are scanned and skipped. It returns the
+// index past the object. As walkObject, it fails on keys with escapes or
+// non-ASCII bytes, keys that match a name only ignoring case and known keys
+// given twice, and on any value that is not valid JSON.
+func walk(v jval, names []string, fn func(k int, v jval) (int, bool)) (int, bool) {
+	b, i := v.b, v.i
+	if i >= len(b) || b[i] != '{' || v.depth > maxFastDepth {
+		return -1, false
+	}
+	var seen uint64
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1, false
+		}
+		// A known name followed by a quote is the whole key (a name holds
+		// no quote, backslash, control or non-ASCII byte): most keys are
+		// known, and matching them first spares scanning them.
+		k, ke := -1, -1
+		for n, name := range names {
+			if e := i + 1 + len(name); e < len(b) && b[e] == '"' && string(b[i+1:e]) == name {
+				k, ke = n, e+1
+				break
+			}
+		}
+		if k < 0 {
+			var kfl jflags
+			if ke, kfl = scanString(b, i); ke < 0 || kfl != 0 {
+				return -1, false
+			}
+			key := b[i+1 : ke-1]
+			for _, name := range names {
+				if len(key) == len(name) && bytes.EqualFold(key, []byte(name)) {
+					return -1, false
+				}
+			}
+		}
+		j := skipSpace(b, ke)
+		if j >= len(b) || b[j] != ':' {
+			return -1, false
+		}
+		val := jval{b, skipSpace(b, j+1), v.depth + 1}
+		var ve int
+		if k >= 0 {
+			if seen&(1<<k) != 0 {
+				return -1, false
+			}
+			seen |= 1 << k
+			var ok bool
+			if ve, ok = fn(k, val); !ok {
+				return -1, false
+			}
+		} else if _, _, ve = val.scan(); ve < 0 {
+			return -1, false
+		}
+		if i = skipSpace(b, ve); i >= len(b) {
+			return -1, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return -1, false
+		}
+	}
+}
+
+// each descends into the array v: fn gets each element and returns the
+// index past it. It returns the index past the array and how many elements
+// it had.
+func each(v jval, fn func(el jval) (int, bool)) (end, n int, ok bool) {
+	b, i := v.b, v.i
+	if i >= len(b) || b[i] != '[' || v.depth > maxFastDepth {
+		return -1, 0, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, 0, true
+	}
+	for {
+		ve, ok := fn(jval{b, i, v.depth + 1})
+		if !ok {
+			return -1, n, false
+		}
+		n++
+		if i = skipSpace(b, ve); i >= len(b) {
+			return -1, n, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, n, true
+		default:
+			return -1, n, false
+		}
+	}
+}

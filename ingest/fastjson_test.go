@@ -129,9 +129,44 @@ var resultSeeds = []string{
 	`{"id": "r", "custom_id": "", "response": null, "error": {"code": "x"}}`,
 	`{"id": "r", "custom_id": "caf\u00e9", "response": null, "error": {"code": "x"}}`,
 	`{"id": "r", "CUSTOM_ID": "b", "custom_id": "a", "response": null, "error": {"code": "x"}}`,
+	// Keys that extend a known name, are a prefix of one, or spell one with an escape.
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"models": "x", "mode": "y", "mod\u0065l": "z", "choices": [{"message": {"content": "plain"}}]}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "mod\u0065l": "z"}}, "error": null}`,
+	// A body the fast path declines after part of it is decoded, in a line it takes.
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "usage": {"prompt_tokens": 3}, "choices": [{"message": {"content": "c"}}], "Object": "y"}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "deep": ` + strings.Repeat("[", 250) + strings.Repeat("]", 250) + `}}, "error": null}`,
 	`{"id": "batch_req_1", "custom_`,
 	`<html><body>502</body></html>`,
 	`{"id": "r", "custom_id": "a", "response": null, "error": {"code": "x"}} trailing`,
+}
+
+// walk matches a known name by its bytes before it scans the key, which is
+// exactly scanString's verdict only for names without a quote, backslash,
+// control or non-ASCII byte, and exactly encoding/json's only if no two
+// names of a list differ in case alone.
+func TestWalkNames(t *testing.T) {
+	lists := [][]string{resultNames, responseNames, lineErrNames, bodyNames, usageNames, cacheNames, reasoningNames,
+		choiceNames, messageNames, outputNames, outContentNames, embeddingNames, reasonNames, bodyErrNames}
+	for _, names := range lists {
+		if len(names) > 64 {
+			t.Errorf("%q: more names than walk's 64-bit set of seen keys", names)
+		}
+		for i, n := range names {
+			if n == "" || strings.ContainsAny(n, "\"\\") {
+				t.Errorf("%q: name %q", names, n)
+			}
+			for _, c := range []byte(n) {
+				if c < 0x20 || c >= 0x80 {
+					t.Errorf("%q: name %q has byte %#x", names, n, c)
+				}
+			}
+			for _, m := range names[:i] {
+				if strings.EqualFold(n, m) {
+					t.Errorf("%q: %q and %q differ in case alone", names, n, m)
+				}
+			}
+		}
+	}
 }
 
 // generated lines: the benchmark generator's input, output and error files.

@@ -346,6 +346,8 @@ type openaiResponse struct {
 	StatusCode *int32          `json:"status_code"`
 	RequestID  string          `json:"request_id"`
 	Body       json.RawMessage `json:"body"`
+
+	decoded *openaiBody // Body, decoded by the fast path with its line (else nil)
 }
 
 type openaiLineErr struct {
@@ -377,6 +379,11 @@ type openaiMessage struct {
 	Content   json.RawMessage   `json:"content"`
 	ToolCalls []json.RawMessage `json:"tool_calls"`
 	Refusal   *string           `json:"refusal"`
+
+	// text is Content's string when the fast path read it as one without
+	// escapes or non-ASCII bytes (plain).
+	text  string
+	plain bool
 }
 
 type openaiChoice struct {
@@ -497,7 +504,7 @@ func openaiRow(in *openaiResultLine, body bodyDecoder) (lake.AttemptRow, error) 
 		}
 		row.StatusCode = r.StatusCode
 		row.ProviderRequestID = r.RequestID
-		if err := parseOpenAIBody(body, in.memo, r.Body, &row); err != nil {
+		if err := parseOpenAIBody(body, in.memo, r.Body, r.decoded, &row); err != nil {
 			return row, fmt.Errorf("field response.body: %v", err)
 		}
 		if in.Error == nil {
@@ -514,15 +521,18 @@ func openaiRow(in *openaiResultLine, body bodyDecoder) (lake.AttemptRow, error) 
 	return row, nil
 }
 
-// parseOpenAIBody decodes a response body with decode into row; jm is the
-// memo of the line raw is part of, if the fast path read that line.
-func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *lake.AttemptRow) error {
+// parseOpenAIBody decodes a response body with decode into row, unless
+// the fast path decoded it with its line (b not nil); jm is the memo of the
+// line raw is part of, if the fast path read that line.
+func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, b *openaiBody, row *lake.AttemptRow) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	b := jm.body()
-	if err := decode(jm, raw, b); err != nil {
-		return err
+	if b == nil {
+		b = jm.body()
+		if err := decode(jm, raw, b); err != nil {
+			return err
+		}
 	}
 	row.ModelVersion = b.Model
 	if u := b.Usage; u != nil {
@@ -580,7 +590,9 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, row *la
 		c := b.Choices[0]
 		row.FinishReason = c.FinishReason
 		if c.Message != nil {
-			if s, ok := plainString(c.Message.Content); ok {
+			if c.Message.plain {
+				text.add(c.Message.text)
+			} else if s, ok := plainString(c.Message.Content); ok {
 				text.add(s)
 			} else if s, ok := contentString(c.Message.Content); ok {
 				text.add(s)

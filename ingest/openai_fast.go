@@ -31,183 +31,196 @@ var (
 func fastResultLine(line []byte, in *openaiResultLine) bool {
 	jm := newMemo(line)
 	in.memo = jm
-	i := skipSpace(line, 0)
-	end, ok := walkObjectAt(jm, line, i, resultNames, func(k int, v []byte, vfl jflags) bool {
+	end, ok := walk(jval{line, skipSpace(line, 0), 0}, resultNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			return setString(&in.ID, v, vfl)
+			return strAt(v, &in.ID)
 		case 1:
-			in.CustomID = v
-			return true
+			return rawAt(v, (*[]byte)(&in.CustomID))
 		case 2:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			r := jm.response()
 			in.Response = r
-			return walkObject(jm, v, responseNames, func(k int, v []byte, vfl jflags) bool {
+			return walk(v, responseNames, func(k int, v jval) (int, bool) {
 				switch k {
 				case 0:
-					if isNull(v) {
-						return true
+					raw, _, end := v.scan()
+					if end < 0 || isNull(raw) {
+						return end, end >= 0
 					}
-					n, ok := fastInt64(v)
+					n, ok := fastInt64(raw)
 					if !ok || n != int64(int32(n)) {
-						return false
+						return -1, false
 					}
 					c := int32(n)
 					r.StatusCode = &c
-					return true
+					return end, true
 				case 1:
-					return setString(&r.RequestID, v, vfl)
+					return strAt(v, &r.RequestID)
 				default:
-					r.Body = v
-					return true
+					return responseBody(jm, v, r)
 				}
 			})
 		default:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			e := &openaiLineErr{}
 			in.Error = e
-			return walkObject(jm, v, lineErrNames, func(k int, v []byte, vfl jflags) bool {
+			return walk(v, lineErrNames, func(k int, v jval) (int, bool) {
 				if k == 0 {
-					e.Code = v
-					return true
+					return rawAt(v, (*[]byte)(&e.Code))
 				}
-				return setString(&e.Message, v, vfl)
+				return strAt(v, &e.Message)
 			})
 		}
 	})
 	return ok && skipSpace(line, end) == len(line)
 }
 
+// responseBody decodes the response body at v as fastBody does, into
+// r.decoded, as the line is read; where the fast path declines, r.Body is
+// the body's bytes for decodeBody alone.
+func responseBody(jm *jmemo, v jval, r *openaiResponse) (int, bool) {
+	if v.i < len(v.b) && v.b[v.i] == '{' {
+		b := jm.body()
+		if end, ok := bodyAt(jm, v, b); ok {
+			r.Body, r.decoded = v.b[v.i:end], b
+			return end, true
+		}
+	}
+	return rawAt(v, (*[]byte)(&r.Body))
+}
+
+// fastBody decodes a response body on its own (not read with its line).
 func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
 	if !jm.holds(raw) {
 		jm = newMemo(raw)
 		jm.noParts = true // released before b is done with
 		defer jm.release()
 	}
-	i := skipSpace(raw, 0)
-	end, ok := walkObjectAt(jm, raw, i, bodyNames, func(k int, v []byte, vfl jflags) bool {
+	end, ok := bodyAt(jm, jval{raw, skipSpace(raw, 0), 0}, b)
+	return ok && skipSpace(raw, end) == len(raw)
+}
+
+func bodyAt(jm *jmemo, v jval, b *openaiBody) (int, bool) {
+	return walk(v, bodyNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			return setCommon(&b.Object, v, vfl, &lastObject)
+			return commonAt(v, &b.Object, &lastObject)
 		case 1:
-			return setCommon(&b.Model, v, vfl, &lastModel)
+			return commonAt(v, &b.Model, &lastModel)
 		case 2:
-			return setCommon(&b.Status, v, vfl, &lastStatus)
+			return commonAt(v, &b.Status, &lastStatus)
 		case 3:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			d := &openaiIncomplete{}
 			b.IncompleteDetails = d
-			return walkObject(jm, v, reasonNames, func(_ int, v []byte, vfl jflags) bool { return setString(&d.Reason, v, vfl) })
+			return walk(v, reasonNames, func(_ int, v jval) (int, bool) { return strAt(v, &d.Reason) })
 		case 4:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			b.Usage = jm.usage()
-			return fastUsage(jm, v, b.Usage)
+			return usageAt(jm, v, b.Usage)
 		case 5:
-			return eachObject(jm, v, func(o []byte) bool {
+			return objectsAt(v, func(o jval) (int, bool) {
 				if b.Choices == nil {
 					b.Choices = jm.choices()
 				}
 				b.Choices = append(b.Choices, openaiChoice{})
-				return fastChoice(jm, o, &b.Choices[len(b.Choices)-1])
+				return choiceAt(jm, o, &b.Choices[len(b.Choices)-1])
 			}, func() { b.Choices = []openaiChoice{} })
 		case 6:
-			return eachObject(jm, v, func(o []byte) bool {
+			return objectsAt(v, func(o jval) (int, bool) {
 				b.Output = append(b.Output, openaiOutput{})
 				out := &b.Output[len(b.Output)-1]
-				return walkObject(jm, o, outputNames, func(k int, v []byte, vfl jflags) bool {
+				return walk(o, outputNames, func(k int, v jval) (int, bool) {
 					if k == 0 {
-						return setString(&out.Type, v, vfl)
+						return strAt(v, &out.Type)
 					}
-					return eachObject(jm, v, func(o []byte) bool {
+					return objectsAt(v, func(o jval) (int, bool) {
 						out.Content = append(out.Content, openaiOutputContent{})
 						c := &out.Content[len(out.Content)-1]
-						return walkObject(jm, o, outContentNames, func(k int, v []byte, vfl jflags) bool {
+						return walk(o, outContentNames, func(k int, v jval) (int, bool) {
 							switch k {
 							case 0:
-								return setString(&c.Type, v, vfl)
+								return strAt(v, &c.Type)
 							case 1:
-								return setString(&c.Text, v, vfl)
+								return strAt(v, &c.Text)
 							default:
-								return setString(&c.Refusal, v, vfl)
+								return strAt(v, &c.Refusal)
 							}
 						})
 					}, func() { out.Content = []openaiOutputContent{} })
 				})
 			}, func() { b.Output = []openaiOutput{} })
 		case 7:
-			return eachObject(jm, v, func(o []byte) bool {
+			return objectsAt(v, func(o jval) (int, bool) {
 				b.Data = append(b.Data, openaiEmbedding{})
 				d := &b.Data[len(b.Data)-1]
-				return walkObject(jm, o, embeddingNames, func(_ int, v []byte, _ jflags) bool {
-					d.Embedding = v
-					return true
+				return walk(o, embeddingNames, func(_ int, v jval) (int, bool) {
+					return rawAt(v, (*[]byte)(&d.Embedding))
 				})
 			}, func() { b.Data = []openaiEmbedding{} })
 		case 8:
-			return eachRaw(jm, v, &b.Results)
+			return rawsAt(v, &b.Results)
 		default:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			e := &openaiBodyErr{}
 			b.Error = e
-			return walkObject(jm, v, bodyErrNames, func(k int, v []byte, vfl jflags) bool {
+			return walk(v, bodyErrNames, func(k int, v jval) (int, bool) {
 				switch k {
 				case 0:
-					return setString(&e.Message, v, vfl)
+					return strAt(v, &e.Message)
 				case 1:
-					return setString(&e.Type, v, vfl)
+					return strAt(v, &e.Type)
 				default:
-					e.Code = v
-					return true
+					return rawAt(v, (*[]byte)(&e.Code))
 				}
 			})
 		}
 	})
-	return ok && skipSpace(raw, end) == len(raw)
 }
 
-func fastUsage(jm *jmemo, v []byte, u *openaiUsage) bool {
-	cache := func(dst **openaiCacheDetails, v []byte) bool {
-		if isNull(v) {
-			return true
+func usageAt(jm *jmemo, v jval, u *openaiUsage) (int, bool) {
+	cache := func(dst **openaiCacheDetails, v jval) (int, bool) {
+		if end, ok := v.null(); ok {
+			return end, true
 		}
 		d := jm.cacheDetails()
 		*dst = d
-		return walkObject(jm, v, cacheNames, func(k int, v []byte, _ jflags) bool {
+		return walk(v, cacheNames, func(k int, v jval) (int, bool) {
 			if k == 0 {
-				return setInt64(&d.CachedTokens, v)
+				return int64At(v, &d.CachedTokens)
 			}
-			return setInt64(&d.CacheWriteTokens, v)
+			return int64At(v, &d.CacheWriteTokens)
 		})
 	}
-	reasoning := func(dst **openaiReasoningDetails, v []byte) bool {
-		if isNull(v) {
-			return true
+	reasoning := func(dst **openaiReasoningDetails, v jval) (int, bool) {
+		if end, ok := v.null(); ok {
+			return end, true
 		}
 		d := jm.reasoningDetails()
 		*dst = d
-		return walkObject(jm, v, reasoningNames, func(_ int, v []byte, _ jflags) bool { return setInt64(&d.ReasoningTokens, v) })
+		return walk(v, reasoningNames, func(_ int, v jval) (int, bool) { return int64At(v, &d.ReasoningTokens) })
 	}
-	return walkObject(jm, v, usageNames, func(k int, v []byte, _ jflags) bool {
+	return walk(v, usageNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			return setInt64(&u.PromptTokens, v)
+			return int64At(v, &u.PromptTokens)
 		case 1:
-			return setInt64(&u.CompletionTokens, v)
+			return int64At(v, &u.CompletionTokens)
 		case 2:
-			return setInt64(&u.InputTokens, v)
+			return int64At(v, &u.InputTokens)
 		case 3:
-			return setInt64(&u.OutputTokens, v)
+			return int64At(v, &u.OutputTokens)
 		case 4:
 			return cache(&u.PromptTokensDetails, v)
 		case 5:
@@ -220,71 +233,98 @@ func fastUsage(jm *jmemo, v []byte, u *openaiUsage) bool {
 	})
 }
 
-func fastChoice(jm *jmemo, v []byte, c *openaiChoice) bool {
-	return walkObject(jm, v, choiceNames, func(k int, v []byte, vfl jflags) bool {
+func choiceAt(jm *jmemo, v jval, c *openaiChoice) (int, bool) {
+	return walk(v, choiceNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			if isNull(v) {
-				return true
+			if end, ok := v.null(); ok {
+				return end, true
 			}
 			m := jm.message()
 			c.Message = m
-			return walkObject(jm, v, messageNames, func(k int, v []byte, vfl jflags) bool {
+			return walk(v, messageNames, func(k int, v jval) (int, bool) {
 				switch k {
 				case 0:
-					m.Content = v
-					return true
+					raw, fl, end := v.scan()
+					m.Content = raw
+					if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+						m.text, m.plain = string(raw[1:len(raw)-1]), true
+					}
+					return end, end >= 0
 				case 1:
-					return eachRaw(jm, v, &m.ToolCalls)
+					return rawsAt(v, &m.ToolCalls)
 				default:
-					return setStringPtr(&m.Refusal, v, vfl)
+					return strPtrAt(v, &m.Refusal)
 				}
 			})
 		case 1:
-			return setStringPtr(&c.Text, v, vfl)
+			return strPtrAt(v, &c.Text)
 		default:
-			return setCommon(&c.FinishReason, v, vfl, &lastFinishReason)
+			return commonAt(v, &c.FinishReason, &lastFinishReason)
 		}
 	})
 }
 
-// eachObject decodes an array of objects (null: nil slice, [] : empty()).
+// objectsAt decodes an array of objects (null: nil slice, [] : empty()).
 // A null element, which encoding/json leaves as a zero value, fails.
-func eachObject(jm *jmemo, v []byte, fn func(o []byte) bool, empty func()) bool {
-	if isNull(v) {
-		return true
+func objectsAt(v jval, fn func(o jval) (int, bool), empty func()) (int, bool) {
+	if end, ok := v.null(); ok {
+		return end, true
 	}
-	if len(v) == 0 || v[0] != '[' {
-		return false
-	}
-	n := 0
-	var fl jflags
-	_, ok := eachElement(jm, v, 0, 0, func(el []byte, _ jflags) bool {
-		n++
-		return len(el) > 0 && el[0] == '{' && fn(el)
-	}, &fl)
+	end, n, ok := each(v, func(el jval) (int, bool) {
+		if el.i >= len(el.b) || el.b[el.i] != '{' {
+			return -1, false
+		}
+		return fn(el)
+	})
 	if ok && n == 0 {
 		empty()
 	}
-	return ok
+	return end, ok
 }
 
-// eachRaw decodes an array into []json.RawMessage.
-func eachRaw(jm *jmemo, v []byte, dst *[]json.RawMessage) bool {
-	if isNull(v) {
-		return true
-	}
-	if len(v) == 0 || v[0] != '[' {
-		return false
+// rawsAt decodes an array into []json.RawMessage.
+func rawsAt(v jval, dst *[]json.RawMessage) (int, bool) {
+	if end, ok := v.null(); ok {
+		return end, true
 	}
 	out := []json.RawMessage{}
-	var fl jflags
-	_, ok := eachElement(jm, v, 0, 0, func(el []byte, _ jflags) bool {
-		out = append(out, el)
-		return true
-	}, &fl)
+	end, _, ok := each(v, func(el jval) (int, bool) {
+		raw, _, end := el.scan()
+		out = append(out, raw)
+		return end, end >= 0
+	})
 	*dst = out
-	return ok
+	return end, ok
+}
+
+// The decoders of one value: each scans it and sets dst as encoding/json
+// would, returning the index past it.
+
+func rawAt(v jval, dst *[]byte) (int, bool) {
+	raw, _, end := v.scan()
+	*dst = raw
+	return end, end >= 0
+}
+
+func strAt(v jval, dst *string) (int, bool) {
+	raw, fl, end := v.scan()
+	return end, end >= 0 && setString(dst, raw, fl)
+}
+
+func commonAt(v jval, dst *string, last *atomic.Pointer[string]) (int, bool) {
+	raw, fl, end := v.scan()
+	return end, end >= 0 && setCommon(dst, raw, fl, last)
+}
+
+func strPtrAt(v jval, dst **string) (int, bool) {
+	raw, fl, end := v.scan()
+	return end, end >= 0 && setStringPtr(dst, raw, fl)
+}
+
+func int64At(v jval, dst *int64) (int, bool) {
+	raw, _, end := v.scan()
+	return end, end >= 0 && setInt64(dst, raw)
 }
 
 func setString(dst *string, v []byte, vfl jflags) bool {
