@@ -82,11 +82,56 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	}
 	var v [4][]byte
 	var vf [4]jflags
-	end, ok := walkObjectAt(jm, line, i, inputNames, func(k int, val []byte, vfl jflags) bool {
-		v[k], vf[k] = val, vfl
-		return true
+	// body: an object; everything but its content fields is model
+	// configuration. Its members are read as the line is scanned.
+	type member struct {
+		k, v []byte
+		fl   jflags
+	}
+	var cfg [16]member
+	ms := cfg[:0]
+	var model []byte
+	var bfl jflags
+	end, ok := walk(jval{line, i, 0}, inputNames, func(k int, val jval) (int, bool) {
+		if k != 3 {
+			var end int
+			v[k], vf[k], end = val.scan()
+			return end, end >= 0
+		}
+		if val.i >= len(line) || line[val.i] != '{' {
+			return -1, false
+		}
+		end, ok := eachMember(jm, line, val.i, val.depth, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+			if kfl != 0 {
+				return false
+			}
+			// White space inside a member's value counts too: the request
+			// digest below is of the compacted body.
+			bfl |= vfl & jSpace
+			for _, m := range ms {
+				if bytes.Equal(m.k, key) {
+					return false
+				}
+			}
+			for _, c := range contentFields {
+				if string(key) == c {
+					// Still remembered, to refuse a repeated key.
+					ms = append(ms, member{k: key, fl: 0xff})
+					return true
+				}
+			}
+			if string(key) == "model" {
+				model = val
+			}
+			ms = append(ms, member{key, val, vfl})
+			return true
+		}, &bfl)
+		if ok {
+			v[3] = line[val.i:end]
+		}
+		return end, ok
 	})
-	if !ok || skipSpace(line, end) != len(line) {
+	if !ok || skipSpace(line, end) != len(line) || v[3] == nil {
 		return rec, false
 	}
 	id, method, url, body := v[0], v[1], v[2], v[3]
@@ -106,44 +151,7 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	if !openaiEndpoints[string(u)] {
 		return rec, false
 	}
-	// body: an object; everything but its content fields is model configuration.
-	type member struct {
-		k, v []byte
-		fl   jflags
-	}
-	var cfg [16]member
-	ms := cfg[:0]
-	var model []byte
-	if len(body) == 0 || body[0] != '{' {
-		return rec, false
-	}
-	var bfl jflags
-	_, ok = eachMember(jm, body, 0, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
-		if kfl != 0 {
-			return false
-		}
-		// White space inside a member's value counts too: the request
-		// digest below is of the compacted body.
-		bfl |= vfl & jSpace
-		for _, m := range ms {
-			if bytes.Equal(m.k, key) {
-				return false
-			}
-		}
-		for _, c := range contentFields {
-			if string(key) == c {
-				// Still remembered, to refuse a repeated key.
-				ms = append(ms, member{k: key, fl: 0xff})
-				return true
-			}
-		}
-		if string(key) == "model" {
-			model = val
-		}
-		ms = append(ms, member{key, val, vfl})
-		return true
-	}, &bfl)
-	if !ok || len(model) < 3 || model[0] != '"' {
+	if len(model) < 3 || model[0] != '"' {
 		return rec, false
 	}
 	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
