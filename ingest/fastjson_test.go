@@ -135,6 +135,15 @@ var resultSeeds = []string{
 	// A body the fast path declines after part of it is decoded, in a line it takes.
 	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "usage": {"prompt_tokens": 3}, "choices": [{"message": {"content": "c"}}], "Object": "y"}}, "error": null}`,
 	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x", "deep": ` + strings.Repeat("[", 250) + strings.Repeat("]", 250) + `}}, "error": null}`,
+	// The line's id stands for a missing request_id, whatever its spelling.
+	`{"id": "caf\u00e9", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x"}}, "error": null}`,
+	`{"id": "", "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x"}}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 200, "request_id": "", "body": {"model": "x"}}, "error": null}`,
+	`{"id": null, "custom_id": "a", "response": {"status_code": 200, "body": {"model": "x"}}, "error": null}`,
+	// Status codes outside the table of common ones.
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 700, "body": null}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": -1, "body": null}, "error": null}`,
+	`{"id": "r", "custom_id": "a", "response": {"status_code": 599, "body": null}, "error": null}`,
 	`{"id": "batch_req_1", "custom_`,
 	`<html><body>502</body></html>`,
 	`{"id": "r", "custom_id": "a", "response": null, "error": {"code": "x"}} trailing`,

@@ -348,6 +348,9 @@ type openaiResultLine struct {
 	Error    *openaiLineErr  `json:"error"`
 
 	memo *jmemo // the fast path's memo of the line, for the body's decoding
+	// plainID is ID's bytes, not yet a string, when the fast path read
+	// it as a string without escapes or non-ASCII bytes.
+	plainID []byte
 }
 
 type openaiResponse struct {
@@ -525,6 +528,9 @@ func openaiRow(in *openaiResultLine, body bodyDecoder) (lake.AttemptRow, error) 
 	}
 	if row.ProviderRequestID == "" {
 		row.ProviderRequestID = in.ID
+		if in.plainID != nil {
+			row.ProviderRequestID = string(in.plainID)
+		}
 	}
 	return row, nil
 }

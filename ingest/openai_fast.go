@@ -34,7 +34,14 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 	end, ok := walk(jval{line, skipSpace(line, 0), 0}, resultNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			return strAt(v, &in.ID)
+			// Used only where the response has no request_id: a plain
+			// string is kept as bytes until then.
+			raw, fl, end := v.scan()
+			if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+				in.plainID = raw[1 : len(raw)-1]
+				return end, true
+			}
+			return end, end >= 0 && setString(&in.ID, raw, fl)
 		case 1:
 			return rawAt(v, (*[]byte)(&in.CustomID))
 		case 2:
@@ -54,8 +61,12 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 					if !ok || n != int64(int32(n)) {
 						return -1, false
 					}
-					c := int32(n)
-					r.StatusCode = &c
+					if 0 <= n && n < int64(len(statusCodes)) {
+						r.StatusCode = &statusCodes[n]
+					} else {
+						c := int32(n)
+						r.StatusCode = &c
+					}
 					return end, true
 				case 1:
 					return strAt(v, &r.RequestID)
@@ -79,6 +90,16 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 	})
 	return ok && skipSpace(line, end) == len(line)
 }
+
+// statusCodes[n] is n: a line's status code points into it (a row's
+// status code is never written through its pointer), which spares each line
+// allocating one.
+var statusCodes = func() (s [600]int32) {
+	for i := range s {
+		s[i] = int32(i)
+	}
+	return s
+}()
 
 // responseBody decodes the response body at v as fastBody does, into
 // r.decoded, as the line is read; where the fast path declines, r.Body is
