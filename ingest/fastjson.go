@@ -300,43 +300,6 @@ func afterValue(b []byte, ve int, end byte, fl *jflags) (i int, more, ok bool) {
 	return -1, false, false
 }
 
-// walkObject walks the object v (a validated value) whose known keys are
-// names: fn gets the index of the matching name. It fails on keys with
-// escapes or non-ASCII bytes, on keys that match a name only ignoring case,
-// and on a known key given twice: encoding/json's rules there are subtle, so
-// the caller falls back to it.
-func walkObject(jm *jmemo, v []byte, names []string, fn func(k int, val []byte, vfl jflags) bool) bool {
-	_, ok := walkObjectAt(jm, v, 0, names, fn)
-	return ok
-}
-
-// walkObjectAt is walkObject of the object at v[i]; it returns the index past it.
-func walkObjectAt(jm *jmemo, v []byte, i int, names []string, fn func(k int, val []byte, vfl jflags) bool) (int, bool) {
-	if i >= len(v) || v[i] != '{' {
-		return -1, false
-	}
-	var seen uint64
-	var fl jflags
-	return eachMember(jm, v, i, 0, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
-		if kfl != 0 {
-			return false
-		}
-		for k, n := range names {
-			if string(key) == n {
-				if seen&(1<<k) != 0 {
-					return false
-				}
-				seen |= 1 << k
-				return fn(k, val, vfl)
-			}
-			if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
-				return false
-			}
-		}
-		return true
-	}, &fl)
-}
-
 func isNull(v []byte) bool { return string(v) == "null" }
 
 // fastString decodes a JSON string value as encoding/json does into a string
@@ -546,9 +509,10 @@ func (v jval) null() (end int, ok bool) {
 // walk descends into the object v: fn gets the index in names of each known
 // key and its value, and returns the index past the value (fn must scan or
 // walk it); the values of other keys are scanned and skipped. It returns the
-// index past the object. As walkObject, it fails on keys with escapes or
-// non-ASCII bytes, keys that match a name only ignoring case and known keys
-// given twice, and on any value that is not valid JSON.
+// index past the object. It fails on keys with escapes or non-ASCII bytes,
+// on keys that match a name only ignoring case, and on a known key given
+// twice (encoding/json's rules there are subtle, so the caller falls back to
+// it), and on any value that is not valid JSON.
 func walk(v jval, names []string, fn func(k int, v jval) (int, bool)) (int, bool) {
 	b, i := v.b, v.i
 	if i >= len(b) || b[i] != '{' || v.depth > maxFastDepth {

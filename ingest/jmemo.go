@@ -6,11 +6,11 @@ import (
 )
 
 // jmemo remembers, for one line, where each object and array that a
-// scanValue validated ends, with its flags. The input decoders walk a line
-// once per nesting level (a walkObject of a walkObject's value), and each
-// walk steps over the values it does not descend into; without the memo
-// every level would scan its containers again. (The result decoders descend
-// as they scan, with walk and each, and need no memo of containers.) A hit
+// scanValue validated ends, with its flags. A decoder that walks a value
+// it has scanned already (canonicalAppend over an input line's model
+// configuration) finds the containers' ends here instead of scanning them
+// again. (The decoders that descend as they scan, with walk and each, need
+// no memo of containers.) A hit
 // gives what scanValue would (the same bytes were validated), so a nil or
 // full memo only costs speed. A memo also lends a result line's decoders
 // the parts they fill.
