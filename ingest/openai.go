@@ -92,16 +92,16 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	ms := cfg[:0]
 	var model []byte
 	var bfl jflags
-	end, ok := walk(jval{line, i, 0}, inputNames, func(k int, val jval) (int, bool) {
+	end, ok := walk(jval{line, i, 0}, inputNames, func(k int, field jval) (int, bool) {
 		if k != 3 {
 			var end int
-			v[k], vf[k], end = val.scan()
+			v[k], vf[k], end = field.scan()
 			return end, end >= 0
 		}
-		if val.i >= len(line) || line[val.i] != '{' {
+		if field.i >= len(line) || line[field.i] != '{' {
 			return -1, false
 		}
-		end, ok := eachMember(jm, line, val.i, val.depth, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
+		end, ok := eachMember(jm, line, field.i, field.depth, func(key []byte, kfl jflags, val []byte, vfl jflags) bool {
 			if kfl != 0 {
 				return false
 			}
@@ -127,7 +127,7 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 			return true
 		}, &bfl)
 		if ok {
-			v[3] = line[val.i:end]
+			v[3] = line[field.i:end]
 		}
 		return end, ok
 	})

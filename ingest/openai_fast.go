@@ -126,6 +126,7 @@ func fastBody(jm *jmemo, raw []byte, b *openaiBody) bool {
 	return ok && skipSpace(raw, end) == len(raw)
 }
 
+// bodyAt decodes the response body at v into b, as json.Unmarshal would.
 func bodyAt(jm *jmemo, v jval, b *openaiBody) (int, bool) {
 	return walk(v, bodyNames, func(k int, v jval) (int, bool) {
 		switch k {
