@@ -15,28 +15,26 @@ import (
 // (for bench/run.sh and performance work; off unless the variables are set).
 func startProfiles(stderr io.Writer) (stop func()) {
 	var stops []func()
-	if p := os.Getenv("BATCHLAKE_CPUPROFILE"); p != "" {
+	// record writes to the file named by $env from begin until end.
+	record := func(env, what string, begin func(io.Writer) error, end func()) {
+		p := os.Getenv(env)
+		if p == "" {
+			return
+		}
 		f, err := os.Create(p)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			if err = begin(f); err != nil {
+				f.Close()
+			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "batchlake: cpu profile: %v\n", err)
-		} else {
-			stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+			fmt.Fprintf(stderr, "batchlake: %s: %v\n", what, err)
+			return
 		}
+		stops = append(stops, func() { end(); f.Close() })
 	}
-	if p := os.Getenv("BATCHLAKE_TRACE"); p != "" {
-		f, err := os.Create(p)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "batchlake: trace: %v\n", err)
-		} else {
-			stops = append(stops, func() { trace.Stop(); f.Close() })
-		}
-	}
+	record("BATCHLAKE_CPUPROFILE", "cpu profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	record("BATCHLAKE_TRACE", "trace", trace.Start, trace.Stop)
 	if p := os.Getenv("BATCHLAKE_MEMPROFILE"); p != "" {
 		runtime.MemProfileRate = 64 << 10
 		stops = append(stops, func() {
