@@ -481,10 +481,10 @@ func compactAppend(dst, v []byte) []byte {
 
 // A jval is a value at b[i] not scanned yet, at nesting depth: a decoder
 // either scans it whole (scan) or descends into it (walk, each), which
-// validates it as it goes. A result line's decoders descend, so each of its
-// bytes is scanned once; scanning every value before descending into it
-// scanned each level's members twice, once in their parent's scan and once
-// in their own object's walk.
+// validates it as it goes. The line decoders descend, so each byte of a
+// line is scanned once; a decoder that scanned each value whole before it
+// descended would scan every nested level's members twice, once in their
+// parent's scan and once in their own object's walk.
 type jval struct {
 	b        []byte
 	i, depth int
