@@ -127,52 +127,63 @@ func (anthropicFormat) WithCustomID(line []byte, customID string) ([]byte, error
 }
 
 type anthropicResultLine struct {
-	CustomID json.RawMessage `json:"custom_id"`
-	Result   *struct {
-		Type    string            `json:"type"`
-		Message *anthropicMessage `json:"message"`
-		Error   *anthropicError   `json:"error"`
-	} `json:"result"`
+	CustomID json.RawMessage  `json:"custom_id"`
+	Result   *anthropicResult `json:"result"`
+}
+
+type anthropicResult struct {
+	Type    string            `json:"type"`
+	Message *anthropicMessage `json:"message"`
+	Error   *anthropicError   `json:"error"`
 }
 
 // anthropicError is the errored result's ErrorResponse: the error type is
 // nested twice, result.error.error.type (§2.2).
 type anthropicError struct {
-	Type  string `json:"type"` // "error"
-	Error *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-	RequestID string `json:"request_id"`
+	Type      string                `json:"type"` // "error"
+	Error     *anthropicErrorDetail `json:"error"`
+	RequestID string                `json:"request_id"`
+}
+
+type anthropicErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
 }
 
 // anthropicMessage is a Messages API response, as Anthropic returns it and as
 // Bedrock's InvokeModel returns it for Claude models.
 type anthropicMessage struct {
-	ID         string `json:"id"`
-	Type       string `json:"type"`
-	Model      string `json:"model"`
-	StopReason string `json:"stop_reason"`
-	Content    []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-	Usage *struct {
-		InputTokens              int64 `json:"input_tokens"`
-		OutputTokens             int64 `json:"output_tokens"`
-		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-		// CacheCreation splits cache_creation_input_tokens by lifetime;
-		// a 1h write is billed at twice the input price, a 5m write at
-		// 1.25 times.
-		CacheCreation *struct {
-			Ephemeral5m int64 `json:"ephemeral_5m_input_tokens"`
-			Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
-		} `json:"cache_creation"`
-		ServerToolUse *struct {
-			WebSearchRequests int64 `json:"web_search_requests"`
-		} `json:"server_tool_use"`
-	} `json:"usage"`
+	ID         string             `json:"id"`
+	Type       string             `json:"type"`
+	Model      string             `json:"model"`
+	StopReason string             `json:"stop_reason"`
+	Content    []anthropicContent `json:"content"`
+	Usage      *anthropicUsage    `json:"usage"`
+}
+
+type anthropicContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type anthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// CacheCreation splits cache_creation_input_tokens by lifetime; a 1h
+	// write is billed at twice the input price, a 5m write at 1.25 times.
+	CacheCreation *anthropicCacheCreation `json:"cache_creation"`
+	ServerToolUse *anthropicServerToolUse `json:"server_tool_use"`
+}
+
+type anthropicCacheCreation struct {
+	Ephemeral5m int64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h int64 `json:"ephemeral_1h_input_tokens"`
+}
+
+type anthropicServerToolUse struct {
+	WebSearchRequests int64 `json:"web_search_requests"`
 }
 
 // fill normalises a message into a success row. Anthropic's input_tokens
@@ -225,12 +236,22 @@ func (m *anthropicMessage) fill(row *lake.AttemptRow) error {
 	return checkUsage(row)
 }
 
+// ParseResult reads a line with the fast scanner where it can
+// (fastAnthropicLine) and with encoding/json where it declines.
 func (anthropicFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
-	var row lake.AttemptRow
 	var in anthropicResultLine
-	if err := json.Unmarshal(line, &in); err != nil {
-		return row, decodeError(err)
+	if !fastAnthropicLine(line, &in) {
+		in = anthropicResultLine{}
+		if err := json.Unmarshal(line, &in); err != nil {
+			return lake.AttemptRow{}, decodeError(err)
+		}
 	}
+	return anthropicRow(&in)
+}
+
+// anthropicRow makes the attempt row of a decoded result line.
+func anthropicRow(in *anthropicResultLine) (lake.AttemptRow, error) {
+	var row lake.AttemptRow
 	id, ierr := stringField(in.CustomID, "custom_id")
 	if ierr != nil {
 		return row, fmt.Errorf("field custom_id: %s", ierr.Msg)

@@ -69,6 +69,26 @@ func BenchmarkParseResult(b *testing.B) {
 	}
 }
 
+// Anthropic's documented result lines (real lines, shorter than the
+// generator's OpenAI ones), fast and through encoding/json alone.
+func BenchmarkParseResultAnthropic(b *testing.B) {
+	lines := anthropicExamples(b)
+	for _, fast := range []bool{true, false} {
+		name := "fast"
+		parse := func(l []byte) (lake.AttemptRow, error) { return anthropicFormat{}.ParseResult(l, ChannelOutput) }
+		if !fast {
+			name, parse = "encoding_json", generalAnthropicResult
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(totalBytes(lines) / int64(len(lines)))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				parse(lines[i%len(lines)])
+			}
+		})
+	}
+}
+
 // Hashing per input line: the request digest over the body and the record id.
 func BenchmarkHash(b *testing.B) {
 	in, _ := benchLines(b)

@@ -154,8 +154,12 @@ var resultSeeds = []string{
 // control or non-ASCII byte, and exactly encoding/json's only if no two
 // names of a list differ in case alone.
 func TestWalkNames(t *testing.T) {
-	lists := [][]string{resultNames, responseNames, lineErrNames, bodyNames, usageNames, cacheNames, reasoningNames,
-		choiceNames, messageNames, outputNames, outContentNames, embeddingNames, reasonNames, bodyErrNames}
+	checkWalkNames(t, [][]string{resultNames, responseNames, lineErrNames, bodyNames, usageNames, cacheNames, reasoningNames,
+		choiceNames, messageNames, outputNames, outContentNames, embeddingNames, reasonNames, bodyErrNames, inputNames})
+}
+
+func checkWalkNames(t *testing.T, lists [][]string) {
+	t.Helper()
 	for _, names := range lists {
 		if len(names) > 64 {
 			t.Errorf("%q: more names than walk's 64-bit set of seen keys", names)

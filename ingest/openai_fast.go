@@ -359,6 +359,7 @@ func setString(dst *string, v []byte, vfl jflags) bool {
 
 // The last value of the fields most lines of a file share.
 var lastObject, lastModel, lastStatus, lastFinishReason atomic.Pointer[string]
+var lastAnthropicType, lastAnthropicModel, lastAnthropicStop, lastAnthropicContentType atomic.Pointer[string]
 
 // setCommon is setString for a field whose value most lines share (the
 // model, the object type, a status, a finish reason): the string of the
