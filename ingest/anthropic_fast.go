@@ -21,31 +21,22 @@ func fastAnthropicLine(line []byte, in *anthropicResultLine) bool {
 		if k == 0 {
 			return rawAt(v, (*[]byte)(&in.CustomID))
 		}
-		if end, ok := v.null(); ok {
-			return end, true
-		}
-		r := &anthropicResult{}
-		in.Result = r
-		return walk(v, anthropicResultNames, func(k int, v jval) (int, bool) {
-			switch k {
-			case 0:
-				return strAt(v, &r.Type)
-			case 1:
-				if end, ok := v.null(); ok {
-					return end, true
-				}
-				r.Message = &anthropicMessage{}
-				return anthropicMessageAt(v, r.Message)
-			default:
-				if end, ok := v.null(); ok {
-					return end, true
-				}
-				r.Error = &anthropicError{}
-				return anthropicErrorAt(v, r.Error)
-			}
-		})
+		return ptrAt(v, &in.Result, anthropicResultAt)
 	})
 	return ok && skipSpace(line, end) == len(line)
+}
+
+func anthropicResultAt(v jval, r *anthropicResult) (int, bool) {
+	return walk(v, anthropicResultNames, func(k int, v jval) (int, bool) {
+		switch k {
+		case 0:
+			return strAt(v, &r.Type)
+		case 1:
+			return ptrAt(v, &r.Message, anthropicMessageAt)
+		default:
+			return ptrAt(v, &r.Error, anthropicErrorAt)
+		}
+	})
 }
 
 // anthropicMessageAt decodes a Messages API response at v into m.
@@ -72,43 +63,36 @@ func anthropicMessageAt(v jval, m *anthropicMessage) (int, bool) {
 				})
 			}, func() { m.Content = []anthropicContent{} })
 		default:
-			if end, ok := v.null(); ok {
-				return end, true
-			}
-			u := &anthropicUsage{}
-			m.Usage = u
-			return walk(v, anthropicUsageNames, func(k int, v jval) (int, bool) {
-				switch k {
-				case 0:
-					return int64At(v, &u.InputTokens)
-				case 1:
-					return int64At(v, &u.OutputTokens)
-				case 2:
-					return int64At(v, &u.CacheCreationInputTokens)
-				case 3:
-					return int64At(v, &u.CacheReadInputTokens)
-				case 4:
-					if end, ok := v.null(); ok {
-						return end, true
+			return ptrAt(v, &m.Usage, anthropicUsageAt)
+		}
+	})
+}
+
+func anthropicUsageAt(v jval, u *anthropicUsage) (int, bool) {
+	return walk(v, anthropicUsageNames, func(k int, v jval) (int, bool) {
+		switch k {
+		case 0:
+			return int64At(v, &u.InputTokens)
+		case 1:
+			return int64At(v, &u.OutputTokens)
+		case 2:
+			return int64At(v, &u.CacheCreationInputTokens)
+		case 3:
+			return int64At(v, &u.CacheReadInputTokens)
+		case 4:
+			return ptrAt(v, &u.CacheCreation, func(v jval, c *anthropicCacheCreation) (int, bool) {
+				return walk(v, anthropicCacheNames, func(k int, v jval) (int, bool) {
+					if k == 0 {
+						return int64At(v, &c.Ephemeral5m)
 					}
-					c := &anthropicCacheCreation{}
-					u.CacheCreation = c
-					return walk(v, anthropicCacheNames, func(k int, v jval) (int, bool) {
-						if k == 0 {
-							return int64At(v, &c.Ephemeral5m)
-						}
-						return int64At(v, &c.Ephemeral1h)
-					})
-				default:
-					if end, ok := v.null(); ok {
-						return end, true
-					}
-					t := &anthropicServerToolUse{}
-					u.ServerToolUse = t
-					return walk(v, anthropicToolUseNames, func(_ int, v jval) (int, bool) {
-						return int64At(v, &t.WebSearchRequests)
-					})
-				}
+					return int64At(v, &c.Ephemeral1h)
+				})
+			})
+		default:
+			return ptrAt(v, &u.ServerToolUse, func(v jval, t *anthropicServerToolUse) (int, bool) {
+				return walk(v, anthropicToolUseNames, func(_ int, v jval) (int, bool) {
+					return int64At(v, &t.WebSearchRequests)
+				})
 			})
 		}
 	})
@@ -120,16 +104,13 @@ func anthropicErrorAt(v jval, e *anthropicError) (int, bool) {
 		case 0:
 			return strAt(v, &e.Type)
 		case 1:
-			if end, ok := v.null(); ok {
-				return end, true
-			}
-			d := &anthropicErrorDetail{}
-			e.Error = d
-			return walk(v, anthropicDetailNames, func(k int, v jval) (int, bool) {
-				if k == 0 {
-					return strAt(v, &d.Type)
-				}
-				return strAt(v, &d.Message)
+			return ptrAt(v, &e.Error, func(v jval, d *anthropicErrorDetail) (int, bool) {
+				return walk(v, anthropicDetailNames, func(k int, v jval) (int, bool) {
+					if k == 0 {
+						return strAt(v, &d.Type)
+					}
+					return strAt(v, &d.Message)
+				})
 			})
 		default:
 			return strAt(v, &e.RequestID)

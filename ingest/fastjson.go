@@ -506,6 +506,18 @@ func (v jval) null() (end int, ok bool) {
 	return end, end >= 0
 }
 
+// ptrAt decodes the value v as json.Unmarshal does into a nil pointer
+// field: null leaves *dst nil; anything else is decoded by decode into a new
+// T that *dst points to.
+func ptrAt[T any](v jval, dst **T, decode func(v jval, p *T) (int, bool)) (int, bool) {
+	if end, ok := v.null(); ok {
+		return end, true
+	}
+	p := new(T)
+	*dst = p
+	return decode(v, p)
+}
+
 // walk descends into the object v: fn gets the index in names of each known
 // key and its value, and returns the index past the value (fn must scan or
 // walk it); the values of other keys are scanned and skipped. It returns the

@@ -75,16 +75,13 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 				}
 			})
 		default:
-			if end, ok := v.null(); ok {
-				return end, true
-			}
-			e := &openaiLineErr{}
-			in.Error = e
-			return walk(v, lineErrNames, func(k int, v jval) (int, bool) {
-				if k == 0 {
-					return rawAt(v, (*[]byte)(&e.Code))
-				}
-				return strAt(v, &e.Message)
+			return ptrAt(v, &in.Error, func(v jval, e *openaiLineErr) (int, bool) {
+				return walk(v, lineErrNames, func(k int, v jval) (int, bool) {
+					if k == 0 {
+						return rawAt(v, (*[]byte)(&e.Code))
+					}
+					return strAt(v, &e.Message)
+				})
 			})
 		}
 	})
@@ -137,12 +134,9 @@ func bodyAt(jm *jmemo, v jval, b *openaiBody) (int, bool) {
 		case 2:
 			return commonAt(v, &b.Status, &lastStatus)
 		case 3:
-			if end, ok := v.null(); ok {
-				return end, true
-			}
-			d := &openaiIncomplete{}
-			b.IncompleteDetails = d
-			return walk(v, reasonNames, func(_ int, v jval) (int, bool) { return strAt(v, &d.Reason) })
+			return ptrAt(v, &b.IncompleteDetails, func(v jval, d *openaiIncomplete) (int, bool) {
+				return walk(v, reasonNames, func(_ int, v jval) (int, bool) { return strAt(v, &d.Reason) })
+			})
 		case 4:
 			if end, ok := v.null(); ok {
 				return end, true
@@ -192,20 +186,17 @@ func bodyAt(jm *jmemo, v jval, b *openaiBody) (int, bool) {
 		case 8:
 			return rawsAt(v, &b.Results)
 		default:
-			if end, ok := v.null(); ok {
-				return end, true
-			}
-			e := &openaiBodyErr{}
-			b.Error = e
-			return walk(v, bodyErrNames, func(k int, v jval) (int, bool) {
-				switch k {
-				case 0:
-					return strAt(v, &e.Message)
-				case 1:
-					return strAt(v, &e.Type)
-				default:
-					return rawAt(v, (*[]byte)(&e.Code))
-				}
+			return ptrAt(v, &b.Error, func(v jval, e *openaiBodyErr) (int, bool) {
+				return walk(v, bodyErrNames, func(k int, v jval) (int, bool) {
+					switch k {
+					case 0:
+						return strAt(v, &e.Message)
+					case 1:
+						return strAt(v, &e.Type)
+					default:
+						return rawAt(v, (*[]byte)(&e.Code))
+					}
+				})
 			})
 		}
 	})
