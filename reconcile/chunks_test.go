@@ -91,7 +91,8 @@ func TestChunkedTablesEqualWhole(t *testing.T) {
 
 // TestOutcomesPairChecked: the outcomes table pairs each expected row with
 // the outcome at its position; an outcome table whose positions do not
-// match its records (two records' outcomes swapped, a row missing or twice)
+// match its records (two records' outcomes swapped, a row missing or twice,
+// an outcome of another custom_id at a record's position)
 // fails the write loudly instead of writing another record's outcome. So do
 // cost lines that do not add up to their record's outcome (costs: a line's
 // cost changed, a line lost, a line moved to another record or to none), or
@@ -113,6 +114,8 @@ func TestOutcomesPairChecked(t *testing.T) {
 		             ELSE (SELECT min(pos) FROM outcomes) END
 		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome", false},
 		{"missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "has 39 outcomes for its rows 0 to 39", false},
+		{"last-missing", `DELETE FROM outcomes WHERE pos = (SELECT max(pos) FROM outcomes)`, "expected file 1 has 40 rows, its outcomes 39", false},
+		{"other-record", `UPDATE outcomes SET custom_id = custom_id || 'x' WHERE pos = (SELECT min(pos) + 5 FROM outcomes)`, "row 5 (record", false},
 		{"twice", `UPDATE outcomes SET pos = pos - 1 WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "two outcomes of expected file 1 row 2", false},
 		{"untampered", ``, "", false},
 	} {

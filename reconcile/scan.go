@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/duckdb/duckdb-go/v2"
@@ -20,10 +21,32 @@ type scanRow struct {
 	m []lake.Money // DECIMAL(38, 18) columns, in query order
 }
 
-// colKinds lists each result column as 's' (text), 'n' (integer) or 'm'
-// (money: a DECIMAL(38, 18), read as its unscaled value rather than
-// rendered as text by DuckDB and parsed back).
+// colKinds lists each result column as 's' (text), 'n' (integer), 'h' (text
+// read as its textHash, in the integer columns: for a comparison, without
+// copying the text out) or 'm' (money: a DECIMAL(38, 18), read as its
+// unscaled value rather than rendered as text by DuckDB and parsed back).
 type colKinds string
+
+// textSeed seeds textHash: hashes compare within one process only.
+var textSeed = maphash.MakeSeed()
+
+// textHash is a 64-bit hash of s, the value of an 'h' column.
+func textHash(s string) int64 { return int64(maphash.String(textSeed, s)) }
+
+// hashDest scans a text column of database/sql as its textHash.
+type hashDest struct{ n *int64 }
+
+func (d hashDest) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		*d.n = textHash(v)
+	case []byte:
+		*d.n = textHash(string(v))
+	default:
+		return fmt.Errorf("want text, have %T", src)
+	}
+	return nil
+}
 
 // eachRow runs one embedded query (rendered with data) and calls fn for every row, in order. With
 // the duckdb_arrow build tag the rows come through DuckDB's Arrow interface in
@@ -96,6 +119,9 @@ func (e *Engine) eachRowSQL(ctx context.Context, name, q string, kinds colKinds,
 		case 'm':
 			dest[i] = moneyDest{&r.m[mi]}
 			mi++
+		case 'h':
+			dest[i] = hashDest{&r.n[ni]}
+			ni++
 		default:
 			dest[i] = &r.n[ni]
 			ni++

@@ -44,6 +44,10 @@ func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKind
 					var d *array.Decimal128
 					d, err = arrowMoney(col)
 					moneys = append(moneys, d)
+				case 'h':
+					var get func(int) int64
+					get, err = arrowHashes(col)
+					ints = append(ints, get)
 				default:
 					var get func(int) int64
 					get, err = arrowInts(col)
@@ -104,6 +108,26 @@ func arrowStrings(a arrow.Array) (func(int) string, error) {
 			return nil, err
 		}
 		return func(i int) string { return d(c.GetValueIndex(i)) }, nil
+	}
+	return nil, fmt.Errorf("want text, have Arrow %s", a.DataType())
+}
+
+// arrowHashes returns a getter of a text column's values' textHash, which
+// reads each value where it lies.
+func arrowHashes(a arrow.Array) (func(int) int64, error) {
+	switch c := a.(type) {
+	case *array.String:
+		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+	case *array.LargeString:
+		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+	case *array.StringView:
+		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+	case *array.Dictionary:
+		d, err := arrowHashes(c.Dictionary())
+		if err != nil {
+			return nil, err
+		}
+		return func(i int) int64 { return d(c.GetValueIndex(i)) }, nil
 	}
 	return nil, fmt.Errorf("want text, have Arrow %s", a.DataType())
 }

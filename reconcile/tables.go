@@ -133,9 +133,10 @@ func mergeCosts(ctx context.Context, e *Engine, order *costOrder, cpipe *lake.Ta
 // writeOutcomes writes the outcomes table in the expected files' order: the
 // files in the manifest's order, each one's rows in turn. The outcomes
 // temp table is not sorted (outcomes.sql); each range of positions reads
-// its narrow columns sorted (outcome_rows.sql) and the wide ones from the
-// expected file itself, which holds them in that order (expected_rows.sql),
-// and every row is checked to pair the same position on both sides.
+// its narrow columns (outcome_rows.sql) and the wide ones from the expected
+// file itself, which holds them in that order (lake.ExpectedCursor, reading
+// its pages without DuckDB), and every row is checked to pair the same
+// position and custom_id on both sides.
 //
 // With cw (a reconcile's, not a merge's), each range's cost lines of expected
 // records are read too (cost_scan.sql) and written after their record's
@@ -151,54 +152,14 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 	}
 	var (
 		nar   outcomeCols
+		cols  lake.ExpectedCols
 		total int64
 	)
 	for _, f := range files {
-		file := []string{paths[0], paths[f.file]}
-		for lo := int64(0); lo < f.n; lo += outcomeRangeRows * e.chunkRows {
-			hi := min(lo+outcomeRangeRows*e.chunkRows, f.n)
-			if err := nar.read(ctx, e, f.file<<40|lo, f.file<<40|hi); err != nil {
-				return err
-			}
-			at := lo // the next row of the file
-			for wlo := lo; wlo < hi; wlo += e.chunkRows {
-				whi := min(wlo+e.chunkRows, hi)
-				if cw != nil {
-					if err := cw.read(ctx, e, f.file<<40|wlo, f.file<<40|whi); err != nil {
-						return err
-					}
-				}
-				r := map[string]any{"Path": sqlList(file), "Lo": wlo, "Hi": whi}
-				// file_row_number id_hash record_id business_key shard_id custom_id attempt parent_job_key
-				err := e.eachRow(ctx, "expected_rows.sql", r, "nnssssns", func(x *scanRow) error {
-					s, n := x.s, x.n
-					i := at - lo
-					if n[0] != at || i >= int64(len(nar.pos)) || nar.pos[i] != f.file<<40|at || nar.idHash[i] != n[1] {
-						return fmt.Errorf("reconcile: expected file %d row %d (record %s) does not pair with its outcome (row %d, outcome %s)",
-							f.file, at, s[0], n[0], nar.at(i))
-					}
-					at++
-					err := opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: s[0], BusinessKey: s[1], ShardID: s[2], CustomID: s[3],
-						Attempt: int32(n[2]), ParentJobKey: s[4], Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
-						Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
-					if err != nil || cw == nil {
-						return err
-					}
-					return cw.record(f.file<<40|n[0], s[0], s[3], int32(n[2]), nar.lines[i], nar.cost[i])
-				})
-				if err != nil {
-					return err
-				}
-				if cw != nil {
-					if err := cw.rangeDone(); err != nil {
-						return err
-					}
-				}
-			}
-			if at != hi {
-				return fmt.Errorf("reconcile: expected file %d has %d rows from row %d, its outcomes %d", f.file, at-lo, lo, hi-lo)
-			}
-			total += hi - lo
+		n, err := writeFileOutcomes(ctx, e, m, opipe, cw, &nar, &cols, paths[f.file], f)
+		total += n
+		if err != nil {
+			return err
 		}
 	}
 	if total != m.ExpectedRecords {
@@ -207,8 +168,73 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 	return nil
 }
 
-// outcomeRangeRows is how many wide reads (expected_rows.sql, of
-// EngineOptions.ChunkRows rows) one narrow read (outcome_rows.sql) serves.
+// writeFileOutcomes writes the outcomes (and with cw their costs) of one
+// expected file's rows, f.n of them, from its first row on, and returns how
+// many it wrote.
+func writeFileOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow], cw *costWriter,
+	nar *outcomeCols, cols *lake.ExpectedCols, path string, f fileRows) (int64, error) {
+	cur, err := lake.OpenExpectedCursor(path)
+	if err != nil {
+		return 0, fmt.Errorf("reconcile: %w", err)
+	}
+	defer cur.Close()
+	if cur.Rows() != f.n {
+		return 0, fmt.Errorf("reconcile: expected file %d has %d rows, its outcomes %d", f.file, cur.Rows(), f.n)
+	}
+	for lo := int64(0); lo < f.n; lo += outcomeRangeRows * e.chunkRows {
+		hi := min(lo+outcomeRangeRows*e.chunkRows, f.n)
+		if err := nar.read(ctx, e, f.file<<40|lo, f.file<<40|hi); err != nil {
+			return lo, err
+		}
+		for wlo := lo; wlo < hi; wlo += e.chunkRows {
+			whi := min(wlo+e.chunkRows, hi)
+			if cw != nil {
+				if err := cw.read(ctx, e, f.file<<40|wlo, f.file<<40|whi); err != nil {
+					return wlo, err
+				}
+			}
+			for slo := wlo; slo < whi; slo += expectedReadRows {
+				if err := cur.Next(int(min(slo+expectedReadRows, whi)-slo), cols); err != nil {
+					return slo, fmt.Errorf("reconcile: %w", err)
+				}
+				for j := range cols.Len() {
+					at := slo + int64(j)
+					i := at - lo
+					if nar.pos[i] != f.file<<40|at || nar.idHash[i] != textHash(cols.CustomID[j]) {
+						return at, fmt.Errorf("reconcile: expected file %d row %d (record %s, custom_id %q) does not pair with its outcome (%s)",
+							f.file, at, cols.RecordID[j], cols.CustomID[j], nar.at(i))
+					}
+					attempt := cols.Attempt[j]
+					err := opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: cols.RecordID[j], BusinessKey: cols.BusinessKey[j],
+						ShardID: cols.ShardID[j], CustomID: cols.CustomID[j], Attempt: attempt, ParentJobKey: cols.ParentJobKey[j],
+						Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
+						Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
+					if err == nil && cw != nil {
+						err = cw.record(f.file<<40|at, cols.RecordID[j], cols.CustomID[j], attempt, nar.lines[i], nar.cost[i])
+					}
+					if err != nil {
+						return at, err
+					}
+				}
+			}
+			if cw != nil {
+				if err := cw.rangeDone(); err != nil {
+					return whi, err
+				}
+			}
+		}
+	}
+	return f.n, nil
+}
+
+// expectedReadRows is how many rows of an expected file are read at a time:
+// the rows' strings keep their pages alive until the table writers have
+// encoded them, and reconcile's Go heap has little room to spare at its
+// limit (reconcile.go, goHeapLimit).
+const expectedReadRows = 4096
+
+// outcomeRangeRows is how many wide reads (of the expected file and the
+// costs, EngineOptions.ChunkRows rows) one narrow read (outcome_rows.sql) serves.
 // A narrow read decompresses most of the unsorted outcomes table when a
 // large job's rows are spread over it (at 10M the join that builds it
 // spills), so fewer, larger ones cost less cpu, but hold more: at 10M, one
@@ -219,7 +245,7 @@ const outcomeRangeRows = 4
 
 // outcomeCols holds a range of outcome_rows.sql, each row at its place.
 type outcomeCols struct {
-	pos, idHash                  []int64
+	pos, idHash                  []int64 // id_hash: custom_id's textHash
 	outcome, disposition, reason []string
 	lines                        []int32
 	cost                         []lake.Money
@@ -236,8 +262,8 @@ func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
 	c.truncated, c.seen = resize(c.truncated, n), resize(c.seen, n)
 	clear(c.seen)
 	got := 0
-	// pos id_hash outcome disposition reason lines cost_usd truncated
-	err := e.eachRow(ctx, "outcome_rows.sql", map[string]any{"Lo": lo, "Hi": hi}, "nnsssnmn", func(x *scanRow) error {
+	// pos custom_id (its hash) outcome disposition reason lines cost_usd truncated
+	err := e.eachRow(ctx, "outcome_rows.sql", map[string]any{"Lo": lo, "Hi": hi}, "nhsssnmn", func(x *scanRow) error {
 		s, v := x.s, x.n
 		i := v[0] - lo
 		if i < 0 || i >= int64(n) || c.seen[i] {

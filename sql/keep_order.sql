@@ -1,3 +1,3 @@
 -- The table reads that rely on a filtered scan keeping its source's order
--- (expected_rows.sql, cost_scan.sql) run with insertion order preserved.
+-- (cost_scan.sql) run with insertion order preserved.
 SET preserve_insertion_order = true;

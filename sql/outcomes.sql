@@ -6,8 +6,8 @@ SET preserve_insertion_order = false;
 -- Stored unsorted: the outcomes table is written in pos order from two
 -- reads that need no sort of these wide rows (tables.go): the narrow columns
 -- from here a range of pos at a time (outcome_rows.sql), the wide ones from
--- the expected files, which hold their rows in that order
--- (expected_rows.sql). Of the record's own columns only those the other
+-- the expected files, which hold their rows in that order (read by the Go
+-- side). Of the record's own columns only those the other
 -- statements join or decide by are kept, and no record_id: 64 characters a
 -- record, which at 10M records spilled (the retry, the estimate, the retry
 -- policy and a partition's partial table take it, or what else they need,

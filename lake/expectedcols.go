@@ -1,0 +1,269 @@
+package lake
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// ExpectedCols holds consecutive rows of an expected table file, a column
+// at a time: index i of each slice is the same row. The strings of a page
+// share one allocation.
+type ExpectedCols struct {
+	RecordID, BusinessKey, ShardID, CustomID, ParentJobKey []string
+	Attempt                                                []int32
+}
+
+// Len is the number of rows held.
+func (c *ExpectedCols) Len() int { return len(c.CustomID) }
+
+// ExpectedCursor reads the record columns of one local expected table file
+// (those of ExpectedCols) in row order, straight from its pages. Reconcile
+// reads every expected row this way to write the outcomes table, which
+// copies them: DuckDB's scan of the same columns, handed to Go through
+// Arrow a value at a time, took two to three times as long.
+type ExpectedCursor struct {
+	f       *os.File
+	path    string
+	rows    int64 // in the file
+	read    int64 // handed out so far
+	strs    [5]*columnCursor
+	attempt *columnCursor
+}
+
+// expectedStringCols are the text columns an ExpectedCursor reads, in the
+// order of ExpectedCursor.strs.
+var expectedStringCols = [5]string{"record_id", "business_key", "shard_id", "custom_id", "parent_job_key"}
+
+// OpenExpectedCursor opens the expected table file at path (a local file)
+// for reading from its first row. Close it when done.
+func OpenExpectedCursor(path string) (*ExpectedCursor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("expected file %s: %w", path, err)
+	}
+	c := &ExpectedCursor{f: f, path: path, rows: pf.NumRows()}
+	for i, name := range expectedStringCols {
+		if c.strs[i], err = newColumnCursor(pf, path, name, parquet.ByteArray); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if c.attempt, err = newColumnCursor(pf, path, "attempt", parquet.Int32); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Rows is the number of rows in the file.
+func (c *ExpectedCursor) Rows() int64 { return c.rows }
+
+// Next replaces dst's rows by the file's next n rows; it fails if the file
+// has fewer left.
+func (c *ExpectedCursor) Next(n int, dst *ExpectedCols) error {
+	if int64(n) > c.rows-c.read {
+		return fmt.Errorf("expected file %s: %d rows from row %d wanted, it has %d", c.path, n, c.read, c.rows)
+	}
+	cols := [5]*[]string{&dst.RecordID, &dst.BusinessKey, &dst.ShardID, &dst.CustomID, &dst.ParentJobKey}
+	for i, cc := range c.strs {
+		s, err := cc.strings((*cols[i])[:0], n)
+		if err != nil {
+			return err
+		}
+		*cols[i] = s
+	}
+	a, err := c.attempt.int32s(dst.Attempt[:0], n)
+	if err != nil {
+		return err
+	}
+	dst.Attempt = a
+	c.read += int64(n)
+	return nil
+}
+
+// Close closes the file.
+func (c *ExpectedCursor) Close() error { return c.f.Close() }
+
+// columnCursor reads one required column of a Parquet file in row order,
+// across its row groups and pages. A page's values are copied out as it is
+// read: parquet-go reuses its buffers.
+type columnCursor struct {
+	path, name string
+	chunks     []parquet.ColumnChunk // one a row group, in order
+	next       int                   // the chunk to open after pages
+	pages      parquet.Pages
+
+	kind     parquet.Kind
+	at, n    int      // the next value of the current page, and its values
+	text     string   // a page of byte arrays: its values, one after another
+	offs     []uint32 // value i is text[offs[i]:offs[i+1]]
+	indexed  bool     // the page holds indexes into its chunk's dictionary
+	dict     []string // the chunk's dictionary of byte arrays, once read
+	dictInts []int32  // the chunk's dictionary of INT32, once read
+	idx      []int32  // an indexed page's indexes
+	ints     []int32  // a page of INT32
+}
+
+func newColumnCursor(pf *parquet.File, path, name string, kind parquet.Kind) (*columnCursor, error) {
+	leaf, ok := pf.Schema().Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("expected file %s: no column %s", path, name)
+	}
+	if k := leaf.Node.Type().Kind(); k != kind {
+		return nil, fmt.Errorf("expected file %s: column %s is %s, not %s", path, name, k, kind)
+	}
+	c := &columnCursor{path: path, name: name, kind: kind}
+	for _, rg := range pf.RowGroups() {
+		c.chunks = append(c.chunks, rg.ColumnChunks()[leaf.ColumnIndex])
+	}
+	return c, nil
+}
+
+// load makes the column's next page current.
+func (c *columnCursor) load() error {
+	for {
+		if c.pages == nil {
+			if c.next == len(c.chunks) {
+				return fmt.Errorf("expected file %s: column %s ends early", c.path, c.name)
+			}
+			c.pages, c.dict, c.dictInts = c.chunks[c.next].Pages(), nil, nil
+			c.next++
+		}
+		pg, err := c.pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			err = c.pages.Close()
+			c.pages = nil
+			if err != nil {
+				return fmt.Errorf("expected file %s: column %s: %w", c.path, c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("expected file %s: column %s: %w", c.path, c.name, err)
+		}
+		err = c.copyPage(pg)
+		// The page's buffers go back to parquet-go's pool for the next
+		// page: its values were copied. Left to the garbage collector, they
+		// doubled what reading allocates, and under reconcile's limit on the
+		// Go heap that was as many collections again.
+		parquet.Release(pg)
+		if err != nil || c.n > 0 {
+			return err
+		}
+	}
+}
+
+// copyPage makes pg's values the current page's.
+func (c *columnCursor) copyPage(pg parquet.Page) error {
+	if pg.NumNulls() != 0 {
+		return fmt.Errorf("expected file %s: column %s has NULLs", c.path, c.name)
+	}
+	c.at, c.n = 0, int(pg.NumValues())
+	data := pg.Data()
+	c.indexed = pg.Dictionary() != nil
+	if c.indexed {
+		size := c.readDictionary(pg.Dictionary())
+		c.idx = append(c.idx[:0], data.Int32()...)
+		if len(c.idx) != c.n {
+			return fmt.Errorf("expected file %s: column %s: a page of %d values holds %d", c.path, c.name, c.n, len(c.idx))
+		}
+		for _, k := range c.idx {
+			if k < 0 || int(k) >= size {
+				return fmt.Errorf("expected file %s: column %s: index %d past its dictionary of %d", c.path, c.name, k, size)
+			}
+		}
+	} else if c.kind == parquet.ByteArray {
+		vals, offs := data.ByteArray()
+		c.text, c.offs = string(vals), append(c.offs[:0], offs...)
+		if len(c.offs) != c.n+1 {
+			return fmt.Errorf("expected file %s: column %s: a page of %d values holds %d", c.path, c.name, c.n, len(c.offs)-1)
+		}
+	} else {
+		c.ints = append(c.ints[:0], data.Int32()...)
+		if len(c.ints) != c.n {
+			return fmt.Errorf("expected file %s: column %s: a page of %d values holds %d", c.path, c.name, c.n, len(c.ints))
+		}
+	}
+	return nil
+}
+
+// readDictionary copies the chunk's dictionary once and returns its size.
+func (c *columnCursor) readDictionary(d parquet.Dictionary) int {
+	if c.kind == parquet.Int32 {
+		if c.dictInts == nil {
+			dd := d.Page().Data()
+			c.dictInts = append([]int32{}, dd.Int32()...)
+		}
+		return len(c.dictInts)
+	}
+	if c.dict == nil {
+		dd := d.Page().Data()
+		vals, offs := dd.ByteArray()
+		text := string(vals)
+		c.dict = make([]string, 0, max(len(offs)-1, 0))
+		for i := 0; i+1 < len(offs); i++ {
+			c.dict = append(c.dict, text[offs[i]:offs[i+1]])
+		}
+	}
+	return len(c.dict)
+}
+
+// strings appends the column's next n values to dst.
+func (c *columnCursor) strings(dst []string, n int) ([]string, error) {
+	for n > 0 {
+		if c.at == c.n {
+			if err := c.load(); err != nil {
+				return dst, err
+			}
+		}
+		k := min(n, c.n-c.at)
+		if c.indexed {
+			for _, i := range c.idx[c.at : c.at+k] {
+				dst = append(dst, c.dict[i])
+			}
+		} else {
+			for i := c.at; i < c.at+k; i++ {
+				dst = append(dst, c.text[c.offs[i]:c.offs[i+1]])
+			}
+		}
+		c.at += k
+		n -= k
+	}
+	return dst, nil
+}
+
+// int32s appends the column's next n values to dst.
+func (c *columnCursor) int32s(dst []int32, n int) ([]int32, error) {
+	for n > 0 {
+		if c.at == c.n {
+			if err := c.load(); err != nil {
+				return dst, err
+			}
+		}
+		k := min(n, c.n-c.at)
+		if c.indexed {
+			for _, i := range c.idx[c.at : c.at+k] {
+				dst = append(dst, c.dictInts[i])
+			}
+		} else {
+			dst = append(dst, c.ints[c.at:c.at+k]...)
+		}
+		c.at += k
+		n -= k
+	}
+	return dst, nil
+}
