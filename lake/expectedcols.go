@@ -224,30 +224,27 @@ func (c *columnCursor) readDictionary(d parquet.Dictionary) int {
 
 // strings appends the column's next n values to dst.
 func (c *columnCursor) strings(dst []string, n int) ([]string, error) {
-	for n > 0 {
-		if c.at == c.n {
-			if err := c.load(); err != nil {
-				return dst, err
-			}
-		}
-		k := min(n, c.n-c.at)
+	return take(c, dst, n, func(i int) string {
 		if c.indexed {
-			for _, i := range c.idx[c.at : c.at+k] {
-				dst = append(dst, c.dict[i])
-			}
-		} else {
-			for i := c.at; i < c.at+k; i++ {
-				dst = append(dst, c.text[c.offs[i]:c.offs[i+1]])
-			}
+			return c.dict[c.idx[i]]
 		}
-		c.at += k
-		n -= k
-	}
-	return dst, nil
+		return c.text[c.offs[i]:c.offs[i+1]]
+	})
 }
 
 // int32s appends the column's next n values to dst.
 func (c *columnCursor) int32s(dst []int32, n int) ([]int32, error) {
+	return take(c, dst, n, func(i int) int32 {
+		if c.indexed {
+			return c.dictInts[c.idx[i]]
+		}
+		return c.ints[i]
+	})
+}
+
+// take appends the column's next n values to dst, value(i) being value i of
+// the current page, loading pages as it goes.
+func take[T any](c *columnCursor, dst []T, n int, value func(i int) T) ([]T, error) {
 	for n > 0 {
 		if c.at == c.n {
 			if err := c.load(); err != nil {
@@ -255,12 +252,8 @@ func (c *columnCursor) int32s(dst []int32, n int) ([]int32, error) {
 			}
 		}
 		k := min(n, c.n-c.at)
-		if c.indexed {
-			for _, i := range c.idx[c.at : c.at+k] {
-				dst = append(dst, c.dictInts[i])
-			}
-		} else {
-			dst = append(dst, c.ints[c.at:c.at+k]...)
+		for i := c.at; i < c.at+k; i++ {
+			dst = append(dst, value(i))
 		}
 		c.at += k
 		n -= k

@@ -89,45 +89,36 @@ func (e *Engine) eachRowArrow(ctx context.Context, name, q string, kinds colKind
 // A run of equal values (job_key, tenant, categories) shares one copy.
 func arrowStrings(a arrow.Array) (func(int) string, error) {
 	var last string
-	keep := func(v string) string {
+	return arrowText(a, func(v string) string {
 		if v != last {
 			last = clone(v)
 		}
 		return last
-	}
-	switch c := a.(type) {
-	case *array.String:
-		return func(i int) string { return keep(c.Value(i)) }, nil
-	case *array.LargeString:
-		return func(i int) string { return keep(c.Value(i)) }, nil
-	case *array.StringView:
-		return func(i int) string { return keep(c.Value(i)) }, nil
-	case *array.Dictionary:
-		d, err := arrowStrings(c.Dictionary())
-		if err != nil {
-			return nil, err
-		}
-		return func(i int) string { return d(c.GetValueIndex(i)) }, nil
-	}
-	return nil, fmt.Errorf("want text, have Arrow %s", a.DataType())
+	})
 }
 
 // arrowHashes returns a getter of a text column's values' textHash, which
 // reads each value where it lies.
 func arrowHashes(a arrow.Array) (func(int) int64, error) {
+	return arrowText(a, textHash)
+}
+
+// arrowText returns a getter of f of a text column's values, each a view
+// into the batch that f must not keep.
+func arrowText[T any](a arrow.Array, f func(string) T) (func(int) T, error) {
 	switch c := a.(type) {
 	case *array.String:
-		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+		return func(i int) T { return f(c.Value(i)) }, nil
 	case *array.LargeString:
-		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+		return func(i int) T { return f(c.Value(i)) }, nil
 	case *array.StringView:
-		return func(i int) int64 { return textHash(c.Value(i)) }, nil
+		return func(i int) T { return f(c.Value(i)) }, nil
 	case *array.Dictionary:
-		d, err := arrowHashes(c.Dictionary())
+		d, err := arrowText(c.Dictionary(), f)
 		if err != nil {
 			return nil, err
 		}
-		return func(i int) int64 { return d(c.GetValueIndex(i)) }, nil
+		return func(i int) T { return d(c.GetValueIndex(i)) }, nil
 	}
 	return nil, fmt.Errorf("want text, have Arrow %s", a.DataType())
 }
