@@ -54,23 +54,27 @@ func cursorRows(n int) []ExpectedRow {
 
 // TestExpectedCursor: the cursor hands out every row of the file in order,
 // column for column as written, whatever the size of the reads and however
-// the rows fall into row groups and pages (record_id's 64 characters fill a
-// 256 KiB page every 4096 rows; shard_id and parent_job_key are dictionary
-// columns), and refuses to read past the file's last row.
+// the rows fall into row groups and pages (record_id's 64 characters fill
+// several pages a row group, checked below; shard_id and parent_job_key are
+// dictionary columns), and refuses to read past the file's last row.
 func TestExpectedCursor(t *testing.T) {
 	rows := cursorRows(20000)
 	for _, tc := range []struct {
 		name      string
 		groupRows int64
 		reads     []int
+		paged     bool // record_id takes two pages or more in every row group
 	}{
-		{"one row group, one read", rowGroupRows, []int{20000}},
-		{"row groups of 7000, reads of 4096", 7000, []int{4096}},
-		{"row groups of 1000, reads across them", 1000, []int{1, 999, 1001, 3, 4093}},
-		{"row groups of 6999, single rows then the rest", 6999, []int{1, 1, 1, 19997}},
+		{"one row group, one read", rowGroupRows, []int{20000}, true},
+		{"row groups of 7000, reads of 4096", 7000, []int{4096}, true},
+		{"row groups of 1000, reads across them", 1000, []int{1, 999, 1001, 3, 4093}, false},
+		{"row groups of 6999, single rows then the rest", 6999, []int{1, 1, 1, 19997}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeExpected(t, rows, tc.groupRows)
+			if pages, groups := recordIDPages(t, path); tc.paged && pages < 2*groups {
+				t.Fatalf("record_id fills %d pages in %d row groups: the case does not cross pages within its row groups", pages, groups)
+			}
 			c, err := OpenExpectedCursor(path)
 			if err != nil {
 				t.Fatal(err)
@@ -157,4 +161,35 @@ func parquetOf[T any](t *testing.T, rows []T) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// recordIDPages counts the data pages of the record_id column in the file,
+// and its row groups.
+func recordIDPages(t *testing.T, path string) (pages, groups int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := pf.Schema().Lookup("record_id")
+	for _, rg := range pf.RowGroups() {
+		pp := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		for {
+			if _, err := pp.ReadPage(); err != nil {
+				break
+			}
+			pages++
+		}
+		pp.Close()
+	}
+	return pages, len(pf.RowGroups())
 }
