@@ -240,6 +240,18 @@ func (t *TableWriter[T]) Rows() int64 { return t.rows }
 // local lake the file itself, see PutTempFile). It returns the lake key (""
 // if no rows were written: empty tables are not stored).
 func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
+	return t.commit(ctx, false)
+}
+
+// CommitObject finishes the file and stores it write-once as a
+// content-addressed object (ObjectKey), even with no rows: for files that
+// are not a table of the lake but read by the key a later step is given (a
+// reconcile partition's partial tables).
+func (t *TableWriter[T]) CommitObject(ctx context.Context) (string, error) {
+	return t.commit(ctx, true)
+}
+
+func (t *TableWriter[T]) commit(ctx context.Context, object bool) (string, error) {
 	defer t.Abort()
 	if t.split > 0 {
 		return "", fmt.Errorf("table %s: internal error: Commit of a split table (CommitSplit)", t.table)
@@ -247,14 +259,18 @@ func (t *TableWriter[T]) Commit(ctx context.Context) (string, error) {
 	if err := t.w.Close(); err != nil {
 		return "", fmt.Errorf("table %s: %w", t.table, err)
 	}
-	if t.rows == 0 {
-		return "", nil
+	key := ObjectKey
+	if !object {
+		if t.rows == 0 {
+			return "", nil
+		}
+		key = func(d Digest) string { return TableFileKey(t.table, t.tenant, t.job, d) }
 	}
-	key, _, err := t.o.Commit(ctx, t.lake, func(d Digest) string { return TableFileKey(t.table, t.tenant, t.job, d) })
+	k, _, err := t.o.Commit(ctx, t.lake, key)
 	if err != nil {
 		return "", fmt.Errorf("table %s: %w", t.table, err)
 	}
-	return key, nil
+	return k, nil
 }
 
 // Abort removes the temporary file; safe after Commit.

@@ -93,3 +93,11 @@ func (p *TablePipe[T]) Commit() (string, error) {
 	}
 	return p.w.Commit(p.ctx)
 }
+
+// CommitObject stores the file (after Close) as TableWriter.CommitObject.
+func (p *TablePipe[T]) CommitObject() (string, error) {
+	if p.err != nil {
+		return "", p.err
+	}
+	return p.w.CommitObject(p.ctx)
+}

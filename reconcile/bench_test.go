@@ -115,11 +115,11 @@ func BenchmarkReconcileQueries(b *testing.B) {
 		_, err = costs(ctx, e)
 		must(err)
 		n := 0
-		files, err := outcomeFiles(ctx, e, int64(len(m.ExpectedFiles)))
+		files, err := outcomeFiles(ctx, e, int64(len(m.ExpectedFiles)), false)
 		must(err)
 		var c outcomeCols
 		for _, f := range files {
-			must(c.read(ctx, e, f.file<<40, f.file<<40|f.n))
+			must(c.read(ctx, e, f.file<<40, f.file<<40|f.n, false))
 			n += len(c.pos)
 		}
 		must(e.eachRow(ctx, "cost_scan.sql", costRange{}, "nnnmnnn", func(*scanRow) error { n++; return nil }))

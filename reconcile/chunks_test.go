@@ -104,20 +104,29 @@ func TestOutcomesPairChecked(t *testing.T) {
 	for _, c := range []struct {
 		name, tamper, want string
 		costs              bool // tamper with costed, after costLines
+		part               bool // write a partition's partial files
 	}{
-		{"cost-changed", `UPDATE costed SET cost_usd = cost_usd + 1 WHERE pos = (SELECT min(pos) FROM costed)`, "cost rows of", true},
-		{"cost-lost", `DELETE FROM costed WHERE pos = (SELECT min(pos) FROM costed)`, "has 0 cost rows of 0 USD, its outcome 1 lines", true},
-		{"cost-moved", `UPDATE costed SET pos = pos + 1 WHERE pos = (SELECT max(pos) FROM costed WHERE pos < (SELECT max(pos) FROM outcomes WHERE lines = 0))`, "its outcome", true},
-		{"cost-unknown", `UPDATE costed SET pos = NULL, custom_id = 'x' WHERE pos = (SELECT max(pos) FROM costed)`, "has 0 cost rows of 0 USD", true},
-		{"cost-order", `UPDATE costed SET line_no = 0 WHERE pos = (SELECT max(pos) FROM costed WHERE pos IN (SELECT pos FROM costed GROUP BY pos HAVING count(*) > 1))`, "out of order", true},
+		{"cost-changed", `UPDATE costed SET cost_usd = cost_usd + 1 WHERE pos = (SELECT min(pos) FROM costed)`, "cost rows of", true, false},
+		{"cost-lost", `DELETE FROM costed WHERE pos = (SELECT min(pos) FROM costed)`, "has 0 cost rows of 0 USD, its outcome 1 lines", true, false},
+		{"cost-moved", `UPDATE costed SET pos = pos + 1 WHERE pos = (SELECT max(pos) FROM costed WHERE pos < (SELECT max(pos) FROM outcomes WHERE lines = 0))`, "its outcome", true, false},
+		{"cost-unknown", `UPDATE costed SET pos = NULL, custom_id = 'x' WHERE pos = (SELECT max(pos) FROM costed)`, "has 0 cost rows of 0 USD", true, false},
+		{"cost-order", `UPDATE costed SET line_no = 0 WHERE pos = (SELECT max(pos) FROM costed WHERE pos IN (SELECT pos FROM costed GROUP BY pos HAVING count(*) > 1))`, "out of order", true, false},
 		{"swapped", `UPDATE outcomes SET pos = CASE WHEN pos = (SELECT min(pos) FROM outcomes) THEN (SELECT max(pos) FROM outcomes)
 		             ELSE (SELECT min(pos) FROM outcomes) END
-		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome", false},
-		{"missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "has 39 outcomes for its rows 0 to 39", false},
-		{"last-missing", `DELETE FROM outcomes WHERE pos = (SELECT max(pos) FROM outcomes)`, "expected file 1 has 40 rows, its outcomes 39", false},
-		{"other-record", `UPDATE outcomes SET custom_id = custom_id || 'x' WHERE pos = (SELECT min(pos) + 5 FROM outcomes)`, "row 5 (record", false},
-		{"twice", `UPDATE outcomes SET pos = pos - 1 WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "two outcomes of expected file 1 row 2", false},
-		{"untampered", ``, "", false},
+		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome", false, false},
+		{"missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "has 39 outcomes for its rows 0 to 39", false, false},
+		{"last-missing", `DELETE FROM outcomes WHERE pos = (SELECT max(pos) FROM outcomes)`, "expected file 1 has 40 rows, its outcomes 39", false, false},
+		{"other-record", `UPDATE outcomes SET custom_id = custom_id || 'x' WHERE pos = (SELECT min(pos) + 5 FROM outcomes)`, "row 5 (record", false, false},
+		{"twice", `UPDATE outcomes SET pos = pos - 1 WHERE pos = (SELECT min(pos) + 3 FROM outcomes)`, "two outcomes of expected file 1 row 2", false, false},
+		{"untampered", ``, "", false, false},
+		// A partition's partial files (writePartials): partition 1 of 3 of
+		// an unsplit job, whose file has every partition's rows.
+		{"part-untampered", ``, "", false, true},
+		{"part-missing", `DELETE FROM outcomes WHERE pos = (SELECT min(pos) FROM outcomes WHERE pos > (SELECT min(pos) FROM outcomes))`, "has no outcome", false, true},
+		{"part-swapped", `UPDATE outcomes SET pos = CASE WHEN pos = (SELECT min(pos) FROM outcomes) THEN (SELECT max(pos) FROM outcomes)
+		             ELSE (SELECT min(pos) FROM outcomes) END
+		             WHERE pos IN ((SELECT min(pos) FROM outcomes), (SELECT max(pos) FROM outcomes))`, "does not pair with its outcome", false, true},
+		{"part-cost-lost", `DELETE FROM costed WHERE pos = (SELECT min(pos) FROM costed)`, "has 0 cost rows of 0 USD, its outcome 1 lines", true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,7 +142,11 @@ func TestOutcomesPairChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			if err := in.stage(ctx, e, o, &Report{}, nil); err != nil {
+			var part *lake.Partition
+			if c.part {
+				part = &lake.Partition{K: 1, N: 3}
+			}
+			if err := in.stage(ctx, e, o, &Report{}, part); err != nil {
 				t.Fatal(err)
 			}
 			if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
@@ -153,12 +166,23 @@ func TestOutcomesPairChecked(t *testing.T) {
 			if c.costs {
 				tamper()
 			}
-			_, _, err = writeTables(ctx, e, l, m, in.job, dir, false, nil)
+			if c.part {
+				var records int64
+				if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM expected").Scan(&records); err != nil {
+					t.Fatal(err)
+				}
+				if records == 0 || records == int64(len(g.input)) {
+					t.Fatalf("partition %s holds %d of the job's %d records", part, records, len(g.input))
+				}
+				_, _, err = writePartials(ctx, e, l, m, in.job, *part, records)
+			} else {
+				_, _, err = writeTables(ctx, e, l, m, in.job, dir, false, nil)
+			}
 			switch {
 			case c.want == "" && err != nil:
-				t.Fatalf("writeTables: %v", err)
+				t.Fatalf("tables: %v", err)
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("writeTables over outcomes %s: %v, want an error saying %q", c.name, err, c.want)
+				t.Fatalf("tables over outcomes %s: %v, want an error saying %q", c.name, err, c.want)
 			}
 		})
 	}

@@ -17,14 +17,6 @@ import (
 // still gave freed pages back to the kernel after one second).
 const retryMemoryLimit = 128 << 20
 
-// partialsMemoryLimit is DuckDB's memory limit while a partition writes its
-// partial tables (partition_write.sql; never raised). Those statements join
-// each cost line to its record, sort, and buffer Parquet row groups beyond
-// the limit: at 384MB a 10M-record job's partitions peaked at 0.84–1.05 GiB
-// there, past the 1 GiB a task is given; at 320MB at 0.65–0.81 GiB, for
-// about a tenth more cpu (256MB: a fifth more).
-const partialsMemoryLimit = 320 << 20
-
 // memoryLimitRE is DuckDB's syntax for a memory limit: a number and a unit,
 // decimal (KB, MB, ...) or binary (KiB, MiB, ...).
 var memoryLimitRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$`)

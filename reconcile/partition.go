@@ -124,6 +124,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	if o.AllowRunning {
 		return nil, errAllowRunningPartition
 	}
+	limitGoHeap(o)
 	in, err := prepare(ctx, l, &o)
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		return nil, err
 	}
 	res := &PartitionResult{partitionID: partitionID{Version: PartitionVersion, Partition: p.String(), K: p.K, N: p.N, Key: key}, Report: *rep}
-	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m); err != nil {
+	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m, in.job, p, rep.Expected); err != nil {
 		return nil, err
 	}
 	res.ReconciledAt = now(o.Now)
@@ -198,33 +199,101 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	return res, writePartitionOut(o.OutDir, res)
 }
 
-// writePartials stores the session's outcomes and line_costs tables as
-// content-addressed Parquet objects (the outcomes with m's job key and tenant).
-func writePartials(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest) (outcomes, costs string, err error) {
-	dir, err := os.MkdirTemp(e.tmp, "partition-*")
+// partialOutcome is a row of a partition's outcomes file: the outcomes
+// temp table's row (outcomes.sql) with its record_id, job_key and tenant.
+// The merge reads these files as its outcomes (merge_sources.sql).
+type partialOutcome struct {
+	JobKey      string     `parquet:"job_key,dict"`
+	Tenant      string     `parquet:"tenant,dict"`
+	RecordID    string     `parquet:"record_id"`
+	CustomID    string     `parquet:"custom_id"`
+	Attempt     int32      `parquet:"attempt"`
+	Outcome     string     `parquet:"outcome,dict"`
+	Reason      string     `parquet:"reason,dict"`
+	Lines       int64      `parquet:"lines"`
+	Disposition string     `parquet:"disposition,dict"`
+	CostUSD     lake.Money `parquet:"cost_usd,decimal(18:38)"`
+	Truncated   bool       `parquet:"truncated"`
+	Pos         int64      `parquet:"pos"`
+}
+
+// partialCost is a row of a partition's costs file: a line_costs row
+// (cost_views.sql) with the line's channel and its file's number in the
+// partition (out_no), which the merge numbers again over all of them
+// (merge_sources.sql). A line of no record has pos null, record_id "" and
+// attempt 0.
+type partialCost struct {
+	JobKey       string     `parquet:"job_key,dict"`
+	Tenant       string     `parquet:"tenant,dict"`
+	CustomID     string     `parquet:"custom_id"`
+	Provider     string     `parquet:"provider,dict"`
+	ModelVersion string     `parquet:"model_version,dict"`
+	RawSHA256    string     `parquet:"raw_sha256,dict"`
+	LineNo       int64      `parquet:"line_no"`
+	Channel      string     `parquet:"channel,dict"`
+	OutNo        int32      `parquet:"out_no"`
+	Category     string     `parquet:"category,dict"`
+	PriceModel   string     `parquet:"price_model,dict"`
+	Unpriced     bool       `parquet:"unpriced"`
+	CostUSD      lake.Money `parquet:"cost_usd,decimal(18:38)"`
+	Pos          int64      `parquet:"pos,optional"` // 0 (null): no expected row
+	RecordID     string     `parquet:"record_id"`
+	Attempt      int32      `parquet:"attempt"`
+}
+
+// writePartials stores the partition's outcomes and costs as
+// content-addressed Parquet files (partialOutcome, partialCost) for the
+// merge, both in the order the job's own tables keep (so the same partition
+// writes the same bytes): the outcomes by pos, the costs by pos, out_no and
+// line_no, the lines of no record last. They are written as a reconcile
+// writes its tables (outcomePass), without a sort: each record's columns
+// read from its expected file, its cost lines after it, from costed in the
+// order it is stored.
+func writePartials(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, p lake.Partition, records int64) (outcomes, costs string, err error) {
+	if err := e.ExecFile(ctx, "keep_order.sql", nil); err != nil {
+		return "", "", err
+	}
+	ow, err := lake.NewTableWriter[partialOutcome](l, e.tmp, "partial-outcomes", m.Tenant, job)
 	if err != nil {
 		return "", "", err
 	}
-	defer os.RemoveAll(dir)
-	op, cp := filepath.Join(dir, "outcomes.parquet"), filepath.Join(dir, "costs.parquet")
-	data := map[string]string{"Outcomes": quote(op), "Costs": quote(cp), "JobKey": quote(m.JobKey), "Tenant": quote(m.Tenant)}
-	if err := e.lowerMemoryLimit(ctx, partialsMemoryLimit); err != nil {
+	defer ow.Abort()
+	ctw, err := lake.NewTableWriter[partialCost](l, e.tmp, "partial-costs", m.Tenant, job)
+	if err != nil {
 		return "", "", err
 	}
-	if err := e.ExecFile(ctx, "partition_write.sql", data); err != nil {
+	defer ctw.Abort()
+	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
+	cpipe := lake.NewTablePipe(ctx, ctw, pipeDepth)
+	cw, err := newCostWriter(ctx, e, m, nil, nil)
+	if err == nil {
+		cw.partial = cpipe
+		cw.channels, err = numberedNames(ctx, e, "cost_channels.sql", 1)
+	}
+	if err == nil && len(cw.channels) != len(cw.raws) {
+		err = fmt.Errorf("reconcile: %d result files, %d channels", len(cw.raws), len(cw.channels))
+	}
+	if err == nil {
+		w := outcomePass{m: m, partial: opipe, cw: cw, part: &p, records: records}
+		err = w.run(ctx, e)
+	}
+	if oerr := opipe.Close(err); err == nil {
+		err = oerr
+	}
+	if err == nil {
+		outcomes, err = opipe.CommitObject()
+	}
+	if err == nil {
+		err = cw.finish(ctx, e)
+	}
+	if cerr := cpipe.Close(err); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return "", "", err
 	}
-	for _, f := range []struct {
-		path string
-		key  *string
-	}{{op, &outcomes}, {cp, &costs}} {
-		d, _, err := l.PutFile(ctx, f.path, lake.ObjectKey)
-		if err != nil {
-			return "", "", err
-		}
-		*f.key = lake.ObjectKey(d)
-	}
-	return outcomes, costs, nil
+	costs, err = cpipe.CommitObject()
+	return outcomes, costs, err
 }
 
 func writePartitionOut(dir string, r *PartitionResult) error {

@@ -69,7 +69,8 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		cw, err = newCostWriter(ctx, e, m, cpipe, modes)
 	}
 	if err == nil {
-		err = writeOutcomes(ctx, e, m, opipe, cw)
+		w := outcomePass{m: m, table: opipe, cw: cw, records: m.ExpectedRecords}
+		err = w.run(ctx, e)
 	}
 	if oerr := opipe.Close(err); err == nil {
 		err = oerr
@@ -130,23 +131,34 @@ func mergeCosts(ctx context.Context, e *Engine, order *costOrder, cpipe *lake.Ta
 	return nil
 }
 
-// writeOutcomes writes the outcomes table in the expected files' order: the
-// files in the manifest's order, each one's rows in turn. The outcomes
-// temp table is not sorted (outcomes.sql); each range of positions reads
-// its narrow columns (outcome_rows.sql) and the wide ones from the expected
-// file itself, which holds them in that order (lake.ExpectedCursor, reading
-// its pages without DuckDB), and every row is checked to pair the same
-// position and custom_id on both sides.
+// outcomePass writes the outcomes of a session's expected records in the
+// expected files' order: the files in the manifest's order, each one's rows
+// in turn. The outcomes temp table is not sorted (outcomes.sql); each range
+// of positions reads its narrow columns (outcome_rows.sql) and the wide ones
+// from the expected file itself, which holds them in that order
+// (lake.ExpectedCursor, reading its pages without DuckDB), and every row is
+// checked to pair the same position and custom_id on both sides.
 //
-// With cw (a reconcile's, not a merge's), each range's cost lines of expected
-// records are read too (cost_scan.sql) and written after their record's
-// outcome, named by the same expected row.
-func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow], cw *costWriter) error {
-	paths, err := LocalFiles[lake.ExpectedRow](ctx, e, tableKeys(m.ExpectedTables()))
-	if err != nil {
-		return err
-	}
-	files, err := outcomeFiles(ctx, e, int64(len(paths)-1))
+// With cw, each range's cost lines of expected records are read too
+// (cost_scan.sql) and written after their record's outcome, named by the
+// same expected row.
+type outcomePass struct {
+	m *lake.Manifest
+	// The rows go to the job's outcomes table (table) or to a partition's
+	// partial file (partial).
+	table   *lake.TablePipe[lake.OutcomeRow]
+	partial *lake.TablePipe[partialOutcome]
+	cw      *costWriter
+	// part, for a partition: its files' rows of other partitions have no
+	// outcome, and are skipped.
+	part *lake.Partition
+	// records is how many outcomes the pass must write.
+	records int64
+}
+
+func (w *outcomePass) run(ctx context.Context, e *Engine) error {
+	keys := tableKeys(w.m.ExpectedTables())
+	files, err := outcomeFiles(ctx, e, int64(len(keys)), w.part != nil)
 	if err != nil {
 		return err
 	}
@@ -156,38 +168,48 @@ func writeOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake
 		total int64
 	)
 	for _, f := range files {
-		if err := writeFileOutcomes(ctx, e, m, opipe, cw, &nar, &cols, paths[f.file], f); err != nil {
+		// Only the files with outcomes are staged (hashed, or fetched from
+		// a remote lake): a partition reads only its share.
+		path, err := e.stage.local(ctx, keys[f.file-1])
+		if err != nil {
+			return err
+		}
+		if err := w.file(ctx, e, &nar, &cols, path, f); err != nil {
 			return err
 		}
 		total += f.n
 	}
-	if total != m.ExpectedRecords {
-		return fmt.Errorf("reconcile: %d outcome rows written, the job expects %d records", total, m.ExpectedRecords)
+	if total != w.records {
+		return fmt.Errorf("reconcile: %d outcome rows written, %d records expected", total, w.records)
 	}
 	return nil
 }
 
-// writeFileOutcomes writes the outcomes (and with cw their costs) of one
-// expected file's rows, all f.n of them, in the file's order.
-func writeFileOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *lake.TablePipe[lake.OutcomeRow], cw *costWriter,
-	nar *outcomeCols, cols *lake.ExpectedCols, path string, f fileRows) error {
+// file writes the outcomes (and with cw their costs) of one expected file's
+// rows with outcomes, f.n of them, in the file's order.
+func (w *outcomePass) file(ctx context.Context, e *Engine, nar *outcomeCols, cols *lake.ExpectedCols, path string, f fileRows) error {
 	cur, err := lake.OpenExpectedCursor(path)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	defer cur.Close()
-	if cur.Rows() != f.n {
+	rows := f.n
+	if w.part != nil {
+		rows = cur.Rows()
+	}
+	if cur.Rows() != rows {
 		return fmt.Errorf("reconcile: expected file %d has %d rows, its outcomes %d", f.file, cur.Rows(), f.n)
 	}
-	for lo := int64(0); lo < f.n; lo += outcomeRangeRows * e.chunkRows {
-		hi := min(lo+outcomeRangeRows*e.chunkRows, f.n)
-		if err := nar.read(ctx, e, f.file<<40|lo, f.file<<40|hi); err != nil {
+	var written int64
+	for lo := int64(0); lo < rows; lo += outcomeRangeRows * e.chunkRows {
+		hi := min(lo+outcomeRangeRows*e.chunkRows, rows)
+		if err := nar.read(ctx, e, f.file<<40|lo, f.file<<40|hi, w.part != nil); err != nil {
 			return err
 		}
 		for wlo := lo; wlo < hi; wlo += e.chunkRows {
 			whi := min(wlo+e.chunkRows, hi)
-			if cw != nil {
-				if err := cw.read(ctx, e, f.file<<40|wlo, f.file<<40|whi); err != nil {
+			if w.cw != nil {
+				if err := w.cw.read(ctx, e, f.file<<40|wlo, f.file<<40|whi); err != nil {
 					return err
 				}
 			}
@@ -198,31 +220,55 @@ func writeFileOutcomes(ctx context.Context, e *Engine, m *lake.Manifest, opipe *
 				for j := range cols.Len() {
 					at := slo + int64(j)
 					i := at - lo
+					if !nar.seen[i] {
+						// Only a partition's reads leave rows unseen (sparse):
+						// those of the other partitions.
+						if w.part != nil && lake.IDPartition(cols.CustomID[j], w.part.N) != w.part.K {
+							continue
+						}
+						return fmt.Errorf("reconcile: expected file %d row %d (record %s, custom_id %q) has no outcome",
+							f.file, at, cols.RecordID[j], cols.CustomID[j])
+					}
 					if nar.pos[i] != f.file<<40|at || nar.idHash[i] != textHash(cols.CustomID[j]) {
 						return fmt.Errorf("reconcile: expected file %d row %d (record %s, custom_id %q) does not pair with its outcome (%s)",
 							f.file, at, cols.RecordID[j], cols.CustomID[j], nar.at(i))
 					}
-					attempt := cols.Attempt[j]
-					err := opipe.Add(lake.OutcomeRow{JobKey: m.JobKey, Tenant: m.Tenant, RecordID: cols.RecordID[j], BusinessKey: cols.BusinessKey[j],
-						ShardID: cols.ShardID[j], CustomID: cols.CustomID[j], Attempt: attempt, ParentJobKey: cols.ParentJobKey[j],
-						Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
-						Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
-					if err == nil && cw != nil {
-						err = cw.record(f.file<<40|at, cols.RecordID[j], cols.CustomID[j], attempt, nar.lines[i], nar.cost[i])
-					}
-					if err != nil {
+					if err := w.add(cols, j, nar, i); err != nil {
 						return err
 					}
+					if w.cw != nil {
+						if err := w.cw.record(f.file<<40|at, cols.RecordID[j], cols.CustomID[j], cols.Attempt[j], nar.lines[i], nar.cost[i]); err != nil {
+							return err
+						}
+					}
+					written++
 				}
 			}
-			if cw != nil {
-				if err := cw.rangeDone(); err != nil {
+			if w.cw != nil {
+				if err := w.cw.rangeDone(); err != nil {
 					return err
 				}
 			}
 		}
 	}
+	if written != f.n {
+		return fmt.Errorf("reconcile: %d outcomes of expected file %d written, it has %d", written, f.file, f.n)
+	}
 	return nil
+}
+
+// add writes the outcome of expected row j of cols, whose own columns are
+// row i of nar.
+func (w *outcomePass) add(cols *lake.ExpectedCols, j int, nar *outcomeCols, i int64) error {
+	if w.partial != nil {
+		return w.partial.Add(partialOutcome{JobKey: w.m.JobKey, Tenant: w.m.Tenant, RecordID: cols.RecordID[j], CustomID: cols.CustomID[j],
+			Attempt: cols.Attempt[j], Outcome: nar.outcome[i], Reason: nar.reason[i], Lines: int64(nar.lines[i]),
+			Disposition: nar.disposition[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i], Pos: nar.pos[i]})
+	}
+	return w.table.Add(lake.OutcomeRow{JobKey: w.m.JobKey, Tenant: w.m.Tenant, RecordID: cols.RecordID[j], BusinessKey: cols.BusinessKey[j],
+		ShardID: cols.ShardID[j], CustomID: cols.CustomID[j], Attempt: cols.Attempt[j], ParentJobKey: cols.ParentJobKey[j],
+		Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
+		Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
 }
 
 // expectedReadRows is how many rows of an expected file are read at a time.
@@ -253,8 +299,10 @@ type outcomeCols struct {
 }
 
 // read replaces c's rows by those at positions lo <= pos < hi, each at
-// index pos - lo, checking that each position comes once.
-func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
+// index pos - lo (seen), checking that each position comes once and, unless
+// sparse (a partition's, which has only its own records' outcomes), that
+// every position has its row.
+func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64, sparse bool) error {
 	n := int(hi - lo)
 	c.pos, c.idHash, c.lines, c.cost = resize(c.pos, n), resize(c.idHash, n), resize(c.lines, n), resize(c.cost, n)
 	c.outcome, c.disposition, c.reason = resize(c.outcome, n), resize(c.disposition, n), resize(c.reason, n)
@@ -278,7 +326,7 @@ func (c *outcomeCols) read(ctx context.Context, e *Engine, lo, hi int64) error {
 	if err != nil {
 		return err
 	}
-	if got != n {
+	if got != n && !sparse {
 		first := int64(slices.Index(c.seen, false))
 		return fmt.Errorf("reconcile: expected file %d row %d has no outcome (%d of rows %d to %d have one)",
 			lo>>40, (lo+first)&(1<<40-1), got, lo&(1<<40-1), (hi-1)&(1<<40-1))
@@ -307,9 +355,9 @@ func (c *outcomeCols) at(i int64) string {
 type fileRows struct{ file, n int64 }
 
 // outcomeFiles lists each expected file's outcomes (outcome_ranges.sql),
-// checking that they number its rows from 0 and that the file is one of the
-// job's files (1..files).
-func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, error) {
+// checking that the file is one of the job's files (1..files) and, unless
+// sparse (a partition's), that they number its rows from 0.
+func outcomeFiles(ctx context.Context, e *Engine, files int64, sparse bool) ([]fileRows, error) {
 	rows, err := e.QueryFile(ctx, "outcome_ranges.sql", nil)
 	if err != nil {
 		return nil, err
@@ -325,7 +373,7 @@ func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, erro
 		if f.file < 1 || f.file > files {
 			return nil, fmt.Errorf("reconcile: %d outcomes of expected file %d; the job has files 1 to %d", f.n, f.file, files)
 		}
-		if first != 0 || last != f.n-1 {
+		if !sparse && (first != 0 || last != f.n-1) {
 			return nil, fmt.Errorf("reconcile: expected file %d has %d outcomes for its rows %d to %d", f.file, f.n, first, last)
 		}
 		out = append(out, f)
@@ -343,8 +391,12 @@ func outcomeFiles(ctx context.Context, e *Engine, files int64) ([]fileRows, erro
 // tables), then the lines of no record (finish). Each row's raw file comes
 // from its out_no, its provider and models from its mp_no.
 type costWriter struct {
-	m         *lake.Manifest
+	m *lake.Manifest
+	// The rows go to the job's costs table (pipe) or to a partition's
+	// partial file (partial), which also keeps each line's channel.
 	pipe      *lake.TablePipe[lake.CostRow]
+	partial   *lake.TablePipe[partialCost]
+	channels  []string // by out_no - 1, for partial
 	raws      []string // by out_no - 1
 	fileModes []string // by out_no - 1: one lookup per file, not per line
 	models    map[int64]costModel
@@ -490,6 +542,15 @@ func (c *costWriter) add(l costLine, recordID, customID string, attempt int32) e
 	mp, ok := c.models[l.mp]
 	if !ok {
 		return fmt.Errorf("reconcile: cost row of file %d line %d has no provider and model (mp_no %d)", l.out, l.line, l.mp)
+	}
+	if c.partial != nil {
+		var pos int64 // 0 is no expected row: the column's null
+		if l.pos >= 0 {
+			pos = l.pos
+		}
+		return c.partial.Add(partialCost{JobKey: c.m.JobKey, Tenant: c.m.Tenant, CustomID: customID, Provider: mp.provider,
+			ModelVersion: mp.version, RawSHA256: c.raws[l.out-1], LineNo: l.line, Channel: c.channels[l.out-1], OutNo: int32(l.out),
+			Category: c.cats[l.cat], PriceModel: mp.price, Unpriced: l.unpriced, CostUSD: l.cost, Pos: pos, RecordID: recordID, Attempt: attempt})
 	}
 	return c.pipe.Add(lake.CostRow{JobKey: c.m.JobKey, Tenant: c.m.Tenant, RecordID: recordID, CustomID: customID, Attempt: attempt,
 		Provider: mp.provider, ModelVersion: mp.version, Category: c.cats[l.cat], RawSHA256: c.raws[l.out-1], LineNo: l.line,

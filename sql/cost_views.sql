@@ -23,11 +23,9 @@ SELECT c.pos, c.out_no, c.line_no, c.custom_id, c.mp_no, k.category, c.unpriced,
 FROM costed c
 JOIN cost_categories k ON k.cat = c.cat;
 
--- The costs table's columns and each line's pos (cost_by_category.sql and a
--- partition's file, partition_write.sql, read them; a merge's view has the
--- same columns). The record's columns are joined from expected_at by pos:
--- a read that needs none of them (cost_by_category.sql) reads line_costs_by,
--- which does without that join.
+-- The costs table's columns but the record's, and each line's pos, for
+-- cost_by_category.sql (a merge's view of the same name has the same
+-- columns). The costs table itself is written from costed by the Go side.
 CREATE OR REPLACE TEMP VIEW line_costs_by AS
 SELECT
     j.job_key, j.tenant, l.custom_id, p.provider, p.model_version,
@@ -36,11 +34,6 @@ FROM costed_rows l
 JOIN files f ON f.out_no = l.out_no
 LEFT JOIN model_prices p ON p.mp_no = l.mp_no
 CROSS JOIN job_consts j;
-
-CREATE OR REPLACE TEMP VIEW line_costs AS
-SELECT l.* REPLACE (coalesce(e.custom_id, l.custom_id) AS custom_id), e.record_id, e.attempt
-FROM line_costs_by l
-LEFT JOIN (SELECT pos, record_id, custom_id, attempt FROM expected_at) e ON e.pos = l.pos;
 
 -- cost_scan.sql, a filtered scan of costed, takes the lines in the order
 -- they are stored in (as keep_order.sql sets again before the tables).
