@@ -409,17 +409,17 @@ func checkCoverage(ctx context.Context, e *Engine, in *runInputs, n int) error {
 	if !rows.Next() {
 		return fmt.Errorf("sql merge_check.sql: no row")
 	}
-	var expected, outcomes, records, known, lines, distinct int64
-	if err := rows.Scan(&expected, &outcomes, &records, &known, &lines, &distinct); err != nil {
+	var expected, outcomes, covered, lines, distinct int64
+	if err := rows.Scan(&expected, &outcomes, &covered, &lines, &distinct); err != nil {
 		return fmt.Errorf("sql merge_check.sql: %w", err)
 	}
 	var ingested int64
 	for _, r := range in.recs {
 		ingested += r.Rows
 	}
-	if expected != in.m.ExpectedRecords || outcomes != expected || records != expected || known != expected || lines != ingested || distinct != lines {
-		return fmt.Errorf("%w: the %d partitions hold %d outcomes of %d distinct records (%d of the job's), and %d cost lines (%d distinct); the job expects %d records and ingested %d lines",
-			ErrIdentity, n, outcomes, records, known, lines, distinct, in.m.ExpectedRecords, ingested)
+	if expected != in.m.ExpectedRecords || outcomes != expected || covered != expected || lines != ingested || distinct != lines {
+		return fmt.Errorf("%w: the %d partitions hold %d outcomes, of %d of the job's records, and %d cost lines (%d distinct); the job expects %d records and ingested %d lines",
+			ErrIdentity, n, outcomes, covered, lines, distinct, in.m.ExpectedRecords, ingested)
 	}
 	return rows.Err()
 }

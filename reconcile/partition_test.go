@@ -408,6 +408,65 @@ func TestMergeRefuses(t *testing.T) {
 	}
 }
 
+// TestMergeCoverage: a merge whose partition results hold a record twice,
+// or a line twice, fails with ErrIdentity before it writes a report. The
+// results are forged: partition 1's marker replaced by one naming partition
+// 0's outcomes file, then partition 0's costs file.
+func TestMergeCoverage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(5, 5)), 80, 2, 1)
+	l, dir := testLake(t)
+	m := planAndIngest(t, l, dir, g, 30)
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}}
+	res := make([]*PartitionResult, 2)
+	for k := range res {
+		r, err := RunPartition(ctx, l, o, lake.Partition{K: k, N: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res[k] = r
+	}
+	if res[0].Expected == 0 || res[1].Expected == 0 {
+		t.Fatalf("a partition holds no records: %d and %d", res[0].Expected, res[1].Expected)
+	}
+	e, paths := stagedFiles(t, l, res[0].CostsFile)
+	var lines0 int64
+	if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM read_parquet("+quote(paths[0])+")").Scan(&lines0); err != nil {
+		t.Fatal(err)
+	}
+	if lines0 == 0 {
+		t.Fatal("partition 0 holds no lines")
+	}
+	for _, c := range []struct {
+		name               string
+		outcomes, costs    string
+		wantOutcomes, want string
+	}{
+		{"record twice", res[0].OutcomesFile, res[1].CostsFile, fmt.Sprintf("hold %d outcomes, of %d of the job's records", 2*res[0].Expected, res[0].Expected), ""},
+		{"line twice", res[1].OutcomesFile, res[0].CostsFile, fmt.Sprintf("hold %d outcomes, of %d of the job's records", res[0].Expected+res[1].Expected, res[0].Expected+res[1].Expected),
+			fmt.Sprintf("%d cost lines (%d distinct)", 2*lines0, lines0)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forged := *res[1]
+			forged.OutcomesFile, forged.CostsFile = c.outcomes, c.costs
+			if err := os.Remove(l.LocalPath(forged.Key)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.PutJSON(ctx, forged.Key, lake.FormatPartition, &forged); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Merge(ctx, l, o, 2)
+			if !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), c.wantOutcomes) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("merge: %v, want ErrIdentity saying %q and %q", err, c.wantOutcomes, c.want)
+			}
+			if keys, _ := l.List(ctx, lake.ReportPrefix(mustJob(t, m))); len(keys) != 0 {
+				t.Errorf("a refused merge wrote %v", keys)
+			}
+		})
+	}
+}
+
 func mustJob(t *testing.T, m *lake.Manifest) lake.Digest {
 	d, err := lake.ParseDigest(m.JobKey)
 	if err != nil {

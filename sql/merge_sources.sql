@@ -28,13 +28,16 @@ SELECT * FROM read_parquet({{.Outcomes}}, union_by_name = true);
 -- table's file order, cost_rows.sql) is numbered again over all of them.
 -- The numbering is of the few distinct files, joined back to the lines: a
 -- window over every line would hold them all in memory at once.
+CREATE OR REPLACE TEMP VIEW partial_costs AS
+SELECT * FROM read_parquet({{.Costs}}, union_by_name = true);
+
 CREATE OR REPLACE TEMP TABLE merge_files AS
 SELECT raw_sha256, channel, CAST(row_number() OVER (ORDER BY raw_sha256, channel) AS INTEGER) AS out_no
-FROM (SELECT DISTINCT raw_sha256, channel FROM read_parquet({{.Costs}}, union_by_name = true));
+FROM (SELECT DISTINCT raw_sha256, channel FROM partial_costs);
 
 CREATE OR REPLACE TEMP VIEW line_costs AS
 SELECT c.* EXCLUDE (out_no), f.out_no
-FROM read_parquet({{.Costs}}, union_by_name = true) c
+FROM partial_costs c
 JOIN merge_files f
   ON f.raw_sha256 IS NOT DISTINCT FROM c.raw_sha256 AND f.channel IS NOT DISTINCT FROM c.channel;
 
