@@ -306,37 +306,35 @@ func checkPartitionRecords(t *testing.T, l *lake.Lake, m *lake.Manifest, r *Part
 	if bad != 0 {
 		t.Errorf("partition %s outcomes file: %d rows without job_key %s and tenant %q", r.Partition, bad, m.JobKey, m.Tenant)
 	}
-	// The columns and types the merge reads (merge_sources.sql), those of
-	// the files earlier versions wrote with DuckDB, which a merge may read
-	// beside these: results stored before an upgrade keep their files.
-	for i, want := range []string{
-		"job_key VARCHAR, tenant VARCHAR, record_id VARCHAR, custom_id VARCHAR, attempt INTEGER, outcome VARCHAR, reason VARCHAR, " +
+	// Each file has the columns and types the merge reads
+	// (merge_sources.sql), those of the files earlier versions wrote with
+	// DuckDB, which a merge may read beside these (results stored before an
+	// upgrade keep their files); and its rows in the job's tables' order, so
+	// that the same partition writes the same bytes: the outcomes by pos, the
+	// costs by pos (null last), out_no and line_no, a line with its record's
+	// record_id and attempt or with none.
+	for i, f := range []struct{ columns, disorder string }{
+		{"job_key VARCHAR, tenant VARCHAR, record_id VARCHAR, custom_id VARCHAR, attempt INTEGER, outcome VARCHAR, reason VARCHAR, " +
 			"lines BIGINT, disposition VARCHAR, cost_usd DECIMAL(38,18), truncated BOOLEAN, pos BIGINT",
-		"job_key VARCHAR, tenant VARCHAR, custom_id VARCHAR, provider VARCHAR, model_version VARCHAR, raw_sha256 VARCHAR, line_no BIGINT, " +
+			"SELECT count(*) FILTER (WHERE pos IS NULL OR prev >= pos) FROM (SELECT pos, lag(pos) OVER (ORDER BY file_row_number) AS prev FROM %s)"},
+		{"job_key VARCHAR, tenant VARCHAR, custom_id VARCHAR, provider VARCHAR, model_version VARCHAR, raw_sha256 VARCHAR, line_no BIGINT, " +
 			"channel VARCHAR, out_no INTEGER, category VARCHAR, price_model VARCHAR, unpriced BOOLEAN, cost_usd DECIMAL(38,18), pos BIGINT, " +
 			"record_id VARCHAR, attempt INTEGER",
+			"SELECT count(*) FILTER (WHERE prev >= key OR (pos IS NULL) <> (record_id = '') OR (pos IS NULL) <> (attempt = 0)) " +
+				"FROM (SELECT pos, record_id, attempt, key, lag(key) OVER (ORDER BY file_row_number) AS prev " +
+				"FROM (SELECT *, (pos IS NULL, coalesce(pos, 0), out_no, line_no) AS key FROM %s))"},
 	} {
 		var got string
+		var bad int64
 		q := "SELECT string_agg(column_name || ' ' || column_type, ', ') FROM (DESCRIBE SELECT * FROM read_parquet(" + quote(paths[i]) + "))"
 		if err := e.DB.QueryRowContext(ctx, q).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Errorf("partition %s file %d columns:\n%s\nwant\n%s", r.Partition, i, got, want)
+		if got != f.columns {
+			t.Errorf("partition %s file %d columns:\n%s\nwant\n%s", r.Partition, i, got, f.columns)
 		}
-	}
-	// In the job's tables' order, so the same partition writes the same
-	// bytes: the outcomes by pos, the costs by pos (null last), out_no and
-	// line_no; a line has its record's record_id and attempt, or none.
-	for i, q := range []string{
-		"SELECT count(*) FILTER (WHERE pos IS NULL OR prev >= pos) FROM (SELECT pos, lag(pos) OVER (ORDER BY file_row_number) AS prev FROM %s)",
-		"SELECT count(*) FILTER (WHERE prev >= key OR (pos IS NULL) <> (record_id = '') OR (pos IS NULL) <> (attempt = 0)) " +
-			"FROM (SELECT pos, record_id, attempt, key, lag(key) OVER (ORDER BY file_row_number) AS prev " +
-			"FROM (SELECT *, (pos IS NULL, coalesce(pos, 0), out_no, line_no) AS key FROM %s))",
-	} {
-		var bad int64
 		src := "read_parquet(" + quote(paths[i]) + ", file_row_number = true)"
-		if err := e.DB.QueryRowContext(ctx, fmt.Sprintf(q, src)).Scan(&bad); err != nil {
+		if err := e.DB.QueryRowContext(ctx, fmt.Sprintf(f.disorder, src)).Scan(&bad); err != nil {
 			t.Fatal(err)
 		}
 		if bad != 0 {
