@@ -167,19 +167,7 @@ func parquetOf[T any](t *testing.T, rows []T) []byte {
 // and its row groups.
 func recordIDPages(t *testing.T, path string) (pages, groups int) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pf := openParquet(t, path)
 	leaf, _ := pf.Schema().Lookup("record_id")
 	for _, rg := range pf.RowGroups() {
 		pp := rg.ColumnChunks()[leaf.ColumnIndex].Pages()

@@ -143,19 +143,7 @@ func TestTableStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(l.LocalPath(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pf := openParquet(t, l.LocalPath(key))
 	col := slices.IndexFunc(pf.Metadata().Schema[1:], func(e format.SchemaElement) bool { return e.Name == "record_id" })
 	if col < 0 {
 		t.Fatal("no record_id column")
@@ -174,7 +162,7 @@ func TestTableStatistics(t *testing.T) {
 	// The first data page's header, read raw: no min or max.
 	off := rg[0].Columns[col].MetaData.DataPageOffset
 	var h format.PageHeader
-	if err := thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(io.NewSectionReader(f, off, st.Size()-off))).Decode(&h); err != nil {
+	if err := thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(io.NewSectionReader(f, off, pf.Size()-off))).Decode(&h); err != nil {
 		t.Fatal(err)
 	}
 	if h.Type != format.DataPageV2 || !h.DataPageHeaderV2.Valid {
@@ -183,4 +171,24 @@ func TestTableStatistics(t *testing.T) {
 	if s := h.DataPageHeaderV2.V.Statistics; len(s.MinValue) != 0 || len(s.MaxValue) != 0 || len(s.Min) != 0 || len(s.Max) != 0 {
 		t.Errorf("record_id's first page header has statistics: %+v", s)
 	}
+}
+
+// openParquet opens the Parquet file at path for the test's reads; it is
+// closed when the test ends.
+func openParquet(t *testing.T, path string) (*os.File, *parquet.File) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, pf
 }
