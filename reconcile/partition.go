@@ -217,9 +217,10 @@ type partialOutcome struct {
 	Pos         int64      `parquet:"pos"`
 }
 
-// partialCost is a row of a partition's costs file: a line_costs row
-// (cost_views.sql) with the line's channel and its file's number in the
-// partition (out_no), which the merge numbers again over all of them
+// partialCost is a row of a partition's costs file: a line's costs row
+// (lake.CostRow, but the mode, which the merge finds again from the
+// ingests) with its pos, its channel and its file's number in the partition
+// (out_no), which the merge numbers again over all of them
 // (merge_sources.sql). A line of no record has pos null, record_id "" and
 // attempt 0.
 type partialCost struct {

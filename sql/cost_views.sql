@@ -24,8 +24,9 @@ FROM costed c
 JOIN cost_categories k ON k.cat = c.cat;
 
 -- The costs table's columns but the record's, and each line's pos, for
--- cost_by_category.sql (a merge's view of the same name has the same
--- columns). The costs table itself is written from costed by the Go side.
+-- cost_by_category.sql (which in a merge reads merge_sources.sql's view of
+-- the same name). The costs table itself is written from costed by the Go
+-- side.
 CREATE OR REPLACE TEMP VIEW line_costs_by AS
 SELECT
     j.job_key, j.tenant, l.custom_id, p.provider, p.model_version,
