@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
@@ -389,46 +390,153 @@ func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
 	}
 }
 
-// TestIngestHashedBefore: a file hashed by the caller (FileOptions.Raw) is
-// archived under that digest; one whose size changed since is hashed again,
-// so an append between the two cannot be stored under the old digest.
-func TestIngestHashedBefore(t *testing.T) {
+// TestIngestHashedWhileParsed: every attempt and quarantine row carries the
+// file's digest however far the parse got before the hash was known (from
+// the start, only after the last line, or past the rows an ingest holds);
+// a file that grew after it was hashed (a caller's stale FileOptions.Hash)
+// fails with no ingest record, and is ingested under its new digest when
+// given again.
+func TestIngestHashedWhileParsed(t *testing.T) {
 	ctx := context.Background()
-	line := `{"id":"r1","custom_id":"a","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`
-	l := newLake(t)
-	m := planOne(t, l)
-	out := writeFile(t, "out.jsonl", []string{line}, "\n")
-	before, size, err := lake.HashFile(out)
+	line := func(id string) string {
+		return `{"id":"r1","custom_id":"` + id + `","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`
+	}
+	// 5,000 lines: past a batch of held rows, and past heldRows below.
+	var lines []string
+	for i := range 5000 {
+		lines = append(lines, line(fmt.Sprintf("a%d", i)))
+	}
+	lines = append(lines, `{"id":"broken"`)
+	out := writeFile(t, "out.jsonl", lines, "\n")
+	want, size, err := lake.HashFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr, err := IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Raw: &before, RawSize: size})
-	if err != nil || fr.RawSHA256 != before.Hex() {
-		t.Fatalf("hashed before: %+v, %v; want raw %s", fr, err, before.Hex())
+	// ready returns a Hashing that is known once release is closed.
+	ready := func(release chan struct{}) *Hashing {
+		h := &Hashing{done: make(chan struct{}), d: want, n: size}
+		go func() { <-release; close(h.done) }()
+		return h
 	}
-	f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
+	for _, c := range []struct {
+		name string
+		hash func(release chan struct{}) *Hashing
+		held int // heldRows
+	}{
+		{"own", func(chan struct{}) *Hashing { return nil }, heldRows},
+		{"known-before", func(r chan struct{}) *Hashing { close(r); return ready(r) }, heldRows},
+		{"known-after", ready, heldRows},
+		{"bound", ready, 2048},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(n int) { heldRows = n }(heldRows)
+			heldRows = c.held
+			l := newLake(t)
+			m := planOne(t, l)
+			release := make(chan struct{})
+			h := c.hash(release)
+			var fr FileResult
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				fr, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Hash: h})
+				done <- err
+			}()
+			// The digest comes once the parse is over: the ingest waits
+			// for it then, or at the bound.
+			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if fr.RawSHA256 != want.Hex() || fr.Rows != 5000 || fr.Quarantined != 1 || !fr.Created {
+				t.Fatalf("ingest: %+v; want raw %s, 5000 rows, 1 quarantined", fr, want.Hex())
+			}
+			rec := ingestRecord(t, l, m, want)
+			n := 0
+			for _, k := range rec.AttemptKeys() {
+				if err := lake.ReadTableFile(ctx, l, k, func(rows []lake.AttemptRow) error {
+					for _, r := range rows {
+						if n++; r.RawSHA256 != want.Hex() {
+							t.Fatalf("line %d: raw_sha256 %q, want %s", r.LineNo, r.RawSHA256, want.Hex())
+						}
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n != 5000 {
+				t.Errorf("%d attempt rows, want 5000", n)
+			}
+			if err := lake.ReadTableFile(ctx, l, rec.QuarantineFile, func(rows []lake.QuarantineRow) error {
+				for _, r := range rows {
+					if r.RawSHA256 != want.Hex() || r.LineNo != 5001 {
+						t.Errorf("quarantined line %d: raw_sha256 %q", r.LineNo, r.RawSHA256)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	t.Run("grown", func(t *testing.T) {
+		l := newLake(t)
+		m := planOne(t, l)
+		out := writeFile(t, "out.jsonl", []string{line("a")}, "\n")
+		stale := HashAsync(ctx, out)
+		before, size, err := stale.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(line("b") + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		_, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Hash: stale})
+		var usage *errkind.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), fmt.Sprintf("changed while it was ingested (%d bytes hashed, %d parsed)", size, 2*size)) {
+			t.Fatalf("grown after it was hashed: %v; want a usage error naming both sizes", err)
+		}
+		job := mustDigest(t, m.JobKey)
+		if recs, err := l.List(ctx, lake.IngestPrefix(job)); err != nil || len(recs) != 0 {
+			t.Fatalf("ingest records after the failure: %v, %v", recs, err)
+		}
+		fr, err := IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, _, err := lake.HashFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fr.RawSHA256 != now.Hex() || fr.RawSHA256 == before.Hex() || fr.Rows != 2 || !fr.Created {
+			t.Errorf("ingested again: %+v; want raw %s, 2 rows, created", fr, now.Hex())
+		}
+		if b, err := l.GetObject(ctx, now); err != nil || int64(len(b)) != 2*size {
+			t.Errorf("the grown file's archive: %d bytes, %v", len(b), err)
+		}
+	})
+}
+
+// ingestRecord reads the ingest record of the output file of digest raw.
+func ingestRecord(t *testing.T, l *lake.Lake, m *lake.Manifest, raw lake.Digest) *lake.IngestRecord {
+	t.Helper()
+	var rec lake.IngestRecord
+	if err := l.GetJSON(context.Background(), lake.IngestKey(mustDigest(t, m.JobKey), ChannelOutput, raw), lake.FormatIngest, &rec); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString(strings.Replace(line, `"a"`, `"b"`, 1) + "\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	now, _, err := lake.HashFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Raw: &before, RawSize: size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fr.RawSHA256 != now.Hex() || fr.Rows != 2 || !fr.Created {
-		t.Errorf("appended after it was hashed: %+v; want raw %s, 2 rows, created", fr, now.Hex())
-	}
-	b, err := l.GetObject(ctx, now)
-	if err != nil || int64(len(b)) == size {
-		t.Errorf("the grown file's archive: %d bytes, %v", len(b), err)
-	}
+	return &rec
 }
 
 // TestIngestOwnedFileLinked: a download of collect (Owned, made by

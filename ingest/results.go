@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -50,11 +51,65 @@ type FileOptions struct {
 	Mode string
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
-	// Raw, if set, is the file's sha256 and RawSize its size, hashed by the
-	// caller already (ingest hashes a file while it checks its ids). A file
-	// whose size is no longer RawSize is hashed again.
-	Raw     *lake.Digest
-	RawSize int64
+	// Hash, if set, is the file's sha256 as the caller takes it (ingest
+	// hashes a file while it checks its ids); otherwise IngestFile takes it.
+	// Either way the lines are parsed meanwhile, and a file whose bytes
+	// parsed are not the bytes hashed fails, with nothing written.
+	Hash *Hashing
+}
+
+// Hashing is a file's sha256 and size, taken on a goroutine of its own.
+type Hashing struct {
+	done chan struct{}
+	d    lake.Digest
+	n    int64
+	err  error
+}
+
+// HashAsync starts hashing the file at path; ctx ends it early.
+func HashAsync(ctx context.Context, path string) *Hashing {
+	h := &Hashing{done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		h.d, h.n, h.err = lake.HashFileContext(ctx, path)
+	}()
+	return h
+}
+
+// Wait returns the file's digest and size once they are known.
+func (h *Hashing) Wait() (lake.Digest, int64, error) {
+	<-h.done
+	return h.d, h.n, h.err
+}
+
+// ready says whether Wait would return at once.
+func (h *Hashing) ready() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// heldRows bounds the attempt rows an ingest keeps while its file is still
+// being hashed (their raw_sha256 is the digest): the hash is about three
+// times as fast as the parse, so the bound is rarely reached.
+var heldRows = 1 << 18 // a variable for the tests
+
+// errIngested stops the parse of a file found already ingested.
+var errIngested = errors.New("already ingested")
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // IngestFile archives a provider output or error file raw and
@@ -75,32 +130,29 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err != nil {
 		return res, err
 	}
+	// The file is hashed while its lines are parsed: the digest names the
+	// archive, the ingest record (so whether the file is ingested already)
+	// and every row's raw_sha256. Rows parsed before it is known are held.
+	hctx, stopHash := context.WithCancel(ctx)
+	defer stopHash()
+	hashing := o.Hash
+	if hashing == nil {
+		hashing = HashAsync(hctx, o.Path)
+	}
 	var (
-		raw  lake.Digest
-		size int64
+		raw       lake.Digest
+		size      int64
+		markerKey string
+		rec       lake.IngestRecord
+		known     bool // raw, size and markerKey are set, the archive started
 	)
-	if st, err := os.Stat(o.Path); o.Raw != nil && err == nil && st.Size() == o.RawSize {
-		raw, size = *o.Raw, o.RawSize
-	} else if raw, size, err = lake.HashFile(o.Path); err != nil {
-		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
-	}
-	res.RawSHA256 = raw.Hex()
-	markerKey := lake.IngestKey(job, o.Channel, raw)
-	var rec lake.IngestRecord
-	if err := l.GetJSON(ctx, markerKey, lake.FormatIngest, &rec); err == nil {
-		res.Lines, res.Rows, res.Quarantined = rec.Lines, rec.Rows, rec.Quarantined
-		return res, nil
-	} else if !errors.Is(err, lake.ErrNotFound) {
-		return res, err
-	}
 	// The raw file is archived while its lines are parsed; nothing is
 	// committed before the archive is complete (everything is derived from it).
-	archived := make(chan error, 1)
+	var archived chan error
 	put := l.PutFileAs
 	if o.Owned {
 		put = l.PutTempFile
 	}
-	go func() { archived <- put(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
 	archiveErr := func() error {
 		if archived == nil {
 			return nil
@@ -127,16 +179,57 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	defer qw.Abort()
 	file, err := os.Open(o.Path)
 	if err != nil {
-		return res, err
+		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
 	}
 	defer file.Close()
+	var (
+		rows  = make([]lake.AttemptRow, 0, 1024)
+		held  [][]lake.AttemptRow // batches of rows, each full
+		nheld int
+		heldQ []lake.QuarantineRow
+	)
+	// hashed takes the digest (waiting for it), looks for the file's ingest
+	// record, starts the archive and writes the rows held.
+	hashed := func() error {
+		var err error
+		if raw, size, err = hashing.Wait(); err != nil {
+			return &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+		}
+		known, res.RawSHA256, markerKey = true, raw.Hex(), lake.IngestKey(job, o.Channel, raw)
+		if err := l.GetJSON(ctx, markerKey, lake.FormatIngest, &rec); err == nil {
+			return errIngested
+		} else if !errors.Is(err, lake.ErrNotFound) {
+			return err
+		}
+		archived = make(chan error, 1)
+		go func() { archived <- put(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
+		for i := range heldQ {
+			heldQ[i].RawSHA256 = res.RawSHA256
+		}
+		if err := qw.Write(heldQ...); err != nil {
+			return err
+		}
+		for i := range rows { // the batch not yet full
+			rows[i].RawSHA256 = res.RawSHA256
+		}
+		for _, b := range held {
+			for i := range b {
+				b[i].RawSHA256 = res.RawSHA256
+			}
+			if err := aw.Write(b...); err != nil {
+				return err
+			}
+		}
+		heldQ, held = nil, nil
+		return nil
+	}
 	type parsed struct {
 		row lake.AttemptRow
 		raw []byte // kept only for quarantined lines
 		err error
 	}
-	rows := make([]lake.AttemptRow, 0, 1024)
-	err = ParallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line) parsed {
+	src := &countingReader{r: file}
+	err = ParallelLines(ctx, withProgress(bufio.NewReaderSize(src, 1<<20), o.Progress), func(ln Line) parsed {
 		row, err := f.ParseResult(ln.Bytes, o.Channel)
 		if err != nil {
 			return parsed{err: err, raw: append([]byte(nil), ln.Bytes...)}
@@ -146,7 +239,12 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		res.Lines++
 		if p.err != nil {
 			res.Quarantined++
-			return qw.Write(lake.QuarantineRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: o.Channel, RawSHA256: res.RawSHA256, LineNo: ln.No, Reason: p.err.Error(), Raw: p.raw})
+			q := lake.QuarantineRow{JobKey: m.JobKey, Tenant: m.Tenant, Channel: o.Channel, RawSHA256: res.RawSHA256, LineNo: ln.No, Reason: p.err.Error(), Raw: p.raw}
+			if !known {
+				heldQ = append(heldQ, q)
+				return nil
+			}
+			return qw.Write(q)
 		}
 		r := p.row
 		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
@@ -156,20 +254,42 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		rows = append(rows, r)
 		res.Rows++
-		if len(rows) == cap(rows) {
-			if err := aw.Write(rows...); err != nil {
-				return err
-			}
-			rows = rows[:0]
+		if len(rows) < cap(rows) {
+			return nil
 		}
+		if !known {
+			held, nheld = append(held, rows), nheld+len(rows)
+			rows = make([]lake.AttemptRow, 0, cap(rows))
+			if nheld < heldRows && !hashing.ready() {
+				return nil
+			}
+			return hashed()
+		}
+		if err := aw.Write(rows...); err != nil {
+			return err
+		}
+		rows = rows[:0]
 		return nil
 	})
+	if err == nil && !known {
+		err = hashed()
+	}
+	switch {
+	case errors.Is(err, errIngested):
+		return FileResult{Channel: o.Channel, File: name, RawSHA256: res.RawSHA256, Lines: rec.Lines, Rows: rec.Rows, Quarantined: rec.Quarantined}, nil
+	case err == nil && src.n != size:
+		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: the file changed while it was ingested (%d bytes hashed, %d parsed); nothing was committed: ingest it again once it is complete", name, size, src.n)}
+	}
 	if aerr := archiveErr(); aerr != nil {
 		return res, aerr
 	}
 	failpoint.Hit(failpoint.IngestAfterRaw)
 	if err != nil {
-		if errors.Is(err, ErrLineTooLong) {
+		var usage *errkind.UsageError
+		switch {
+		case errors.As(err, &usage):
+			return res, err
+		case errors.Is(err, ErrLineTooLong):
 			return res, &errkind.InputError{File: name, Msg: err.Error()}
 		}
 		return res, fmt.Errorf("ingest %s: %w", name, err)

@@ -78,29 +78,20 @@ it stays archived.`,
 				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
 			files := []resultFile{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
-			var sums []fileSum
+			var hashes []*ingest.Hashing
 			if !force && minMatch > 0 {
 				// Every file is checked before any is written; the files are
-				// hashed meanwhile, on another core (an error leaves a file
-				// to IngestFile, which hashes it and reports the error).
-				sums = make([]fileSum, len(files))
+				// hashed meanwhile, on another core, and ingested as soon as
+				// they pass (the parse does not wait for the digest).
 				hctx, stop := context.WithCancel(ctx)
-				hashed := make(chan struct{})
-				go func() {
-					defer close(hashed)
-					for i, f := range files {
-						if f.path != "" {
-							sums[i].d, sums[i].n, sums[i].err = lake.HashFileContext(hctx, f.path)
-						}
+				defer stop()
+				hashes = make([]*ingest.Hashing, len(files))
+				for i, f := range files {
+					if f.path != "" {
+						hashes[i] = ingest.HashAsync(hctx, f.path)
 					}
-				}()
-				err := checkIDs(ctx, g, l, m, files, minMatch)
-				if err != nil {
-					stop()
 				}
-				<-hashed
-				stop()
-				if err != nil {
+				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
 					return err
 				}
 			}
@@ -114,8 +105,8 @@ it stays archived.`,
 				}
 				tell, done := g.progressFor("ingest", f.path, fileSize(f.path), g.stderr)
 				o := ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell}
-				if i < len(sums) && sums[i].err == nil {
-					o.Raw, o.RawSize = &sums[i].d, sums[i].n
+				if i < len(hashes) {
+					o.Hash = hashes[i]
 				}
 				fr, err := ingest.IngestFile(ctx, l, m, o)
 				done()
@@ -166,13 +157,6 @@ it stays archived.`,
 
 // resultFile is a provider file given to ingest and its channel.
 type resultFile struct{ path, channel string }
-
-// fileSum is a result file's sha256 and size, or why it has none.
-type fileSum struct {
-	d   lake.Digest
-	n   int64
-	err error
-}
 
 // checkIDs refuses (exit 2, nothing written) the first result file whose
 // sampled lines mostly carry ids the job does not expect, naming the lake's
