@@ -6,6 +6,7 @@ import "io"
 // called from the reading goroutine, once per read (about 1 MiB).
 type Progress func(done int64)
 
+// progressReader counts the bytes read through it and tells tell, if set.
 type progressReader struct {
 	r    io.Reader
 	n    int64
@@ -15,7 +16,9 @@ type progressReader struct {
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
-	p.tell(p.n)
+	if p.tell != nil {
+		p.tell(p.n)
+	}
 	return n, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -100,18 +99,6 @@ var heldRows = 1 << 18 // a variable for the tests
 
 // errIngested stops the parse of a file found already ingested.
 var errIngested = errors.New("already ingested")
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 // IngestFile archives a provider output or error file raw and
 // content-addressed, normalises its lines into attempt rows (quarantining
@@ -229,8 +216,8 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		raw []byte // kept only for quarantined lines
 		err error
 	}
-	src := &countingReader{r: file}
-	err = ParallelLines(ctx, withProgress(bufio.NewReaderSize(src, 1<<20), o.Progress), func(ln Line) parsed {
+	src := &progressReader{r: bufio.NewReaderSize(file, 1<<20), tell: o.Progress} // counts the bytes parsed
+	err = ParallelLines(ctx, src, func(ln Line) parsed {
 		row, err := f.ParseResult(ln.Bytes, o.Channel)
 		if err != nil {
 			return parsed{err: err, raw: append([]byte(nil), ln.Bytes...)}
