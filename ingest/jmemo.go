@@ -24,6 +24,9 @@ type jmemo struct {
 	// line is done with must not lend them.
 	oa      openaiParts
 	noParts bool
+	// scratch lends an input line's decoder a buffer for its canonical
+	// model configuration: on the stack it escaped, a fresh one a line.
+	scratch []byte
 }
 
 // memos are reused: one per line parsed would be most of a line's garbage.

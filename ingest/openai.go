@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -155,8 +156,8 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 		return rec, false
 	}
 	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
-	var scratch [256]byte
-	buf := append(scratch[:0], '{')
+	buf := append(jm.scratch[:0], '{')
+	defer func() { jm.scratch = buf[:0] }() // kept by the memo: buf is copied where it is kept
 	n := 0
 	for _, m := range ms {
 		if m.fl == 0xff {
@@ -441,13 +442,24 @@ type openaiBody struct {
 	Error             *openaiBodyErr    `json:"error"`
 }
 
+// resultLines are reused: a line's envelope escapes to the heap, and one
+// allocated per line often lands on a page never touched before, whose first
+// access (a read: the nil check before the first write) maps the kernel's
+// zero page and whose first write then copies it and interrupts every core
+// to flush its TLB entry.
+var resultLines = sync.Pool{New: func() any { return new(openaiResultLine) }}
+
 func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, error) {
-	var in openaiResultLine
-	defer func() { in.memo.release() }()
-	if err := decodeResultLine(line, &in); err != nil {
+	in := resultLines.Get().(*openaiResultLine)
+	defer func() {
+		in.memo.release()
+		*in = openaiResultLine{} // holds nothing of the line while pooled
+		resultLines.Put(in)
+	}()
+	if err := decodeResultLine(line, in); err != nil {
 		return lake.AttemptRow{}, err
 	}
-	return openaiRow(&in, decodeBody)
+	return openaiRow(in, decodeBody)
 }
 
 // decodeResultLine fills in from a result line: with the fast scanner

@@ -427,7 +427,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		// of the record before.
 		inOrder := recs.n == 0 || pr.key > lastKey
 		if in.hashed = in.hashed && in.sameKeys && inOrder; in.hashed {
-			in.keysHash.AddString(pr.key).Add(pr.req[:])
+			in.keysHash.AddString(pr.key).AddDigest(pr.req)
 			in.cfgs[pr.cfg] = true
 		}
 		if in.spec != nil {
@@ -495,7 +495,7 @@ func identify(in *planInput, name string, o *PlanOptions, f Format) (*planJob, e
 	if !in.hashed || in.bad.Total > 0 {
 		h, cfgs = lake.NewFieldHasher(), map[lake.Digest]bool{}
 		if err := checkUnique(in.recs, in.sameKeys, name, o.TmpDir, &in.bad, func(r *planRec) {
-			h.AddString(r.key).Add(r.req[:])
+			h.AddString(r.key).AddDigest(r.req)
 			cfgs[r.cfg] = true
 		}); err != nil {
 			return nil, err

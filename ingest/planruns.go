@@ -75,7 +75,7 @@ func (s *planRuns) add(r planRec, line []byte) error {
 		// faults and collections).
 		// Never more than a plain run up front, though: a retry job's runs
 		// are unbounded, and an estimate from the file's head can be far off.
-		s.buf = make([]planRec, 0, min(s.max, defaultRunRecords, max(s.hint, 1<<10)))
+		s.buf = prefault(make([]planRec, 0, min(s.max, defaultRunRecords, max(s.hint, 1<<10))))
 	}
 	r.data = nil
 	if line != nil && r.lin == nil {

@@ -171,7 +171,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	}
 	defer file.Close()
 	var (
-		rows  = make([]lake.AttemptRow, 0, 1024)
+		rows  = prefault(make([]lake.AttemptRow, 0, 1024))
 		held  [][]lake.AttemptRow // batches of rows, each full
 		nheld int
 		heldQ []lake.QuarantineRow
@@ -247,7 +247,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		if !known {
 			held, nheld = append(held, rows), nheld+len(rows)
-			rows = make([]lake.AttemptRow, 0, cap(rows))
+			rows = prefault(make([]lake.AttemptRow, 0, cap(rows)))
 			if nheld < heldRows && !hashing.ready() {
 				return nil
 			}

@@ -100,6 +100,19 @@ func (f *FieldHasher) AddString(s string) *FieldHasher {
 	return f.Add([]byte(s))
 }
 
+// AddDigest appends a digest as one length-prefixed field, as Add(d[:])
+// would. It takes d by value and copies it into the buffer, so that a digest
+// in a caller's struct does not move that struct to the heap.
+func (f *FieldHasher) AddDigest(d Digest) *FieldHasher {
+	if f.n+8+len(d) > fieldBuffer {
+		f.flush()
+	}
+	binary.BigEndian.PutUint64(f.buf[f.n:], uint64(len(d)))
+	f.n += 8
+	f.n += copy(f.buf[f.n:], d[:])
+	return f
+}
+
 func (f *FieldHasher) flush() {
 	f.h.Write(f.buf[:f.n])
 	f.n = 0

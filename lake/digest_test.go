@@ -62,6 +62,15 @@ func TestHashFieldsMatchesTheRule(t *testing.T) {
 			}
 		})
 	}
+	// A digest added by AddDigest is the field Add(d[:]) would add, wherever
+	// the buffer stands when it comes.
+	d := sha256.Sum256([]byte("request"))
+	for n := 0; n <= fieldBuffer; n++ {
+		h := NewFieldHasher().AddString(strings.Repeat("k", n)).AddDigest(d).AddDigest(d)
+		if got, want := h.Sum(), plainFields(strings.Repeat("k", n), string(d[:]), string(d[:])); got != want {
+			t.Fatalf("AddDigest after a field of %d bytes = %s, want %s", n, got.Hex(), want.Hex())
+		}
+	}
 	if plainFields("ab", "c") == plainFields("a", "bc") {
 		t.Fatal("the length prefix should tell the fields apart")
 	}

@@ -1,0 +1,6 @@
+//go:build race
+
+package ingest
+
+// raceEnabled: the race detector's runtime allocates on its own account.
+const raceEnabled = true
