@@ -25,7 +25,8 @@ type jmemo struct {
 	oa      openaiParts
 	noParts bool
 	// scratch lends an input line's decoder a buffer for its canonical
-	// model configuration: on the stack it escaped, a fresh one a line.
+	// model configuration: one on the stack escaped to the heap, an
+	// allocation a line.
 	scratch []byte
 }
 
