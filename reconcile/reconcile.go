@@ -559,7 +559,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
 		// The retry set with its lines' places, under the tables' limit.
-		if err := e.ExecFile(ctx, "retry_rows.sql", nil); err != nil {
+		if err := e.ExecFile(ctx, "retry_rows.sql", map[string]any{"Drop": !o.merged}); err != nil {
 			return nil, err
 		}
 		if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
