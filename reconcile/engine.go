@@ -306,15 +306,11 @@ func LocalFiles[T any](ctx context.Context, e *Engine, keys []string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	out := []string{empty}
-	for _, k := range keys {
-		p, err := e.stage.local(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
+	paths, err := e.stage.localAll(ctx, keys)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append([]string{empty}, paths...), nil
 }
 
 // emptyFile writes (once per session) an empty Parquet file of T's schema.

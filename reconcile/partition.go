@@ -388,15 +388,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 
 // stageAll gives DuckDB local, verified paths for content-addressed objects.
 func (e *Engine) stageAll(ctx context.Context, keys []string) ([]string, error) {
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		p, err := e.stage.local(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return e.stage.localAll(ctx, keys)
 }
 
 // checkCoverage proves the partitions hold every expected record and every

@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -105,6 +108,75 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 	}
 	s.checked[key] = p
 	return p, nil
+}
+
+// localAll is local for each of keys, in order. A local lake's files are
+// hashed several at a time: a reconcile checks some 30 table files of a
+// million-record job (140 MB) before DuckDB reads them, one core's work
+// otherwise. A remote lake's are fetched one at a time, as the cache's bound
+// is kept by each fetch.
+func (s *stager) localAll(ctx context.Context, keys []string) ([]string, error) {
+	if _, local := s.lake.LocalDir(); local && len(keys) > 1 {
+		if err := s.hashLocal(ctx, keys); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p, err := s.local(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// hashLocal checks the local lake's files of keys not yet checked against
+// their digests, on all cores, and marks them checked in keys' order.
+func (s *stager) hashLocal(ctx context.Context, keys []string) error {
+	type file struct {
+		key, path string
+		size      int64
+	}
+	var todo []file
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := s.checked[k]; !ok && !seen[k] {
+			seen[k] = true
+			todo = append(todo, file{key: k, path: s.lake.LocalPath(k)})
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range todo {
+		f := &todo[i]
+		g.Go(func() error {
+			d, ok := lake.ParseObjectKey(f.key)
+			if !ok {
+				return fmt.Errorf("stage %s: not a content-addressed key", f.key)
+			}
+			got, size, err := lake.HashFileContext(gctx, f.path)
+			if err != nil {
+				return fmt.Errorf("stage %s: %w", f.key, err)
+			}
+			if got != d {
+				return fmt.Errorf("stage %s: content hashes to %s: %w", f.key, got, lake.ErrCorrupt)
+			}
+			f.size = size
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, f := range todo {
+		if s.onStage != nil {
+			s.onStage(f.key, f.size)
+		}
+		s.checked[f.key] = f.path
+	}
+	return nil
 }
 
 func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string) error {
