@@ -670,7 +670,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		keys := dups("business key", key, bad)
 		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
-	byID := newPlanRuns(byCustomIDLine, recs.max, recs.maxBytes, int(recs.n), tmp)
+	byID := newPlanRuns(byCustomIDLine, recs.bound, recs.boundBytes, int(recs.n), tmp)
 	defer byID.close()
 	var keyErrs InputErrors
 	keys := dups("business key", key, &keyErrs)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -27,14 +28,33 @@ type planRuns struct {
 	cmp      func(a, b *planRec) int
 	max      int // records per run
 	maxBytes int // bytes of carried lines per run
-	hint     int // records expected in all, to size the first run's buffer
-	dir      string
-	buf      []planRec
-	lines    lineArena // the carried lines of buf
-	files    []string
-	sizes    []int64 // of files
-	n        int64
-	w        *bufio.Writer // writes every run file in turn
+	// bound and boundBytes are newPlanRuns' max and maxBytes: all the
+	// records and carried bytes held at once.
+	bound, boundBytes int
+	hint              int // records expected in all, to size the first run's buffer
+	dir               string
+	buf               []planRec
+	lines             lineArena // the carried lines of buf
+	files             []string
+	sizes             []int64 // of files
+	n                 int64
+	w                 *bufio.Writer // writes every run file in turn
+	// A full run is sorted and written by a goroutine of its own while the
+	// next one fills the other buffer (spare and spareLines, empty):
+	// written in line, each run stopped the goroutine that adds records,
+	// and with it the parse (1M: 2.54-2.86 s against 2.71-2.91).
+	spare      []planRec
+	spareLines lineArena
+	spilling   chan spilled // the run being written, nil when none is
+}
+
+// spilled is a run written in the background: its buffers, emptied, and
+// its file's size.
+type spilled struct {
+	buf   []planRec
+	lines lineArena
+	size  int64
+	err   error
 }
 
 // defaultRunRecords bounds the records a plan holds in memory at once
@@ -48,8 +68,15 @@ const defaultRunBytes = 32 << 20
 // newPlanRuns holds records for a sort by cmp, at most max records and
 // maxBytes of carried lines in memory; hint is how many records are
 // expected (an estimate is fine, 0 for unknown).
+//
+// Two runs are held at most, one filling while the other is written, so
+// each takes half of max and maxBytes.
 func newPlanRuns(cmp func(a, b *planRec) int, max, maxBytes, hint int, dir string) *planRuns {
-	return &planRuns{cmp: cmp, max: max, maxBytes: maxBytes, hint: hint, dir: dir}
+	s := &planRuns{cmp: cmp, max: max, maxBytes: (maxBytes + 1) / 2, hint: hint, dir: dir, bound: max, boundBytes: maxBytes}
+	if max < math.MaxInt { // retry jobs: one run, in memory
+		s.max = (max + 1) / 2
+	}
+	return s
 }
 
 func byKeyLine(a, b *planRec) int {
@@ -84,43 +111,69 @@ func (s *planRuns) add(r planRec, line []byte) error {
 	s.buf = append(s.buf, r)
 	s.n++
 	if r.lin == nil && (len(s.buf) >= s.max || s.lines.size >= s.maxBytes) {
-		return s.spill()
+		return s.spillAsync()
 	}
 	return nil
 }
 
-// spill sorts the buffered records and writes them as one run file.
-func (s *planRuns) spill() error {
-	sort.Sort(recSort{s.buf, s.cmp})
+// spillAsync starts writing the buffered records as one run file, once the
+// run before is written, and gives the other buffer to add.
+func (s *planRuns) spillAsync() error {
+	if err := s.waitSpill(); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
 	if err != nil {
 		return fmt.Errorf("plan: sort run: %w", err)
 	}
 	s.files = append(s.files, f.Name())
-	// One buffer for every run: a sort of small runs (a tight RunRecords or
-	// RunBytes) would otherwise clear a fresh megabyte per run.
-	if s.w == nil {
-		s.w = bufio.NewWriterSize(f, 1<<20)
-	} else {
-		s.w.Reset(f)
+	if s.spare == nil {
+		s.spare = prefault(make([]planRec, 0, cap(s.buf)))
 	}
-	w := s.w
-	var scratch []byte
-	for i := range s.buf {
-		scratch = encodePlanRec(scratch[:0], &s.buf[i])
-		w.Write(scratch)
-		w.Write(s.buf[i].data)
+	full, lines := s.buf, s.lines
+	s.buf, s.lines = s.spare, s.spareLines
+	s.spare, s.spareLines = nil, lineArena{}
+	done := make(chan spilled, 1)
+	s.spilling = done
+	w := s.writer()
+	go func() {
+		size, err := s.writeRun(f, full, w)
+		clear(full) // drop the strings for the GC
+		lines.reset()
+		done <- spilled{buf: full[:0], lines: lines, size: size, err: err}
+	}()
+	return nil
+}
+
+// waitSpill waits for the run being written, if any, and takes its buffers
+// back.
+func (s *planRuns) waitSpill() error {
+	if s.spilling == nil {
+		return nil
 	}
-	err = w.Flush()
-	var size int64
-	if err == nil {
-		size, err = f.Seek(0, io.SeekCurrent)
+	r := <-s.spilling
+	s.spilling = nil
+	s.spare, s.spareLines = r.buf, r.lines
+	if r.err != nil {
+		return r.err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	s.sizes = append(s.sizes, r.size)
+	return nil
+}
+
+// spill sorts the buffered records and writes them as one run file, in line.
+func (s *planRuns) spill() error {
+	if err := s.waitSpill(); err != nil {
+		return err
 	}
+	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
 	if err != nil {
 		return fmt.Errorf("plan: sort run: %w", err)
+	}
+	s.files = append(s.files, f.Name())
+	size, err := s.writeRun(f, s.buf, s.writer())
+	if err != nil {
+		return err
 	}
 	s.sizes = append(s.sizes, size)
 	clear(s.buf) // drop the strings for the GC
@@ -129,8 +182,46 @@ func (s *planRuns) spill() error {
 	return nil
 }
 
+// writer is the buffered writer of every run file in turn: a sort of small
+// runs (a tight RunRecords or RunBytes) would otherwise clear a fresh
+// megabyte per run. One run is written at a time.
+func (s *planRuns) writer() *bufio.Writer {
+	if s.w == nil {
+		s.w = bufio.NewWriterSize(nil, 1<<20)
+	}
+	return s.w
+}
+
+// writeRun sorts recs and writes them to f, which it closes, and returns
+// the file's size. It reads nothing of s but cmp, so it may run beside add.
+func (s *planRuns) writeRun(f *os.File, recs []planRec, w *bufio.Writer) (int64, error) {
+	sort.Sort(recSort{recs, s.cmp})
+	w.Reset(f)
+	var scratch []byte
+	for i := range recs {
+		scratch = encodePlanRec(scratch[:0], &recs[i])
+		w.Write(scratch)
+		w.Write(recs[i].data)
+	}
+	err := w.Flush()
+	var size int64
+	if err == nil {
+		size, err = f.Seek(0, io.SeekCurrent)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("plan: sort run: %w", err)
+	}
+	return size, nil
+}
+
 // sort finishes adding; each may be called any number of times after it.
 func (s *planRuns) sort() error {
+	if err := s.waitSpill(); err != nil {
+		return err
+	}
 	if len(s.files) == 0 {
 		sort.Sort(recSort{s.buf, s.cmp})
 		return nil
@@ -140,8 +231,8 @@ func (s *planRuns) sort() error {
 			return err
 		}
 	}
-	s.buf = nil
-	s.lines = lineArena{}
+	s.buf, s.spare = nil, nil
+	s.lines, s.spareLines = lineArena{}, lineArena{}
 	s.w = nil
 	return nil
 }
@@ -212,10 +303,12 @@ func runBuffer(n int, size int64) int {
 
 // close removes the run files.
 func (s *planRuns) close() {
+	s.waitSpill()
 	for _, f := range s.files {
 		os.Remove(f)
 	}
 	s.files, s.sizes, s.buf, s.lines, s.w = nil, nil, nil, lineArena{}, nil
+	s.spare, s.spareLines = nil, lineArena{}
 }
 
 type runReader struct {

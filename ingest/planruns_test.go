@@ -245,3 +245,60 @@ func TestPlanAgainLeavesNoShards(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRunsHoldTheirBound: while one run is written in the background the
+// next fills, so each run takes half the records and carried bytes a plan
+// may hold; the runs merge back into one sorted sequence with every record
+// and carried line.
+func TestPlanRunsHoldTheirBound(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		n, max, maxByte int
+		wantRuns        int
+	}{
+		{"records bound, even", 40, 8, 1 << 20, 10},
+		{"records bound, odd", 40, 7, 1 << 20, 10},
+		{"one record a run", 5, 1, 1 << 20, 5},
+		{"bytes bound", 30, 1000, 40, 15}, // each line is 10 bytes, each run 20 of the 40
+		{"one run", 9, 100, 1 << 20, 0},   // never spilled: sorted in memory
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newPlanRuns(byKeyLine, c.max, c.maxByte, c.n, dir)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for _, i := range rng.Perm(c.n) {
+				r := planRec{key: fmt.Sprintf("k%04d", i), line: int64(i + 1), n: 10}
+				r.customID = r.key
+				if err := s.add(r, []byte(fmt.Sprintf("line %04d", i)+"\n")); err != nil {
+					t.Fatal(err)
+				}
+				held := len(s.buf)
+				if s.spilling != nil {
+					held += (c.max + 1) / 2 // at most a full run is being written
+				}
+				if held > max(c.max, 2) {
+					t.Fatalf("%d records held, bound %d", held, c.max)
+				}
+			}
+			if err := s.sort(); err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			if len(s.files) != c.wantRuns {
+				t.Errorf("%d run files, want %d", len(s.files), c.wantRuns)
+			}
+			i := 0
+			err := s.eachLine(func(r *planRec) error {
+				want := fmt.Sprintf("k%04d", i)
+				if r.key != want || int(r.line) != i+1 || (r.data != nil && string(r.data) != fmt.Sprintf("line %04d\n", i)) {
+					t.Errorf("record %d: %s line %d %q", i, r.key, r.line, r.data)
+				}
+				i++
+				return nil
+			})
+			if err != nil || i != c.n {
+				t.Fatalf("merged %d of %d records: %v", i, c.n, err)
+			}
+		})
+	}
+}
