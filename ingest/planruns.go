@@ -119,14 +119,10 @@ func (s *planRuns) add(r planRec, line []byte) error {
 // spillAsync starts writing the buffered records as one run file, once the
 // run before is written, and gives the other buffer to add.
 func (s *planRuns) spillAsync() error {
-	if err := s.waitSpill(); err != nil {
+	f, err := s.runFile()
+	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
-	if err != nil {
-		return fmt.Errorf("plan: sort run: %w", err)
-	}
-	s.files = append(s.files, f.Name())
 	if s.spare == nil {
 		s.spare = prefault(make([]planRec, 0, cap(s.buf)))
 	}
@@ -163,14 +159,10 @@ func (s *planRuns) waitSpill() error {
 
 // spill sorts the buffered records and writes them as one run file, in line.
 func (s *planRuns) spill() error {
-	if err := s.waitSpill(); err != nil {
+	f, err := s.runFile()
+	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
-	if err != nil {
-		return fmt.Errorf("plan: sort run: %w", err)
-	}
-	s.files = append(s.files, f.Name())
 	size, err := s.writeRun(f, s.buf, s.writer())
 	if err != nil {
 		return err
@@ -180,6 +172,20 @@ func (s *planRuns) spill() error {
 	s.buf = s.buf[:0]
 	s.lines.reset()
 	return nil
+}
+
+// runFile waits for the run being written, if any, and creates the next
+// run's file (removed by close).
+func (s *planRuns) runFile() (*os.File, error) {
+	if err := s.waitSpill(); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
+	if err != nil {
+		return nil, fmt.Errorf("plan: sort run: %w", err)
+	}
+	s.files = append(s.files, f.Name())
+	return f, nil
 }
 
 // writer is the buffered writer of every run file in turn: a sort of small
