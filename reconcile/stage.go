@@ -111,8 +111,8 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 }
 
 // localAll is local for each of keys, in order. A local lake's files are
-// hashed several at a time: a reconcile checks some 30 table files of a
-// million-record job (140 MB) before DuckDB reads them, one core's work
+// hashed several at a time: a reconcile checks some 50 table files of a
+// million-record job (131 MB) before DuckDB reads them, one core's work
 // otherwise. A remote lake's are fetched one at a time, as the cache's bound
 // is kept by each fetch.
 func (s *stager) localAll(ctx context.Context, keys []string) ([]string, error) {
