@@ -71,13 +71,10 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 	}
 	var p string
 	if _, local := s.lake.LocalDir(); local {
-		p = s.lake.LocalPath(key)
-		got, size, err := lake.HashFile(p)
-		if err != nil {
-			return "", fmt.Errorf("stage %s: %w", key, err)
-		}
-		if got != d {
-			return "", fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+		var size int64
+		var err error
+		if p, size, err = s.checkLocal(ctx, key, d); err != nil {
+			return "", err
 		}
 		if s.onStage != nil {
 			s.onStage(key, size)
@@ -144,7 +141,7 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		if _, ok := s.checked[k]; !ok && !seen[k] {
 			seen[k] = true
-			todo = append(todo, file{key: k, path: s.lake.LocalPath(k)})
+			todo = append(todo, file{key: k})
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -156,15 +153,9 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 			if !ok {
 				return fmt.Errorf("stage %s: not a content-addressed key", f.key)
 			}
-			got, size, err := lake.HashFileContext(gctx, f.path)
-			if err != nil {
-				return fmt.Errorf("stage %s: %w", f.key, err)
-			}
-			if got != d {
-				return fmt.Errorf("stage %s: content hashes to %s: %w", f.key, got, lake.ErrCorrupt)
-			}
-			f.size = size
-			return nil
+			var err error
+			f.path, f.size, err = s.checkLocal(gctx, f.key, d)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -177,6 +168,20 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 		s.checked[f.key] = f.path
 	}
 	return nil
+}
+
+// checkLocal hashes a local lake's file of key against its digest d and
+// returns its path and size.
+func (s *stager) checkLocal(ctx context.Context, key string, d lake.Digest) (string, int64, error) {
+	p := s.lake.LocalPath(key)
+	got, size, err := lake.HashFileContext(ctx, p)
+	if err != nil {
+		return "", 0, fmt.Errorf("stage %s: %w", key, err)
+	}
+	if got != d {
+		return "", 0, fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+	}
+	return p, size, nil
 }
 
 func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string) error {
