@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // Parquet files are written deterministically: the same rows give the same
@@ -220,15 +221,29 @@ func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, bucket
 			return nil, nil, err
 		}
 	}
-	for b := range t.split {
-		if t.buckets[b] == nil {
+	// Each bucket's last pages are encoded as its file is closed: on every
+	// core, as the buckets' batches were (one after another they were most
+	// of the end of an ingest).
+	bucketKeys := make([]string, t.split)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for b, w := range t.buckets {
+		if w == nil {
 			continue
 		}
-		key, err := t.buckets[b].Commit(ctx)
-		if err != nil {
-			return nil, nil, err
+		g.Go(func() error {
+			key, err := w.Commit(gctx)
+			bucketKeys[b] = key
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	for b, w := range t.buckets {
+		if w != nil {
+			keys, buckets = append(keys, bucketKeys[b]), append(buckets, b)
 		}
-		keys, buckets = append(keys, key), append(buckets, b)
 	}
 	return keys, buckets, nil
 }
