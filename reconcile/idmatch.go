@@ -35,15 +35,19 @@ type IDMatch struct {
 }
 
 type sampleRow struct {
+	Sample   int32  `parquet:"sample"`
 	CustomID string `parquet:"custom_id"`
 }
 
-// matchIDs counts the sample's lines whose id is an expected custom_id, per
-// job of the given expected-table files.
-func (e *Engine) matchIDs(ctx context.Context, ids []string, expectedKeys []string) ([]IDMatch, error) {
-	rows := make([]sampleRow, len(ids))
-	for i, id := range ids {
-		rows[i].CustomID = id
+// matchIDs counts each sample's lines whose id is an expected custom_id, per
+// job of the given expected-table files: out[i] is sample i's jobs, the most
+// lines first. The samples share one read of the expected files.
+func (e *Engine) matchIDs(ctx context.Context, samples [][]string, expectedKeys []string) ([][]IDMatch, error) {
+	var rows []sampleRow
+	for i, ids := range samples {
+		for _, id := range ids {
+			rows = append(rows, sampleRow{Sample: int32(i), CustomID: id})
+		}
 	}
 	sample := filepath.Join(e.tmp, "id-sample.parquet")
 	if err := parquet.WriteFile(sample, rows); err != nil {
@@ -58,32 +62,53 @@ func (e *Engine) matchIDs(ctx context.Context, ids []string, expectedKeys []stri
 		return nil, err
 	}
 	defer q.Close()
-	var out []IDMatch
+	out := make([][]IDMatch, len(samples))
 	for q.Next() {
+		var i int32
 		var m IDMatch
-		if err := q.Scan(&m.JobKey, &m.Lines); err != nil {
+		if err := q.Scan(&i, &m.JobKey, &m.Lines); err != nil {
 			return nil, fmt.Errorf("sql ingest_match.sql: %w", err)
 		}
-		out = append(out, m)
+		if i < 0 || int(i) >= len(out) {
+			return nil, fmt.Errorf("sql ingest_match.sql: sample %d of %d", i, len(out))
+		}
+		out[i] = append(out[i], m)
 	}
 	return out, q.Err()
 }
 
 // MatchIDs is how many of the sample's lines carry a custom_id of job m.
 func (e *Engine) MatchIDs(ctx context.Context, m *lake.Manifest, ids []string) (int64, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	got, err := e.matchIDs(ctx, ids, m.ExpectedFiles)
+	own, err := e.MatchEach(ctx, m, [][]string{ids})
 	if err != nil {
 		return 0, err
 	}
-	for _, g := range got {
-		if g.JobKey == m.JobKey {
-			return g.Lines, nil
+	return own[0], nil
+}
+
+// MatchEach is MatchIDs of several samples (a sample per result file) in one
+// read of job m's expected files: own[i] is sample i's.
+func (e *Engine) MatchEach(ctx context.Context, m *lake.Manifest, samples [][]string) ([]int64, error) {
+	own := make([]int64, len(samples))
+	var nonEmpty bool
+	for _, ids := range samples {
+		nonEmpty = nonEmpty || len(ids) > 0
+	}
+	if !nonEmpty {
+		return own, nil
+	}
+	got, err := e.matchIDs(ctx, samples, m.ExpectedFiles)
+	if err != nil {
+		return nil, err
+	}
+	for i, jobs := range got {
+		for _, g := range jobs {
+			if g.JobKey == m.JobKey {
+				own[i] = g.Lines
+			}
 		}
 	}
-	return 0, nil
+	return own, nil
 }
 
 // LikelyJob looks for the job whose ids the sample carries, among the lake's
@@ -152,11 +177,11 @@ func (e *Engine) LikelyJob(ctx context.Context, m *lake.Manifest, ids []string) 
 	if len(keys) == 0 || len(ids) == 0 {
 		return res, nil
 	}
-	got, err := e.matchIDs(ctx, ids, keys)
+	got, err := e.matchIDs(ctx, [][]string{ids}, keys)
 	if err != nil {
 		return nil, err
 	}
-	for _, g := range got {
+	for _, g := range got[0] {
 		// An expected file without a manifest is an unfinished plan: no job.
 		d, _ := lake.ParseDigest(g.JobKey)
 		if ok, err := e.lake.Exists(ctx, lake.ManifestKey(d)); err != nil {

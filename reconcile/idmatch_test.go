@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +52,18 @@ func TestMatchIDsAndLikelyJob(t *testing.T) {
 	}
 	if own, err := e.MatchIDs(ctx, a, ids); err != nil || own != 4 {
 		t.Errorf("MatchIDs of job a = %d, %v; want 4", own, err)
+	}
+	// Several files' samples in one read: each counts only its own lines,
+	// an empty sample counts none, and a sample's place is kept.
+	samples := [][]string{ids, nil, {"a-0009", "t-0001", "t-0002", "a-0009"}, {"zzz"}}
+	for _, c := range []struct {
+		m    *lake.Manifest
+		want []int64
+	}{{target, []int64{1, 0, 2, 0}}, {a, []int64{4, 0, 2, 0}}} {
+		own, err := e.MatchEach(ctx, c.m, samples)
+		if err != nil || !slices.Equal(own, c.want) {
+			t.Errorf("MatchEach of job %s = %v, %v; want %v", c.m.JobKey[:8], own, err, c.want)
+		}
 	}
 	tests := []struct {
 		name     string

@@ -160,14 +160,14 @@ type resultFile struct{ path, channel string }
 
 // checkIDs refuses (exit 2, nothing written) the first result file whose
 // sampled lines mostly carry ids the job does not expect, naming the lake's
-// job whose ids they are, if one is found.
+// job whose ids they are, if one is found. The files' samples are matched
+// in one read of the job's expected files.
 func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, files []resultFile, minMatch float64) error {
-	var e *reconcile.Engine
-	defer func() {
-		if e != nil {
-			e.Close()
-		}
-	}()
+	var (
+		sampled []resultFile
+		samples []*ingest.IDSample
+		ids     [][]string
+	)
 	for _, f := range files {
 		if f.path == "" {
 			continue
@@ -179,26 +179,32 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 		if len(s.IDs) == 0 {
 			continue // no id to judge by: its lines go to quarantine as usual
 		}
-		if e == nil {
-			if e, err = reconcile.OpenEngine(l, g.engineOptions()); err != nil {
-				return err
-			}
-		}
-		if err := checkSample(ctx, e, l, m, f, s, minMatch); err != nil {
+		sampled, samples, ids = append(sampled, f), append(samples, s), append(ids, s.IDs)
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	e, err := reconcile.OpenEngine(l, g.engineOptions())
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	own, err := e.MatchEach(ctx, m, ids)
+	if err != nil {
+		return err
+	}
+	for i, f := range sampled {
+		if err := checkSample(ctx, e, l, m, f, samples[i], own[i], minMatch); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkSample refuses one file's sample unless at least minMatch of its ids
-// are the job's. A file already ingested into the job passes: ingesting it
-// again writes nothing.
-func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, minMatch float64) error {
-	own, err := e.MatchIDs(ctx, m, s.IDs)
-	if err != nil {
-		return err
-	}
+// checkSample refuses one file's sample, own of whose lines carry ids of the
+// job, unless that is at least minMatch of them. A file already ingested
+// into the job passes: ingesting it again writes nothing.
+func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, own int64, minMatch float64) error {
 	if float64(own) >= minMatch*float64(len(s.IDs)) {
 		return nil
 	}
