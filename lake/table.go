@@ -221,9 +221,8 @@ func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, bucket
 			return nil, nil, err
 		}
 	}
-	// Each bucket's last pages are encoded as its file is closed: on every
-	// core, as the buckets' batches were (one after another they were most
-	// of the end of an ingest).
+	// Closing a bucket's file encodes its last pages: the files are closed
+	// and stored on every core, as their batches were encoded.
 	bucketKeys := make([]string, t.split)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
