@@ -166,7 +166,6 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 	var (
 		sampled []resultFile
 		samples []*ingest.IDSample
-		ids     [][]string
 	)
 	for _, f := range files {
 		if f.path == "" {
@@ -179,10 +178,14 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 		if len(s.IDs) == 0 {
 			continue // no id to judge by: its lines go to quarantine as usual
 		}
-		sampled, samples, ids = append(sampled, f), append(samples, s), append(ids, s.IDs)
+		sampled, samples = append(sampled, f), append(samples, s)
 	}
 	if len(samples) == 0 {
 		return nil
+	}
+	ids := make([][]string, len(samples))
+	for i, s := range samples {
+		ids[i] = s.IDs
 	}
 	e, err := reconcile.OpenEngine(l, g.engineOptions())
 	if err != nil {

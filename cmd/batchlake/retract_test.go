@@ -224,6 +224,46 @@ func TestIngestMinMatch(t *testing.T) {
 	b.verify()
 }
 
+// TestIngestMinMatchEachFile: with an output and an error file given, each
+// file is judged by its own sample (the samples are matched in one query),
+// the one that fails is named, and neither file is written.
+func TestIngestMinMatchEachFile(t *testing.T) {
+	b := newBox(t)
+	job, output := otherJob(t, b)
+	var good, bad strings.Builder
+	for i := range 12 {
+		good.WriteString(failureLine(fmt.Sprintf("b-%04d", i%flowN), 500, "server_error") + "\n")
+		bad.WriteString(failureLine(fmt.Sprintf("x-%04d", i), 500, "server_error") + "\n")
+	}
+	goodErrs := writeFile(t, "good-errors.jsonl", []byte(good.String()))
+	badErrs := writeFile(t, "bad-errors.jsonl", []byte(bad.String()))
+	var badOut strings.Builder
+	for i := range 12 {
+		badOut.WriteString(successLine(fmt.Sprintf("x-%04d", i), 10, 5, "x") + "\n")
+	}
+	badOutput := writeFile(t, "bad-output.jsonl", []byte(badOut.String()))
+	for _, c := range []struct {
+		name, output, errs, says string
+	}{
+		{"the error file's ids are not the job's", output, badErrs, "ingest bad-errors.jsonl: only 0 of its 12 lines with an id carry an id of job " + job},
+		{"the output file's ids are not the job's", badOutput, goodErrs, "ingest bad-output.jsonl: only 0 of its 12 lines with an id carry an id of job " + job},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := lakeFiles(t, b.lake)
+			r := b.want([]int{exitUsage}, "ingest", "--job", job, "--output", c.output, "--errors", c.errs)
+			if !strings.Contains(r.stdout, c.says) {
+				t.Errorf("exit %d does not say %q: %s", r.code, c.says, r)
+			}
+			if after := lakeFiles(t, b.lake); !slices.Equal(after, files) {
+				t.Errorf("a refused ingest wrote to the lake")
+			}
+		})
+	}
+	// Both files the job's: both are ingested.
+	b.want([]int{0}, "ingest", "--job", job, "--output", output, "--errors", goodErrs)
+	b.verify()
+}
+
 // TestIngestHashesWhileChecking: the files' digests, taken while their ids
 // are checked, are each file's own: every file is archived and reported
 // under the sha256 of its bytes, whichever channels are given.
