@@ -128,8 +128,13 @@ const bulkCopyMin = 64 << 20
 
 // bulkCopy copies r to the new file f past the page cache, as bulkWriter
 // writes (reading straight into its aligned buffer), and returns the number
-// of bytes copied.
+// of bytes copied. A file r on Linux is copied by copyMapped instead.
 func bulkCopy(f *os.File, r io.Reader) (int64, error) {
+	if src, ok := r.(*os.File); ok {
+		if n, done, err := copyMapped(f, src); done {
+			return n, err
+		}
+	}
 	w := newBulkWriter(f, nil)
 	var n int64
 	for {

@@ -1,7 +1,10 @@
 package lake
 
 import (
+	"errors"
+	"io"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,4 +33,79 @@ func setDirect(f *os.File, on bool) error {
 		return err
 	}
 	return serr
+}
+
+// mappedChunk is how much of its source copyMapped maps and writes at once.
+// A write past the page cache waits for the disk in the system call, and
+// the Go runtime hands the P of a goroutine in a system call to another
+// thread only once it has seen it there at two of its checks, which come up
+// to 10 ms apart: a write of 1 MiB (under a millisecond) keeps a core from
+// every other goroutine for the whole of its wait, a write of 64 MiB (some
+// 40 ms) for the first check or two of it. The mapping's pages count in
+// the process's resident memory while it is written. A variable for the
+// tests.
+var mappedChunk int64 = 64 << 20
+
+// copyMapped copies the file src, from its start, to the new file dst with
+// direct I/O from a read-only mapping of src, a chunk at a time: the kernel
+// moves the bytes from src's pages in its cache to the disk, with no copy
+// through a buffer. The tail that does not fill a block is copied through
+// the page cache. done is false, and nothing is written, where it does not
+// apply (src is not a regular file or is not at its start, dst refuses
+// direct I/O, src cannot be mapped); then the caller copies as it would any
+// reader. The bytes are read until src's end, as a reader's would be, so a
+// file that grew or shrank while it was copied gives a count the caller can
+// check against the size it expected.
+func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
+	fi, err := src.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return 0, false, nil
+	}
+	if pos, err := src.Seek(0, io.SeekCurrent); err != nil || pos != 0 {
+		return 0, false, nil
+	}
+	if setDirect(dst, true) != nil {
+		return 0, false, nil
+	}
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return 0, false, setDirect(dst, false)
+	}
+	whole := fi.Size() &^ (bulkAlign - 1)
+	for n < whole {
+		var m []byte
+		var merr error
+		if err := rc.Control(func(fd uintptr) {
+			m, merr = unix.Mmap(int(fd), n, int(min(mappedChunk, whole-n)), unix.PROT_READ, unix.MAP_SHARED)
+		}); err != nil {
+			merr = err
+		}
+		if merr != nil {
+			if n == 0 {
+				return 0, false, setDirect(dst, false)
+			}
+			return n, true, merr
+		}
+		k, werr := dst.Write(m)
+		if werr != nil && k == 0 && errors.Is(werr, syscall.EINVAL) {
+			// A file system that takes the flag and refuses the write: the
+			// rest goes through the page cache.
+			if werr = setDirect(dst, false); werr == nil {
+				k, werr = dst.Write(m)
+			}
+		}
+		unix.Munmap(m)
+		n += int64(k)
+		if werr != nil {
+			return n, true, werr
+		}
+	}
+	if err := setDirect(dst, false); err != nil {
+		return n, true, err
+	}
+	if _, err := src.Seek(n, io.SeekStart); err != nil {
+		return n, true, err
+	}
+	k, err := io.Copy(dst, src)
+	return n + k, true, err
 }
