@@ -46,6 +46,10 @@ func setDirect(f *os.File, on bool) error {
 // tests.
 var mappedChunk int64 = 64 << 20
 
+// beforeMappedWrite, if set, is called before each of copyMapped's writes
+// (the tests).
+var beforeMappedWrite func()
+
 // copyMapped copies the file src, from its start, to the new file dst with
 // direct I/O from a read-only mapping of src, a chunk at a time: the kernel
 // moves the bytes from src's pages in its cache to the disk, with no copy
@@ -86,7 +90,16 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 			}
 			return n, true, merr
 		}
+		if beforeMappedWrite != nil {
+			beforeMappedWrite()
+		}
 		k, werr := dst.Write(m)
+		if werr != nil && errors.Is(werr, syscall.EFAULT) {
+			// The file ends inside the mapping: it shrank while it was
+			// copied. The count tells the caller.
+			unix.Munmap(m)
+			return n + int64(k), true, nil
+		}
 		if werr != nil && k == 0 && errors.Is(werr, syscall.EINVAL) {
 			// A file system that takes the flag and refuses the write: the
 			// rest goes through the page cache.

@@ -80,3 +80,67 @@ func TestCopyMapped(t *testing.T) {
 		t.Errorf("bulkCopy of a source at offset 100: %d bytes, %v; want 9900", n, err)
 	}
 }
+
+// TestCopyMappedShrinks: a file cut short while it is copied gives a count
+// short of its size, and no error (the kernel refuses the mapping's pages
+// past the new end), so that the caller says the file changed.
+func TestCopyMappedShrinks(t *testing.T) {
+	defer func(c int64) { mappedChunk = c }(mappedChunk)
+	defer func() { beforeMappedWrite = nil }()
+	mappedChunk = 64 << 10
+	dir, err := os.MkdirTemp(".", "mapped-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "src")
+	size := 4 * (64 << 10)
+	if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	beforeMappedWrite = func() {
+		if writes++; writes == 2 {
+			if err := os.Truncate(path, 70<<10); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := CreateTemp(dir, "dst-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	n, done, err := copyMapped(dst, src)
+	if err != nil || !done || n >= int64(size) {
+		t.Fatalf("copyMapped of a file cut to 70 KiB: %d bytes, done %v, %v; want fewer than %d, done, no error", n, done, err, size)
+	}
+	if writes < 2 {
+		t.Fatalf("%d writes, want the cut before the second", writes)
+	}
+
+	// Through bulkCopy, from the start again: createOnce compares the
+	// count with the size it was given, and stores nothing.
+	if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writes = 0
+	src2, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	dst2, err := CreateTemp(dir, "dst-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst2.Close()
+	if n, err := bulkCopy(dst2, src2); err != nil || n >= int64(size) {
+		t.Errorf("bulkCopy of a file cut to 70 KiB: %d bytes, %v; want fewer than %d, no error", n, err, size)
+	}
+}
