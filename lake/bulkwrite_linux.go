@@ -40,8 +40,8 @@ func setDirect(f *os.File, on bool) error {
 // the Go runtime hands the P of a goroutine in a system call to another
 // thread only once it has seen it there at two of its checks, which come up
 // to 10 ms apart: a write of 1 MiB (under a millisecond) keeps a core from
-// every other goroutine for the whole of its wait, a write of 64 MiB (some
-// 40 ms) for the first check or two of it. The mapping's pages count in
+// every other goroutine for the whole of its wait, a write of 64 MiB (30-50
+// ms on a disk of 1.3-2.1 GB/s) for the first check or two of it. The mapping's pages count in
 // the process's resident memory while it is written. A variable for the
 // tests.
 var mappedChunk int64 = 64 << 20
