@@ -9,10 +9,29 @@ import (
 	"testing"
 )
 
+// copyPair writes data to a new file at path and opens it, and creates a
+// temp file beside it to copy it to; both are closed at the test's end.
+func copyPair(t *testing.T, path string, data []byte) (src, dst *os.File) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if dst, err = CreateTemp(filepath.Dir(path), "dst-*"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dst.Close(); os.Remove(dst.Name()) })
+	return src, dst
+}
+
 // TestCopyMapped: a file copied from its mapping holds exactly its bytes,
-// however its size falls against the chunk and the block, with direct I/O
-// where the disk takes it and through the page cache where it is refused;
-// a source not at its start is left to the reader's copy.
+// however its size falls against the chunk and the block, on the disk and
+// in the temp folder; a source not at its start is left to the reader's
+// copy.
 func TestCopyMapped(t *testing.T) {
 	defer func(c int64) { mappedChunk = c }(mappedChunk)
 	mappedChunk = 64 << 10
@@ -29,20 +48,7 @@ func TestCopyMapped(t *testing.T) {
 				for i := range want {
 					want[i] = byte(rng.Uint32())
 				}
-				path := filepath.Join(dir, fmt.Sprintf("src-%d", size))
-				if err := os.WriteFile(path, want, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				src, err := os.Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer src.Close()
-				dst, err := CreateTemp(dir, "dst-*")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer os.Remove(dst.Name())
+				src, dst := copyPair(t, filepath.Join(dir, fmt.Sprintf("src-%d", size)), want)
 				canDirect := setDirect(dst, true) == nil
 				setDirect(dst, false)
 				n, done, err := copyMapped(dst, src)
@@ -57,22 +63,8 @@ func TestCopyMapped(t *testing.T) {
 		}
 	}
 	// Not at its start: nothing written, the caller copies.
-	path := filepath.Join(disk, "src-seeked")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("x"), 10_000), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src, dst := copyPair(t, filepath.Join(disk, "src-seeked"), bytes.Repeat([]byte("x"), 10_000))
 	src.Seek(100, 0)
-	dst, err := CreateTemp(disk, "dst-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(dst.Name())
-	defer dst.Close()
 	if n, done, err := copyMapped(dst, src); done || n != 0 || err != nil {
 		t.Errorf("a source at offset 100: %d bytes, done %v, %v; want 0, not done", n, done, err)
 	}
@@ -95,9 +87,7 @@ func TestCopyMappedShrinks(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "src")
 	size := 4 * (64 << 10)
-	if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	writes := 0
 	beforeMappedWrite = func() {
 		if writes++; writes == 2 {
@@ -106,16 +96,7 @@ func TestCopyMappedShrinks(t *testing.T) {
 			}
 		}
 	}
-	src, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := CreateTemp(dir, "dst-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
+	src, dst := copyPair(t, path, data)
 	n, done, err := copyMapped(dst, src)
 	if err != nil || !done || n >= int64(size) {
 		t.Fatalf("copyMapped of a file cut to 70 KiB: %d bytes, done %v, %v; want fewer than %d, done, no error", n, done, err, size)
@@ -126,20 +107,8 @@ func TestCopyMappedShrinks(t *testing.T) {
 
 	// Through bulkCopy, from the start again: createOnce compares the
 	// count with the size it was given, and stores nothing.
-	if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	writes = 0
-	src2, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src2.Close()
-	dst2, err := CreateTemp(dir, "dst-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst2.Close()
+	src2, dst2 := copyPair(t, path, data)
 	if n, err := bulkCopy(dst2, src2); err != nil || n >= int64(size) {
 		t.Errorf("bulkCopy of a file cut to 70 KiB: %d bytes, %v; want fewer than %d, no error", n, err, size)
 	}
