@@ -75,6 +75,7 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 	if err != nil {
 		return 0, false, setDirect(dst, false)
 	}
+	w := &bulkWriter{f: dst, direct: true}
 	whole := fi.Size() &^ (bulkAlign - 1)
 	for n < whole {
 		var m []byte
@@ -93,25 +94,17 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 		if beforeMappedWrite != nil {
 			beforeMappedWrite()
 		}
-		k, werr := dst.Write(m)
-		if werr != nil && errors.Is(werr, syscall.EFAULT) {
-			// The file ends inside the mapping: it shrank while it was
-			// copied. The count tells the caller.
-			unix.Munmap(m)
-			return n + int64(k), true, nil
-		}
-		if werr != nil && k == 0 && errors.Is(werr, syscall.EINVAL) {
-			// A file system that takes the flag and refuses the write: the
-			// rest goes through the page cache.
-			if werr = setDirect(dst, false); werr == nil {
-				k, werr = dst.Write(m)
-			}
-		}
+		werr := w.write(m) // as a bulk object's whole buffers are
 		unix.Munmap(m)
-		n += int64(k)
+		if errors.Is(werr, syscall.EFAULT) {
+			// The file ends inside the mapping: it shrank while it was
+			// copied. The short count tells the caller.
+			return n, true, nil
+		}
 		if werr != nil {
 			return n, true, werr
 		}
+		n += int64(len(m))
 	}
 	if err := setDirect(dst, false); err != nil {
 		return n, true, err

@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // copyPair writes data to a new file at path and opens it, and creates a
@@ -28,10 +31,33 @@ func copyPair(t *testing.T, path string, data []byte) (src, dst *os.File) {
 	return src, dst
 }
 
+// cachedPages is the number of f's pages in the page cache.
+func cachedPages(t *testing.T, f *os.File) int {
+	t.Helper()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return 0
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
 // TestCopyMapped: a file copied from its mapping holds exactly its bytes,
-// however its size falls against the chunk and the block, on the disk and
-// in the temp folder; a source not at its start is left to the reader's
-// copy.
+// however its size falls against the chunk and the block, on the disk (past
+// the page cache where the disk takes direct I/O) and in the temp folder; a
+// source not at its start is left to the reader's copy.
 func TestCopyMapped(t *testing.T) {
 	defer func(c int64) { mappedChunk = c }(mappedChunk)
 	mappedChunk = 64 << 10
@@ -52,10 +78,16 @@ func TestCopyMapped(t *testing.T) {
 				canDirect := setDirect(dst, true) == nil
 				setDirect(dst, false)
 				n, done, err := copyMapped(dst, src)
-				dst.Close()
 				if err != nil || !done || n != int64(size) {
 					t.Fatalf("copyMapped: %d bytes, done %v, %v; want %d, done (direct I/O available: %v)", n, done, err, size, canDirect)
 				}
+				if dir == disk && canDirect {
+					// Past the page cache: at most the tail's page is in it.
+					if cached := cachedPages(t, dst); cached > 1 {
+						t.Errorf("%d of the copy's pages are in the page cache, want at most the tail's", cached)
+					}
+				}
+				dst.Close()
 				if got, err := os.ReadFile(dst.Name()); err != nil || !bytes.Equal(got, want) {
 					t.Errorf("read back %d bytes (%v), equal %v; want %d", len(got), err, bytes.Equal(got, want), size)
 				}
