@@ -25,30 +25,33 @@ package lake
 //	   line) order: reconcile names each line's record from the expected files
 //	   instead of carrying its strings through a sort; every table's page
 //	   headers without min and max (the column index has them)
-const TableVersion = 7
+//	8  as 7; the integer columns DELTA_BINARY_PACKED instead of PLAIN (ingest
+//	   and plan encode a few per cent faster, and the pages zstd is given are
+//	   smaller)
+const TableVersion = 8
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
 	JobKey          string `parquet:"job_key,dict"`
 	Tenant          string `parquet:"tenant,dict"`
 	ShardID         string `parquet:"shard_id,dict"`
-	ShardLine       int64  `parquet:"shard_line"`
+	ShardLine       int64  `parquet:"shard_line,delta"`
 	RecordID        string `parquet:"record_id"`
 	BusinessKey     string `parquet:"business_key"`
 	CustomID        string `parquet:"custom_id"`
-	Attempt         int32  `parquet:"attempt"`
+	Attempt         int32  `parquet:"attempt,delta"`
 	ParentJobKey    string `parquet:"parent_job_key,dict"`
 	ParentShardID   string `parquet:"parent_shard_id,dict"`
 	RetryReason     string `parquet:"retry_reason,dict"`
 	RequestSHA256   string `parquet:"request_sha256"`
 	ModelConfigHash string `parquet:"model_config_hash,dict"`
-	InputLine       int64  `parquet:"input_line"`
+	InputLine       int64  `parquet:"input_line,delta"`
 	// Plan's estimate of the record's tokens (lake.Estimate).
-	EstInputTokens  int64 `parquet:"est_input_tokens"`
-	EstOutputTokens int64 `parquet:"est_output_tokens"`
+	EstInputTokens  int64 `parquet:"est_input_tokens,delta"`
+	EstOutputTokens int64 `parquet:"est_output_tokens,delta"`
 	// ShardOffset is where the record's line starts in its shard, in bytes
 	// (table format 6; NULL in older files).
-	ShardOffset int64 `parquet:"shard_offset"`
+	ShardOffset int64 `parquet:"shard_offset,delta"`
 }
 
 // AttemptRow is one result line ingested from a provider output or error file.
@@ -63,7 +66,7 @@ type AttemptRow struct {
 	CustomID          string `parquet:"custom_id"`
 	Channel           string `parquet:"channel,dict"`
 	RawSHA256         string `parquet:"raw_sha256,dict"`
-	LineNo            int64  `parquet:"line_no"`
+	LineNo            int64  `parquet:"line_no,delta"`
 	StatusCode        *int32 `parquet:"status_code,optional"`
 	// Outcome is "success" (a 2xx result) or "error".
 	Outcome           string `parquet:"outcome,dict"`
@@ -71,17 +74,17 @@ type AttemptRow struct {
 	ErrorType         string `parquet:"error_type,dict"`
 	ErrorMessage      string `parquet:"error_message"`
 	ModelVersion      string `parquet:"model_version,dict"`
-	InputTokens       int64  `parquet:"input_tokens"`
-	CachedInputTokens int64  `parquet:"cached_input_tokens"`
-	CacheWriteTokens  int64  `parquet:"cache_write_tokens"`
-	OutputTokens      int64  `parquet:"output_tokens"`
-	ReasoningTokens   int64  `parquet:"reasoning_tokens"`
+	InputTokens       int64  `parquet:"input_tokens,delta"`
+	CachedInputTokens int64  `parquet:"cached_input_tokens,delta"`
+	CacheWriteTokens  int64  `parquet:"cache_write_tokens,delta"`
+	OutputTokens      int64  `parquet:"output_tokens,delta"`
+	ReasoningTokens   int64  `parquet:"reasoning_tokens,delta"`
 	// CacheWrite1hTokens is the part of cache_write_tokens written with a one
 	// hour lifetime (Anthropic's ephemeral_1h_input_tokens), priced apart.
-	CacheWrite1hTokens int64 `parquet:"cache_write_1h_tokens"`
+	CacheWrite1hTokens int64 `parquet:"cache_write_1h_tokens,delta"`
 	// WebSearchRequests counts server-side web searches (Anthropic's
 	// server_tool_use.web_search_requests), billed per request.
-	WebSearchRequests int64 `parquet:"web_search_requests"`
+	WebSearchRequests int64 `parquet:"web_search_requests,delta"`
 	// FinishReason is the provider's finish/stop reason (stop, length,
 	// max_output_tokens, tool_calls, content_filter, ...).
 	FinishReason string `parquet:"finish_reason,dict"`
@@ -90,7 +93,7 @@ type AttemptRow struct {
 	// HasOutput is false when a 2xx body holds no usable output (default quality gate).
 	HasOutput  bool   `parquet:"has_output"`
 	OutputText string `parquet:"output_text"`
-	ToolCalls  int32  `parquet:"tool_calls"`
+	ToolCalls  int32  `parquet:"tool_calls,delta"`
 }
 
 // QuarantineRow is an input line that could not be ingested, kept with its raw bytes.
@@ -99,7 +102,7 @@ type QuarantineRow struct {
 	Tenant    string `parquet:"tenant,dict"`
 	Channel   string `parquet:"channel,dict"`
 	RawSHA256 string `parquet:"raw_sha256,dict"`
-	LineNo    int64  `parquet:"line_no"`
+	LineNo    int64  `parquet:"line_no,delta"`
 	Reason    string `parquet:"reason"`
 	Raw       []byte `parquet:"raw"`
 }
@@ -112,12 +115,12 @@ type OutcomeRow struct {
 	BusinessKey  string `parquet:"business_key"`
 	ShardID      string `parquet:"shard_id,dict"`
 	CustomID     string `parquet:"custom_id"`
-	Attempt      int32  `parquet:"attempt"`
+	Attempt      int32  `parquet:"attempt,delta"`
 	ParentJobKey string `parquet:"parent_job_key,dict"`
 	Outcome      string `parquet:"outcome,dict"`
 	Disposition  string `parquet:"disposition,dict"` // accepted, retry, manual
 	Reason       string `parquet:"reason,dict"`
-	Lines        int32  `parquet:"lines"`
+	Lines        int32  `parquet:"lines,delta"`
 	CostUSD      Money  `parquet:"cost_usd,decimal(18:38)"` // table format 2; text in 1
 	// Truncated says the record's best line was an answer cut at its token
 	// limit (a quality failure with reason truncated, or a success under
@@ -131,12 +134,12 @@ type CostRow struct {
 	Tenant       string `parquet:"tenant,dict"`
 	RecordID     string `parquet:"record_id"`
 	CustomID     string `parquet:"custom_id"`
-	Attempt      int32  `parquet:"attempt"`
+	Attempt      int32  `parquet:"attempt,delta"`
 	Provider     string `parquet:"provider,dict"`
 	ModelVersion string `parquet:"model_version,dict"`
 	Category     string `parquet:"category,dict"`
 	RawSHA256    string `parquet:"raw_sha256,dict"`
-	LineNo       int64  `parquet:"line_no"`
+	LineNo       int64  `parquet:"line_no,delta"`
 	PriceModel   string `parquet:"price_model,dict"`
 	CostUSD      Money  `parquet:"cost_usd,decimal(18:38)"` // table format 2; text in 1
 	// Unpriced: the line had tokens but the price table no row for its
