@@ -2,6 +2,7 @@ package lake
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 	"unsafe"
@@ -18,7 +19,8 @@ import (
 // Every read starts at a multiple of DirectAlign and asks for whole blocks,
 // into a buffer whose start is aligned: what direct I/O demands. A file
 // system that refuses direct I/O (tmpfs) is read the same way through the
-// page cache.
+// page cache. A direct read waits for the disk parked where io_uring can be
+// used (parkedIO), without holding a P.
 type DirectReader struct {
 	f      *os.File
 	direct bool
@@ -50,7 +52,17 @@ func (r *DirectReader) ReadAt(b []byte, off int64) (int, error) {
 	if off%DirectAlign != 0 || len(b)%DirectAlign != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%DirectAlign != 0 {
 		return 0, errors.New("lake: DirectReader.ReadAt: offset, length or buffer not aligned")
 	}
-	n, err := r.f.ReadAt(b, off)
+	var n int
+	var err error
+	done := false
+	if r.direct { // a wait for the disk, which a parked goroutine spends without its P
+		if n, done, err = parkedIO(r.f, uringOpRead, b, off); done && err == nil && n < len(b) {
+			err = io.EOF
+		}
+	}
+	if !done {
+		n, err = r.f.ReadAt(b, off)
+	}
 	if err != nil && r.direct && errors.Is(err, syscall.EINVAL) {
 		// A file system that accepted the flag and refuses the read: the
 		// rest goes through the page cache.

@@ -29,8 +29,9 @@ var bulkBuffers = sync.Pool{New: func() any {
 // system time, and pushed the job's own inputs out of the cache). Whole
 // buffers are written direct; the tail, which need not fill a block, and
 // every write after a file system refuses direct I/O, go through the page
-// cache as any write does. The bytes are hashed as they are written, if h
-// is not nil.
+// cache as any write does. A direct write waits for the disk parked where
+// io_uring can be used (parkedIO), without holding a P. The bytes are hashed
+// as they are written, if h is not nil.
 type bulkWriter struct {
 	f      *os.File
 	h      hash.Hash
@@ -83,7 +84,15 @@ func (w *bulkWriter) write(b []byte) error {
 		}
 	}
 	direct := w.direct
-	n, err := w.f.Write(b)
+	var n int
+	var err error
+	done := false
+	if direct { // a wait for the disk, which a parked goroutine spends without its P
+		n, done, err = parkedIO(w.f, uringOpWrite, b, -1)
+	}
+	if !done {
+		n, err = w.f.Write(b)
+	}
 	if direct {
 		w.directBytes += int64(n)
 	}

@@ -36,14 +36,14 @@ func setDirect(f *os.File, on bool) error {
 }
 
 // mappedChunk is how much of its source copyMapped maps and writes at once.
-// A write past the page cache waits for the disk in the system call, and
-// the Go runtime hands the P of a goroutine in a system call to another
-// thread only once it has seen it there at two of its checks, which come up
-// to 10 ms apart: a write of 1 MiB (under a millisecond) keeps a core from
-// every other goroutine for the whole of its wait, a write of 64 MiB (30-50
-// ms on a disk of 1.3-2.1 GB/s) for the first check or two of it. The mapping's pages count in
-// the process's resident memory while it is written. A variable for the
-// tests.
+// Where io_uring cannot be used (parkedIO), a write past the page cache
+// waits for the disk in the system call, and the Go runtime hands the P of a
+// goroutine in a system call to another thread only once it has seen it
+// there at two of its checks, which come up to 10 ms apart: a write of 1 MiB
+// (under a millisecond) keeps a core from every other goroutine for the
+// whole of its wait, a write of 64 MiB (30-50 ms on a disk of 1.3-2.1 GB/s)
+// for the first check or two of it. The mapping's pages count in the
+// process's resident memory while it is written. A variable for the tests.
 var mappedChunk int64 = 64 << 20
 
 // beforeMappedWrite, if set, is called before each of copyMapped's writes
