@@ -232,6 +232,7 @@ func parkedIO(f *os.File, op uint8, b []byte, off int64) (n int, done bool, err 
 		name = "read"
 	}
 	var ringErr error
+	retries := 0
 	cerr := rc.Control(func(fd uintptr) {
 		for n < len(b) {
 			at := off
@@ -246,7 +247,8 @@ func parkedIO(f *os.File, op uint8, b []byte, off int64) (n int, done bool, err 
 				return
 			}
 			parkedOps.Add(1)
-			if ioErr == syscall.EINTR || ioErr == syscall.EAGAIN {
+			if (ioErr == syscall.EINTR || ioErr == syscall.EAGAIN) && retries < 100 {
+				retries++
 				continue
 			}
 			if ioErr != nil {
@@ -259,7 +261,7 @@ func parkedIO(f *os.File, op uint8, b []byte, off int64) (n int, done bool, err 
 				}
 				return // a read at the file's end
 			}
-			n += k
+			n, retries = n+k, 0
 		}
 	})
 	if ringErr != nil {
