@@ -2,7 +2,6 @@ package lake
 
 import (
 	"errors"
-	"io"
 	"os"
 	"syscall"
 	"unsafe"
@@ -54,13 +53,9 @@ func (r *DirectReader) ReadAt(b []byte, off int64) (int, error) {
 	}
 	var n int
 	var err error
-	done := false
-	if r.direct { // a wait for the disk, which a parked goroutine spends without its P
-		if n, done, err = parkedIO(r.f, uringOpRead, b, off); done && err == nil && n < len(b) {
-			err = io.EOF
-		}
-	}
-	if !done {
+	if r.direct {
+		n, err = parkedReadAt(r.f, b, off)
+	} else {
 		n, err = r.f.ReadAt(b, off)
 	}
 	if err != nil && r.direct && errors.Is(err, syscall.EINVAL) {

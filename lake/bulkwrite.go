@@ -86,11 +86,9 @@ func (w *bulkWriter) write(b []byte) error {
 	direct := w.direct
 	var n int
 	var err error
-	done := false
-	if direct { // a wait for the disk, which a parked goroutine spends without its P
-		n, done, err = parkedIO(w.f, uringOpWrite, b, -1)
-	}
-	if !done {
+	if direct {
+		n, err = parkedWrite(w.f, b)
+	} else {
 		n, err = w.f.Write(b)
 	}
 	if direct {
