@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchlake/batchlake/errkind"
@@ -69,6 +71,15 @@ type Options struct {
 	// expected rows that do not say where their lines start (tests compare
 	// the two reads).
 	retryWholeShards bool
+	// retryPrefetchBytes bounds the retry lines read while the tables are
+	// written (0: defaultPrefetchBytes; negative: none); retryPrefetched,
+	// if set, counts the lines the retry took from them (tests).
+	retryPrefetchBytes int
+	retryPrefetched    *atomic.Int64
+	// retryPrefetchFinish lets the read ahead end once the tables are
+	// written instead of stopping it there (tests: a small job's tables
+	// take less time than its read).
+	retryPrefetchFinish bool
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
@@ -550,6 +561,20 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	if rep.ProviderTotals, err = in.totals.compare(ctx, e); err != nil {
 		return nil, err
 	}
+	var pre *retryPrefetch
+	defer func() { pre.wait(false) }()
+	if rep.RetryRecords > 0 {
+		// The retry set with its lines' places, under the tables' limit;
+		// its lines are read ahead while the tables are written.
+		if err := e.ExecFile(ctx, "retry_rows.sql", nil); err != nil {
+			return nil, err
+		}
+		if limit := cmp.Or(o.retryPrefetchBytes, defaultPrefetchBytes); limit > 0 {
+			if pre, err = startRetryPrefetch(ctx, e, l, m, limit); err != nil {
+				return nil, err
+			}
+		}
+	}
 	start := time.Now()
 	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged, rawModes(in.recs)); err != nil {
 		return nil, err
@@ -558,14 +583,15 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 	start = time.Now()
 	failpoint.Hit(failpoint.ReconcileAfterTables)
 	if rep.RetryRecords > 0 {
-		// The retry set with its lines' places, under the tables' limit.
-		if err := e.ExecFile(ctx, "retry_rows.sql", map[string]any{"Drop": !o.merged}); err != nil {
-			return nil, err
+		if !o.merged {
+			if err := e.ExecFile(ctx, "retry_drop.sql", nil); err != nil {
+				return nil, err
+			}
 		}
 		if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
 			return nil, err
 		}
-		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o); err != nil {
+		if rep.RetryShards, rep.RetryLineage, err = writeRetry(ctx, e, l, m, o, pre.wait(o.retryPrefetchFinish)); err != nil {
 			return nil, err
 		}
 		failpoint.Hit(failpoint.ReconcileAfterRetry)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -29,6 +30,9 @@ type shardRetry struct {
 	lines   [][]byte
 	lineage [][]byte
 	done    chan error
+	pre     *prefetched // the lines read ahead, if the shard's were
+	// prefetched, if set, counts the lines taken from pre (tests).
+	prefetched *atomic.Int64
 }
 
 // retryWant is one row of retry_set.sql.
@@ -45,8 +49,9 @@ type retryWant struct {
 // new custom ids for the next attempt) and the lineage file. The input shards
 // are read, verified and their retry lines rewritten on every core, a few
 // shards at a time; the lines are written in the retry set's order (shard,
-// line), so the files are the same however the reads interleave.
-func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, o Options) (shards []string, lineage string, err error) {
+// line), so the files are the same however the reads interleave. Lines read
+// ahead (pre, by shard) are not read again.
+func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, o Options, pre map[string]*prefetched) (shards []string, lineage string, err error) {
 	f, err := ingest.FormatFor(m.Provider)
 	if err != nil {
 		return nil, "", err
@@ -63,6 +68,7 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 	g.Go(func() error {
 		defer close(order)
 		return eachRetryShard(gctx, e, m, o.retryQueryShard, func(sr *shardRetry) error {
+			sr.pre, sr.prefetched = pre[sr.s.ShardID], o.retryPrefetched
 			sr.reserve = min(max(sr.s.Bytes, 1), budgetBytes)
 			if err := budget.Acquire(gctx, sr.reserve); err != nil {
 				return err
@@ -218,15 +224,27 @@ func (sr *shardRetry) offsets() []int64 {
 // every shard was most of the retry's time.
 func (sr *shardRetry) readLines(ctx context.Context, l *lake.Lake, m *lake.Manifest, f ingest.Format) error {
 	key, shard := lake.ObjectKey(sr.s.Object), sr.s.ShardID
-	src, err := openLines(ctx, l, key, sr.s.Bytes, sr.offsets())
-	if err != nil {
-		return fmt.Errorf("retry: read shard %s: %w", shard, err)
-	}
-	defer src.Close()
+	var src shardLines // opened at the first line not read ahead
+	defer func() {
+		if src != nil {
+			src.Close()
+		}
+	}()
 	for _, w := range sr.wants {
-		line, err := src.lineAt(w.off)
-		if err != nil {
-			return fmt.Errorf("retry: shard %s line %d (byte %d): %w", shard, w.line, w.off, err)
+		line, ok := sr.pre.lineAt(w.off)
+		var err error
+		switch {
+		case ok && sr.prefetched != nil:
+			sr.prefetched.Add(1)
+		case !ok:
+			if src == nil {
+				if src, err = openLines(ctx, l, key, sr.s.Bytes, sr.offsets()); err != nil {
+					return fmt.Errorf("retry: read shard %s: %w", shard, err)
+				}
+			}
+			if line, err = src.lineAt(w.off); err != nil {
+				return fmt.Errorf("retry: shard %s line %d (byte %d): %w", shard, w.line, w.off, err)
+			}
 		}
 		rec, ierr := f.ParseInput(line, "")
 		switch {

@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +28,13 @@ func TestRetryShardsInOrder(t *testing.T) {
 	t.Parallel()
 	g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
 	dir := t.TempDir()
+	var prefetched atomic.Int64
+	prefetch := -1 // the lines read while the tables are written: none, unless a case says
 	run := func(name string, budget int64, start func(string), whole bool) *Report {
 		t.Helper()
 		l, m, rep := reconcileNewWith(t, dir, name, g, 17, func(o *Options) {
 			o.RetryReadBytes, o.retryReadStart, o.retryWholeShards = budget, start, whole
+			o.retryPrefetchBytes, o.retryPrefetched, o.retryPrefetchFinish = prefetch, &prefetched, true
 		})
 		objs := objectsOf(t, l, rep)
 		checkRetryOrder(t, g, m, rep, objs)
@@ -37,6 +42,9 @@ func TestRetryShardsInOrder(t *testing.T) {
 	}
 	// One shard at a time: the budget admits one read.
 	want := run("serial", 1, func(string) {}, false)
+	if n := prefetched.Load(); n != 0 {
+		t.Fatalf("%d lines taken from a read ahead that was off", n)
+	}
 	if len(want.RetryShards) < 2 {
 		t.Fatalf("%d retry shards: the test needs several", len(want.RetryShards))
 	}
@@ -55,6 +63,28 @@ func TestRetryShardsInOrder(t *testing.T) {
 	got = run("whole", 64<<20, slow, true)
 	if !slices.Equal(got.RetryShards, want.RetryShards) || got.RetryLineage != want.RetryLineage {
 		t.Errorf("shards read whole: shards %v lineage %s; lines read alone: %v, %s", got.RetryShards, got.RetryLineage, want.RetryShards, want.RetryLineage)
+	}
+	// The lines read while the tables are written: all of them, and only
+	// the first shards' (a bound of one shard's lines, or so), the rest read
+	// after the tables.
+	for _, c := range []struct {
+		name  string
+		bytes int
+		all   bool
+	}{{"prefetch", 64 << 20, true}, {"prefetch-part", 2 << 10, false}} {
+		prefetched.Store(0)
+		prefetch = c.bytes
+		got = run(c.name, 64<<20, slow, false)
+		if !slices.Equal(got.RetryShards, want.RetryShards) || got.RetryLineage != want.RetryLineage {
+			t.Errorf("%s: shards %v lineage %s; without: %v, %s", c.name, got.RetryShards, got.RetryLineage, want.RetryShards, want.RetryLineage)
+		}
+		n := prefetched.Load()
+		switch {
+		case c.all && n != int64(len(g.truth.retry)):
+			t.Errorf("%s: %d of the %d retry lines taken from the read ahead", c.name, n, len(g.truth.retry))
+		case !c.all && (n == 0 || n >= int64(len(g.truth.retry))):
+			t.Errorf("%s: %d of the %d retry lines taken from the read ahead, want some", c.name, n, len(g.truth.retry))
+		}
 	}
 }
 
@@ -151,37 +181,41 @@ func TestRetryShardCorrupt(t *testing.T) {
 		{"shifted", false, func(b []byte) []byte { return append([]byte(" "), b[:len(b)-1]...) }, "not a request"},
 		{"truncated", false, func(b []byte) []byte { return b[:len(b)-1] }, "manifest says"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			l, dir := testLake(t)
-			g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
-			m := planAndIngest(t, l, dir, g, 17)
-			s := m.Shards[len(m.Shards)/2]
-			path := filepath.Join(dir, "lake", filepath.FromSlash(lake.ObjectKey(s.Object)))
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, c.damage(b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
-			o.retryWholeShards = c.whole
-			_, err = Run(ctx, l, o)
-			t.Log(err)
-			if !errors.Is(err, lake.ErrCorrupt) || !strings.Contains(err.Error(), s.ShardID) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want lake.ErrCorrupt naming shard %s and %q", err, s.ShardID, c.want)
-			}
-			if ctx.Err() != nil {
-				t.Fatal("reconcile hung")
-			}
-			job, _ := lake.ParseDigest(m.JobKey)
-			if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
-				t.Errorf("a report was written: %+v", rep)
-			}
-		})
+		for _, prefetch := range []int{-1, 64 << 20} {
+			t.Run(fmt.Sprintf("%s/prefetch=%d", c.name, prefetch), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				l, dir := testLake(t)
+				g := generate(rand.New(rand.NewPCG(3, 17)), 400, 0, 0)
+				m := planAndIngest(t, l, dir, g, 17)
+				s := m.Shards[len(m.Shards)/2]
+				path := filepath.Join(dir, "lake", filepath.FromSlash(lake.ObjectKey(s.Object)))
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, c.damage(b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
+				o.retryWholeShards = c.whole
+				// The damaged lines read before the tables are written, or after.
+				o.retryPrefetchBytes, o.retryPrefetchFinish = prefetch, true
+				_, err = Run(ctx, l, o)
+				t.Log(err)
+				if !errors.Is(err, lake.ErrCorrupt) || !strings.Contains(err.Error(), s.ShardID) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err = %v, want lake.ErrCorrupt naming shard %s and %q", err, s.ShardID, c.want)
+				}
+				if ctx.Err() != nil {
+					t.Fatal("reconcile hung")
+				}
+				job, _ := lake.ParseDigest(m.JobKey)
+				if rep, err := LatestReport(ctx, l, job); err == nil && rep != nil {
+					t.Errorf("a report was written: %+v", rep)
+				}
+			})
+		}
 	}
 }
 
