@@ -39,9 +39,9 @@ type prefetched struct {
 // The query runs before it returns (a session has one connection). Nothing
 // is read (nil) unless all of the lines are likely to fit, by their shards'
 // mean line length: a large job's tables are read from the disk as they are
-// written, and a read ahead of part of its lines beside them (at 10M, 48 MiB
-// of lines out of 1.7 GB of shards) made the tables' pass slower by more
-// than the retry saved (30.6-31.4 s against 30.0-31.0).
+// written, and a read ahead of part of its lines beside them (at 10M, the
+// first 48 MiB of them) made the tables' pass slower by more than the retry
+// saved (30.6-31.4 s against 30.0-31.0).
 func startRetryPrefetch(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, limit int) (*retryPrefetch, error) {
 	type shardOffs struct {
 		id   string
