@@ -25,6 +25,14 @@ type InputRecord struct {
 	RequestDigest lake.Digest
 }
 
+// laterDigester is a Format that can leave a line's request digest to its
+// caller: where it does, RequestDigest is zero and *call the request, its
+// Body non-nil. plan hashes two lines' requests together, in about the time
+// of one (lake.HashCall2).
+type laterDigester interface {
+	parseInputLater(line []byte, keyField string, call *lake.Call) (InputRecord, *errkind.InputError)
+}
+
 // Format is one provider's file formats. The providers: openai (openai.go),
 // anthropic (anthropic.go), bedrock (bedrock.go), gemini (gemini.go); their
 // error taxonomies are in taxonomy.go and docs/errors.md.

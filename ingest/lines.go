@@ -140,6 +140,14 @@ func eachLine(c chunk, fn func(Line)) {
 // ParallelLines parses every non-blank line of r with parse on all cores and
 // hands the results to sink in file order. parse must not keep Line.Bytes.
 func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, sink func(Line, T) error) error {
+	return parallelLines(ctx, r, parse, nil, sink)
+}
+
+// parallelLines is ParallelLines with finish, when not nil, called on the
+// same core with each chunk's parsed values once its lines are parsed and
+// before any goes to sink: work that pairs lines (lake.HashCall2) waits there
+// for a chunk's lines, which are valid until sink has seen them.
+func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, finish func([]T), sink func(Line, T) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := runtime.GOMAXPROCS(0)
@@ -198,6 +206,9 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 					res.lines = append(res.lines, l)
 					res.vals = append(res.vals, parse(l))
 				})
+				if finish != nil {
+					finish(res.vals)
+				}
 				select {
 				case results <- res:
 				case <-ctx.Done():

@@ -49,9 +49,19 @@ const maxCustomIDBytes = 512
 // and with encoding/json where it declines (generalParseInput), whose
 // records and errors are the reference the fast path is held to.
 func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *errkind.InputError) {
-	if rec, ok := fastParseInput(line, keyField); ok {
+	if rec, ok := fastParseInput(line, keyField, nil); ok {
 		return rec, nil
 	}
+	return generalParseInput(line, keyField)
+}
+
+// parseInputLater is ParseInput, leaving the request digest of a line the
+// fast scanner reads to the caller (laterDigester).
+func (f openaiFormat) parseInputLater(line []byte, keyField string, call *lake.Call) (InputRecord, *errkind.InputError) {
+	if rec, ok := fastParseInput(line, keyField, call); ok {
+		return rec, nil
+	}
+	*call = lake.Call{}
 	return generalParseInput(line, keyField)
 }
 
@@ -72,8 +82,10 @@ var lastOpenAIConfig atomic.Pointer[openaiConfig]
 
 // fastParseInput is ParseInput for well-formed lines without reflection or
 // maps (see fastjson.go); ok is false when the line needs encoding/json's
-// verdict, including every line ParseInput refuses.
-func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
+// verdict, including every line ParseInput refuses. With later, the request
+// digest is left to the caller: *later is the request, its body in line (or
+// in a buffer of its own where the body had to be compacted).
+func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord, bool) {
 	var rec InputRecord
 	jm := newMemo(line)
 	defer jm.release()
@@ -193,7 +205,11 @@ func fastParseInput(line []byte, keyField string) (InputRecord, bool) {
 	if bfl&jSpace != 0 {
 		compact = compactAppend(make([]byte, 0, len(body)), body)
 	}
-	rec.RequestDigest = lake.HashCall("POST", c.endpoint, compact)
+	if later != nil {
+		*later = lake.Call{Method: "POST", URL: c.endpoint, Body: compact}
+	} else {
+		rec.RequestDigest = lake.HashCall("POST", c.endpoint, compact)
+	}
 	if keyField == "" || keyField == "custom_id" {
 		rec.BusinessKey = rec.CustomID
 	} else {

@@ -335,6 +335,13 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		rid lake.Digest // the record id, hashed on the parsing cores
 		lin *Lineage
 		out int32 // lineOutputLimit, found on the parsing cores too
+		// Where the format leaves them (laterDigester), the request and
+		// record id digests are hashed two lines at a time once the chunk
+		// is parsed: call is the request, ridKey the key of a record id
+		// still to hash.
+		call   lake.Call
+		ridKey string
+		ridDue bool
 	}
 	runMax := o.RunRecords
 	if o.Lineage != nil {
@@ -367,25 +374,71 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	}
 	bad, recs := &in.bad, in.recs
 	var cfgHex hexMemo
-	err := ParallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
-		rec, ierr := f.ParseInput(ln.Bytes, o.KeyField)
-		p := parsed{rec: rec, err: ierr}
-		if ierr == nil {
-			key := rec.BusinessKey
+	later, _ := f.(laterDigester)
+	err := parallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
+		var p parsed
+		if later != nil {
+			p.rec, p.err = later.parseInputLater(ln.Bytes, o.KeyField, &p.call)
+		} else {
+			p.rec, p.err = f.ParseInput(ln.Bytes, o.KeyField)
+		}
+		if p.err == nil {
+			p.ridKey, p.ridDue = p.rec.BusinessKey, true
 			if o.Lineage != nil {
-				if lin, ok := o.Lineage[rec.CustomID]; ok {
-					p.lin, key = &lin, lin.BusinessKey
+				if lin, ok := o.Lineage[p.rec.CustomID]; ok {
+					p.lin, p.ridKey = &lin, lin.BusinessKey
 				}
 			}
-			p.rid = lake.HashFields(o.Tenant, key, o.SourceVersion, o.PromptVersion, cfgHex.of(rec.ConfigHash))
 			if o.Translated && p.lin != nil {
 				if d, err := lake.ParseDigest(p.lin.RecordID); err == nil {
-					p.rid = d
+					p.rid, p.ridDue = d, false
 				}
 			}
 			p.out = lineOutputLimit(ln.Bytes)
 		}
 		return p
+	}, func(ps []parsed) {
+		// Two lines' digests at a time: the request digests, then the
+		// record ids (messages of like lengths, so that pairs end together).
+		pend := -1
+		for i := range ps {
+			if ps[i].call.Body == nil {
+				continue
+			}
+			if pend < 0 {
+				pend = i
+				continue
+			}
+			a, b := &ps[pend], &ps[i]
+			a.rec.RequestDigest, b.rec.RequestDigest = lake.HashCall2(a.call, b.call)
+			a.call, b.call, pend = lake.Call{}, lake.Call{}, -1
+		}
+		if pend >= 0 {
+			a := &ps[pend]
+			a.rec.RequestDigest, a.call = lake.HashCall(a.call.Method, a.call.URL, a.call.Body), lake.Call{}
+		}
+		var fa, fb [5]string
+		ridFields := func(dst *[5]string, p *parsed) []string {
+			*dst = [5]string{o.Tenant, p.ridKey, o.SourceVersion, o.PromptVersion, cfgHex.of(p.rec.ConfigHash)}
+			return dst[:]
+		}
+		pend = -1
+		for i := range ps {
+			if !ps[i].ridDue {
+				continue
+			}
+			if pend < 0 {
+				pend = i
+				continue
+			}
+			a, b := &ps[pend], &ps[i]
+			a.rid, b.rid = lake.HashFields2(ridFields(&fa, a), ridFields(&fb, b))
+			a.ridDue, b.ridDue, pend = false, false, -1
+		}
+		if pend >= 0 {
+			a := &ps[pend]
+			a.rid, a.ridDue = lake.HashFields(ridFields(&fa, a)...), false
+		}
 	}, func(ln Line, p parsed) error {
 		if p.err != nil {
 			p.err.File, p.err.Line = name, ln.No

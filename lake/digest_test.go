@@ -44,6 +44,14 @@ func TestHashFieldsMatchesTheRule(t *testing.T) {
 			if got := HashFields(tc.fields...); got != want {
 				t.Errorf("HashFields = %s, want %s", got.Hex(), want.Hex())
 			}
+			// Hashed beside another list, shorter and longer, on either side.
+			for _, other := range [][]string{nil, {"tenant", "k"}, append(tc.fields, tc.fields...)} {
+				a, b := HashFields2(tc.fields, other)
+				c, d := HashFields2(other, tc.fields)
+				if a != want || d != want || b != plainFields(other...) || c != b {
+					t.Errorf("HashFields2 beside %d fields: %s and %s, want %s", len(other), a.Hex(), d.Hex(), want.Hex())
+				}
+			}
 			h := NewFieldHasher()
 			for i, s := range tc.fields {
 				if i%2 == 0 {
@@ -81,6 +89,18 @@ func TestHashCallMatchesTheRule(t *testing.T) {
 		body := strings.Repeat("b", n)
 		if got, want := HashCall("POST", "/v1/chat/completions", []byte(body)), plainFields("POST", "/v1/chat/completions", body); got != want {
 			t.Errorf("body of %d bytes: HashCall = %s, want %s", n, got.Hex(), want.Hex())
+		}
+	}
+	// Two calls hashed together, of every pair of these body lengths.
+	lengths := []int{0, 1, 27, 28, 35, 36, 91, 92, 600, 651, 4096, 10000}
+	for _, n := range lengths {
+		for _, m := range lengths {
+			a := Call{"POST", "/v1/chat/completions", []byte(strings.Repeat("a", n))}
+			b := Call{"POST", "/v1/embeddings", []byte(strings.Repeat("b", m))}
+			da, db := HashCall2(a, b)
+			if da != HashCall(a.Method, a.URL, a.Body) || db != HashCall(b.Method, b.URL, b.Body) {
+				t.Errorf("bodies of %d and %d bytes: HashCall2 differs from HashCall", n, m)
+			}
 		}
 	}
 }
