@@ -140,14 +140,18 @@ func eachLine(c chunk, fn func(Line)) {
 // ParallelLines parses every non-blank line of r with parse on all cores and
 // hands the results to sink in file order. parse must not keep Line.Bytes.
 func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, sink func(Line, T) error) error {
-	return parallelLines(ctx, r, parse, nil, sink)
+	return parallelLines(ctx, r, parse, nil, sink, nil)
 }
 
-// parallelLines is ParallelLines with finish, when not nil, called on the
-// same core with each chunk's parsed values once its lines are parsed and
-// before any goes to sink: work that pairs lines (lake.HashCall2) waits there
-// for a chunk's lines, which are valid until sink has seen them.
-func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, finish func([]T), sink func(Line, T) error) error {
+// parallelLines is ParallelLines with two more callbacks, each optional:
+// finish, called on the parsing core with each chunk's parsed values once
+// its lines are parsed and before any goes to sink (work that pairs lines,
+// lake.HashCall2, waits there for a chunk's lines, which are valid until sink
+// has seen them); and done, called in sink's goroutine with each chunk, in
+// file order, once sink has seen its lines and before its buffer is read
+// into again. A chunk's data are the file's bytes from its offset on, and the
+// chunks follow one another but for a leading BOM (see readChunks).
+func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, finish func([]T), sink func(Line, T) error, done func(chunk) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := runtime.GOMAXPROCS(0)
@@ -239,6 +243,12 @@ func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 					sinkErr = err
 					cancel()
 					break
+				}
+			}
+			if sinkErr == nil && done != nil {
+				if err := done(r.c); err != nil {
+					sinkErr = err
+					cancel()
 				}
 			}
 			if sinkErr != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
+	"github.com/batchlake/batchlake/lake/sha256x2"
 )
 
 // PlanOptions are the settings of one plan.
@@ -328,7 +328,12 @@ func (in *planInput) close() {
 // error; close the result when done.
 func readInput(ctx context.Context, f Format, file *os.File, name string, o *PlanOptions) (*planInput, error) {
 	var modelLine int64
-	fileHash := sha256.New()
+	// The file's digest is taken in the records' goroutine, a chunk at a
+	// time once its lines are in the shards, beside the shards' own digests
+	// (hashChunk): the two streams hashed together take little more time
+	// than one.
+	fileHash := sha256x2.New()
+	sawChunk := false
 	type parsed struct {
 		rec InputRecord
 		err *errkind.InputError
@@ -375,7 +380,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	bad, recs := &in.bad, in.recs
 	var cfgHex hexMemo
 	later, _ := f.(laterDigester)
-	err := parallelLines(ctx, withProgress(io.TeeReader(bufio.NewReaderSize(file, 1<<20), fileHash), o.Progress), func(ln Line) parsed {
+	err := parallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line) parsed {
 		var p parsed
 		if later != nil {
 			p.rec, p.err = later.parseInputLater(ln.Bytes, o.KeyField, &p.call)
@@ -487,7 +492,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 			ok := bad.Total == 0 && inOrder
 			if ok {
 				var err error
-				if ok, err = in.spec.add(ln.Bytes); err != nil {
+				if ok, err = in.spec.add(ln.Bytes, ln.Offset); err != nil {
 					return err
 				}
 			}
@@ -507,7 +512,26 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 			lastKey = pr.key
 		}
 		return recs.add(pr, carry)
+	}, func(c chunk) error {
+		if c.seq == 0 && c.offset == int64(len(utf8BOM)) {
+			fileHash.Write(utf8BOM) // readChunks skips it
+		}
+		sawChunk = true
+		var runs []shardRun
+		if in.spec != nil {
+			runs, in.spec.runs = in.spec.runs, in.spec.runs[:0]
+		}
+		hashChunk(fileHash, c.data, c.offset, runs)
+		return nil
 	})
+	if err == nil && !sawChunk {
+		// No chunk: an empty file, or one holding only a BOM, which
+		// readChunks skipped.
+		var bom [3]byte
+		if n, _ := file.ReadAt(bom[:], 0); n == len(bom) && bom == [3]byte(utf8BOM) {
+			fileHash.Write(bom[:])
+		}
+	}
 	if err != nil {
 		in.close()
 		if errors.Is(err, ErrLineTooLong) {
@@ -518,7 +542,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	if recs.n == 0 && bad.Total == 0 {
 		bad.add(&errkind.InputError{File: name, Msg: "no requests in file"})
 	}
-	fileHash.Sum(in.fileDigest[:0])
+	in.fileDigest = fileHash.Sum256()
 	return in, nil
 }
 
@@ -895,7 +919,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 				}
 				sw = written[len(m.Shards)]
 			} else {
-				sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)))
+				sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)), nil)
 				if err != nil {
 					return err
 				}
@@ -985,11 +1009,14 @@ type specShards struct {
 	maxRecords, maxBytes int64
 	tmpDir               string
 	ws                   []*shardWriter
+	// runs are the lines written since the last chunk was hashed, their
+	// bytes hashed into their shards' digests by hashChunk.
+	runs []shardRun
 }
 
 // add appends line to the shards; false when it is over the shard limit
 // (writeShards reports that).
-func (s *specShards) add(line []byte) (bool, error) {
+func (s *specShards) add(line []byte, off int64) (bool, error) {
 	size := int64(len(line)) + 1
 	if size > s.maxBytes {
 		return false, nil
@@ -1006,13 +1033,56 @@ func (s *specShards) add(line []byte) (bool, error) {
 	}
 	if w == nil {
 		var err error
-		if w, err = newShardWriter(s.tmpDir, fmt.Sprintf("part-%05d", len(s.ws))); err != nil {
+		if w, err = newShardWriter(s.tmpDir, fmt.Sprintf("part-%05d", len(s.ws)), sha256x2.New()); err != nil {
 			return false, err
 		}
 		s.ws = append(s.ws, w)
 	}
-	return true, w.add(line)
+	if err := w.add(line); err != nil {
+		return false, err
+	}
+	// The line's bytes with the newline after them, if that is what follows
+	// in the file: the next line of the same shard starting just past it
+	// extends the run (hashChunk checks the last line's end).
+	if n := len(s.runs); n > 0 && s.runs[n-1].h == w.h && s.runs[n-1].end == off {
+		s.runs[n-1].end = off + int64(len(line)) + 1
+	} else {
+		s.runs = append(s.runs, shardRun{h: w.h, start: off, end: off + int64(len(line)) + 1})
+	}
+	return true, nil
 }
+
+// shardRun is lines of the input written one after another to a shard,
+// each followed by a newline: the file's bytes from start to end, where the
+// last line may instead end the file or a CRLF (hashChunk tells).
+type shardRun struct {
+	h          *sha256x2.State
+	start, end int64
+}
+
+// hashChunk hashes a chunk of the input file (data, at offset in it) into
+// file, and the runs of its lines written to shards into theirs, two streams
+// at a time (sha256x2.Write2): each run is paired with as many of the file's
+// bytes, from where the file's hashing stands.
+func hashChunk(file *sha256x2.State, data []byte, offset int64, runs []shardRun) {
+	pos := 0
+	for _, r := range runs {
+		s, e := int(r.start-offset), int(r.end-offset)
+		crlf := e > len(data) || data[e-1] != '\n'
+		if crlf { // the last line ends the file or a CRLF: its newline is not in data
+			e--
+		}
+		// Runs are in file order and hold no byte twice, so pos <= s.
+		sha256x2.Write2(file, data[pos:pos+e-s], r.h, data[s:e])
+		pos += e - s
+		if crlf {
+			r.h.Write(newline)
+		}
+	}
+	file.Write(data[pos:])
+}
+
+var newline = []byte{'\n'}
 
 // cutAs says whether the shards written hold the records cuts says.
 func (s *specShards) cutAs(cuts []int64) bool {
@@ -1091,16 +1161,25 @@ func (r *lineReader) readAt(p []byte, off int64) error {
 type shardWriter struct {
 	id      string
 	o       *lake.ObjectWriter
+	h       *sha256x2.State // the digest its writer hashes into, when the caller hashes (specShards)
 	records int64
 	bytes   int64
 }
 
-func newShardWriter(tmpDir, id string) (*shardWriter, error) {
-	o, err := lake.NewBulkObjectWriter(tmpDir, "batchlake-shard-*.jsonl")
+// newShardWriter starts a shard; with h, the caller hashes its bytes into
+// h, and the writer does not.
+func newShardWriter(tmpDir, id string, h *sha256x2.State) (*shardWriter, error) {
+	var o *lake.ObjectWriter
+	var err error
+	if h != nil {
+		o, err = lake.NewBulkObjectWriterHashedBy(tmpDir, "batchlake-shard-*.jsonl", h)
+	} else {
+		o, err = lake.NewBulkObjectWriter(tmpDir, "batchlake-shard-*.jsonl")
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &shardWriter{id: id, o: o}, nil
+	return &shardWriter{id: id, o: o, h: h}, nil
 }
 
 func (s *shardWriter) add(line []byte) error {

@@ -574,3 +574,75 @@ func TestIngestOwnedFileLinked(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanFileAndShardDigests: the input file's digest and each shard's,
+// taken together as the shards are written, are the SHA-256 of the file's
+// bytes and of each shard's, whatever the line ends, blank lines, a BOM, a
+// last line without its newline, an input out of key order part way, and
+// shards and chunks (a MiB each) that end mid-way through one another.
+func TestPlanFileAndShardDigests(t *testing.T) {
+	var lines []string
+	for i := range 2500 {
+		lines = append(lines, openaiLine(fmt.Sprintf("r%05d", i), "gpt-4o-mini", strings.Repeat("x", 300+i%700)))
+	}
+	join := func(ls []string, eol string) string { return strings.Join(ls, eol) + eol }
+	swapped := slices.Clone(lines)
+	swapped[2000], swapped[2001] = swapped[2001], swapped[2000]
+	var blanks strings.Builder
+	for i, l := range lines {
+		blanks.WriteString(l + "\n")
+		if i%97 == 0 {
+			blanks.WriteString("\n  \t\n")
+		}
+	}
+	mixed := ""
+	for i, l := range lines {
+		mixed += l + []string{"\n", "\r\n", "\n"}[i%3]
+	}
+	for _, c := range []struct{ name, data string }{
+		{"LF", join(lines, "\n")},
+		{"CRLF", join(lines, "\r\n")},
+		{"LF and CRLF", mixed},
+		{"blank lines", blanks.String()},
+		{"BOM", "\xEF\xBB\xBF" + join(lines, "\n")},
+		{"no last newline", strings.TrimSuffix(join(lines, "\n"), "\n")},
+		{"no last newline, CR", strings.TrimSuffix(join(lines, "\r\n"), "\n")},
+		{"out of order late", join(swapped, "\n")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			l := newLake(t)
+			p := filepath.Join(t.TempDir(), "in.jsonl")
+			if err := os.WriteFile(p, []byte(c.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := opts(p)
+			o.ShardMaxRecords = 333
+			res, err := Plan(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sha256.Sum256([]byte(c.data)); m.InputFileSHA256 != hex.EncodeToString(want[:]) {
+				t.Errorf("input file digest %s, want %x", m.InputFileSHA256, want)
+			}
+			var all []string
+			for _, s := range m.Shards {
+				b, err := os.ReadFile(l.LocalPath(lake.ObjectKey(s.Object)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lake.Digest(sha256.Sum256(b)) != s.Object {
+					t.Errorf("shard %s: named %s, its bytes hash to %x", s.ShardID, s.Object.Hex(), sha256.Sum256(b))
+				}
+				all = append(all, strings.SplitAfter(string(b), "\n")...)
+			}
+			if got := strings.Join(all, ""); got != join(lines, "\n") {
+				t.Errorf("the shards hold %d bytes, not the %d of the records' lines in key order", len(got), len(join(lines, "\n")))
+			}
+		})
+	}
+}

@@ -254,6 +254,18 @@ func NewBulkObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 	return &ObjectWriter{f: f, b: newBulkWriter(f, h), h: h}, nil
 }
 
+// NewBulkObjectWriterHashedBy is NewBulkObjectWriter for a caller that
+// hashes what it writes itself, into h, every byte in order (so that
+// sha256x2.Write2 hashes them beside another stream): the writer does not,
+// and Commit names the object by h's sum.
+func NewBulkObjectWriterHashedBy(dir, pattern string, h hash.Hash) (*ObjectWriter, error) {
+	f, err := CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &ObjectWriter{f: f, b: newBulkWriter(f, nil), h: h}, nil
+}
+
 // Write appends p.
 func (o *ObjectWriter) Write(p []byte) (int, error) {
 	if o.b != nil {
