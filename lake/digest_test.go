@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,5 +125,42 @@ func TestHashFileContext(t *testing.T) {
 	}
 	if _, _, err := HashFileContext(context.Background(), p+".missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing file: err = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestHashFilePair: two files hashed together give each one's digest and
+// size, whichever is longer and wherever their reads end.
+func TestHashFilePair(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int{0, 1, 64, 256<<10 - 1, 256 << 10, 256<<10 + 1, 1<<20 + 13}
+	paths := make([]string, len(sizes))
+	for i, n := range sizes {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(j*7 + i)
+		}
+		paths[i] = filepath.Join(dir, fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(paths[i], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for i := range paths {
+		for j := range paths {
+			da, na, db, nb, err := HashFilePair(ctx, paths[i], paths[j])
+			wa, _, _ := HashFileContext(ctx, paths[i])
+			wb, _, _ := HashFileContext(ctx, paths[j])
+			if err != nil || da != wa || db != wb || na != int64(sizes[i]) || nb != int64(sizes[j]) {
+				t.Errorf("files of %d and %d bytes: %s %d, %s %d, %v; want %s, %s", sizes[i], sizes[j], da, na, db, nb, err, wa, wb)
+			}
+		}
+	}
+	if _, _, _, _, err := HashFilePair(ctx, paths[1], paths[1]+".missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: err = %v, want fs.ErrNotExist", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, _, _, err := HashFilePair(cancelled, paths[5], paths[6]); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled hash: err = %v, want context.Canceled", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// TestStageChecksEveryFile: a local lake's files, hashed several at a time,
+// TestStageChecksEveryFile: a local lake's files, hashed two at a time on each core,
 // come back in the order asked, each reported once, and one whose bytes do
 // not match the digest in its name fails the staging wherever it is in the
 // list, naming its key.
@@ -30,6 +30,7 @@ func TestStageChecksEveryFile(t *testing.T) {
 		{"the only file tampered", 1, 0, false},
 		{"the first tampered", 9, 0, false},
 		{"one in the middle tampered", 9, 4, false},
+		{"the second of a pair tampered", 9, 5, false},
 		{"the last tampered", 9, 8, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
