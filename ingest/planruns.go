@@ -205,7 +205,11 @@ func (s *planRuns) writeRun(f *os.File, recs []planRec, w *bufio.Writer) (int64,
 	w.Reset(f)
 	var scratch []byte
 	for i := range recs {
-		scratch = encodePlanRec(scratch[:0], &recs[i])
+		var prev *planRec
+		if i > 0 {
+			prev = &recs[i-1]
+		}
+		scratch = encodePlanRec(scratch[:0], &recs[i], prev)
 		w.Write(scratch)
 		w.Write(recs[i].data)
 	}
@@ -361,8 +365,11 @@ func (h *runHeap) close() {
 // key), line, offset, length (shifted left one, the low bit set when the
 // line is carried), output limit plus one, the three digests, then the
 // carried line if any.
-// encodePlanRec appends all but the carried line.
-func encodePlanRec(b []byte, r *planRec) []byte {
+// encodePlanRec appends all but the carried line. prev is the record
+// written before r in its run, nil for the first: a model config digest
+// equal to prev's (the lines of a file almost always share one) is a flag
+// instead of its 32 bytes, a quarter of a record.
+func encodePlanRec(b []byte, r *planRec, prev *planRec) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.key)))
 	b = append(b, r.key...)
 	if r.customID == r.key {
@@ -373,19 +380,34 @@ func encodePlanRec(b []byte, r *planRec) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(r.line))
 	b = binary.AppendUvarint(b, uint64(r.off))
-	carried := uint64(0)
+	flags := uint64(0)
 	if r.data != nil {
-		carried = 1
+		flags |= runCarried
 	}
-	b = binary.AppendUvarint(b, uint64(r.n)<<1|carried)
+	sameCfg := prev != nil && prev.cfg == r.cfg
+	if sameCfg {
+		flags |= runSameCfg
+	}
+	b = binary.AppendUvarint(b, uint64(r.n)<<2|flags)
 	b = binary.AppendUvarint(b, uint64(int64(r.out)+1))
 	b = append(b, r.req[:]...)
 	b = append(b, r.rid[:]...)
+	if sameCfg {
+		return b
+	}
 	return append(b, r.cfg[:]...)
 }
 
-// decodePlanRec reads a record; its carried line, if any, into *line when
-// lines is set (r.data then aliases *line), skipped otherwise.
+// The flags of an encoded record, with its line's length.
+const (
+	runCarried = 1 << iota // its input line follows
+	runSameCfg             // its model config digest is the record's before
+)
+
+// decodePlanRec reads a record into r, which holds the record before it in
+// the run (for its model config digest, when the same); its carried line, if
+// any, into *line when lines is set (r.data then aliases *line), skipped
+// otherwise.
 func decodePlanRec(br *bufio.Reader, r *planRec, lines bool, line *[]byte) error {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
@@ -415,13 +437,17 @@ func decodePlanRec(br *bufio.Reader, r *planRec, lines bool, line *[]byte) error
 			return unexpected(err)
 		}
 	}
-	r.line, r.off, r.n, r.out, r.lin, r.data = int64(v[0]), int64(v[1]), int32(v[2]>>1), int32(int64(v[3])-1), nil, nil
-	for _, d := range []*lake.Digest{&r.req, &r.rid, &r.cfg} {
+	r.line, r.off, r.n, r.out, r.lin, r.data = int64(v[0]), int64(v[1]), int32(v[2]>>2), int32(int64(v[3])-1), nil, nil
+	ds := []*lake.Digest{&r.req, &r.rid, &r.cfg}
+	if v[2]&runSameCfg != 0 {
+		ds = ds[:2]
+	}
+	for _, d := range ds {
 		if _, err := io.ReadFull(br, d[:]); err != nil {
 			return unexpected(err)
 		}
 	}
-	if v[2]&1 == 0 {
+	if v[2]&runCarried == 0 {
 		return nil
 	}
 	if !lines {

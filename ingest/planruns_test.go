@@ -75,6 +75,14 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 	for range 60 {
 		manyDups = append(manyDups, shuffled[rng.IntN(len(shuffled))])
 	}
+	// Two model configurations among the records: a run records a config
+	// digest as the one before's where it is.
+	mixedCfg := slices.Clone(shuffled)
+	for i := range mixedCfg {
+		if rng.IntN(3) == 0 {
+			mixedCfg[i] = strings.Replace(mixedCfg[i], `"max_tokens": 100`, `"max_tokens": 200`, 1)
+		}
+	}
 	useDoc := func(o *PlanOptions) { o.KeyField = "body.metadata.doc" }
 	cases := []struct {
 		name  string
@@ -83,6 +91,7 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 		fails bool
 	}{
 		{"shuffled ids", shuffled, nil, false},
+		{"two model configs", mixedCfg, nil, false},
 		{"key field", keyed, useDoc, false},
 		{"duplicate ids", dupIDs, nil, true},
 		{"duplicate ids and keys", dupKeys, useDoc, true},
