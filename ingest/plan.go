@@ -82,8 +82,9 @@ type PlanOptions struct {
 	BelowMin string
 
 	// RunRecords bounds the records plan holds in memory while it sorts
-	// them (0: 1<<18, about 50 MB); the others wait in sorted run files in
-	// TmpDir. A retry job's records stay in memory, as its lineage does.
+	// them (0: 1<<18, about 50 MB); the others wait in sorted runs, encoded,
+	// in memory up to 128 MiB of them and in run files in TmpDir beyond. A
+	// retry job's records stay in memory, as its lineage does.
 	RunRecords int
 	// RunBytes bounds the input lines plan carries in memory through that
 	// sort (0: 32 MiB): the lines of records that arrive out of key order.
@@ -93,6 +94,10 @@ type PlanOptions struct {
 	// expected table (and ingest the attempts tables) by partition, into
 	// lake.SplitBuckets files (0: DefaultSplitMinRecords; negative: never).
 	SplitMinRecords int64
+
+	// runMemory bounds the bytes of sorted runs held in memory (0:
+	// memRunBudget; negative: none, every run in a file).
+	runMemory int64
 
 	// reread makes plan write the shards the plain way, every line read
 	// again from the input: no line carried through the sort, no shard
@@ -353,7 +358,14 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		runMax = math.MaxInt // retry jobs: the lineage is in memory anyway
 	}
 	est := estimateLines(file)
-	in := &planInput{recs: newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir), sameKeys: true,
+	recs := newPlanRuns(byKeyLine, runMax, o.RunBytes, est, o.TmpDir)
+	switch {
+	case o.runMemory < 0:
+		recs.memBudget = 0
+	case o.runMemory > 0:
+		recs.memBudget = o.runMemory
+	}
+	in := &planInput{recs: recs, sameKeys: true,
 		hashed: true, keysHash: lake.NewFieldHasher(), cfgs: map[lake.Digest]bool{}}
 	// Unless every record arrives in key order (spec, below), those that do
 	// are re-read from the input when the shards are written, in one forward
@@ -371,10 +383,12 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
 	// which a busy machine's lagging GC turns into 4x.
-	// Carried lines (below) raise it by what a run may hold of them.
+	// Carried lines (below) raise it by what a run may hold of them, and the
+	// sorted runs kept in memory by what they may take (about 90 bytes a
+	// record, up to their budget).
 	var memLimit int64
 	if o.MemoryLimit != nil {
-		memLimit = int64(min(est, runMax))*200 + 192<<20
+		memLimit = int64(min(est, runMax))*200 + min(recs.memBudget, int64(est)*128) + 192<<20
 		o.MemoryLimit(memLimit)
 	}
 	bad, recs := &in.bad, in.recs
@@ -748,6 +762,7 @@ func checkUnique(recs *planRuns, sameKeys bool, name, tmp string, bad *InputErro
 		return recs.each(func(r *planRec) error { keys(r); return nil })
 	}
 	byID := newPlanRuns(byCustomIDLine, recs.bound, recs.boundBytes, int(recs.n), tmp)
+	byID.memBudget = max(0, recs.memBudget-recs.memBytes) // both are held at once
 	defer byID.close()
 	var keyErrs InputErrors
 	keys := dups("business key", key, &keyErrs)

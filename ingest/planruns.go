@@ -35,8 +35,9 @@ type planRuns struct {
 	dir               string
 	buf               []planRec
 	lines             lineArena // the carried lines of buf
-	files             []string
-	sizes             []int64 // of files
+	runs              []runRef  // the runs written, in memory or in files
+	memBytes          int64     // of the runs in memory (an estimate for one being written)
+	memBudget         int64     // the bound on memBytes (memRunBudget)
 	n                 int64
 	w                 *bufio.Writer // writes every run file in turn
 	// A full run is sorted and written by a goroutine of its own while the
@@ -48,8 +49,70 @@ type planRuns struct {
 	spilling   chan spilled // the run being written, nil when none is
 }
 
+// runRef is a sorted run: encoded records in memory (mem), or in a file
+// (path) once the runs in memory reach memRunBudget.
+type runRef struct {
+	path string
+	mem  *memRun
+	size int64
+	recs int   // records in it
+	est  int64 // of a run in memory, what memBytes counted while it was written
+}
+
+// memRunBudget bounds the bytes of the runs a plan keeps in memory. A run
+// written into the kernel's page cache and read back cost about 2 ns a byte
+// of system time here; held in memory, encoded (about 90 bytes a record, no
+// pointers for the collector to scan), it costs its fresh pages. A 1M plan's
+// runs fit; a larger one's first runs stay in memory, the rest go to files.
+const memRunBudget = 128 << 20
+
+// memRun is a run held in memory, in blocks of up to 1 MiB.
+type memRun struct{ blocks [][]byte }
+
+func (m *memRun) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if k := len(m.blocks); k == 0 || len(m.blocks[k-1]) == cap(m.blocks[k-1]) {
+			m.blocks = append(m.blocks, make([]byte, 0, 1<<20))
+		}
+		b := &m.blocks[len(m.blocks)-1]
+		c := min(len(p), cap(*b)-len(*b))
+		*b = append(*b, p[:c]...)
+		p = p[c:]
+	}
+	return n, nil
+}
+
+func (m *memRun) blocksOrNil() [][]byte {
+	if m == nil {
+		return nil
+	}
+	return m.blocks
+}
+
+// memRunReader reads a memRun from its start; a run is read once per pass
+// over the records (plan makes two).
+type memRunReader struct {
+	blocks [][]byte
+	off    int // in blocks[0]
+}
+
+func (r *memRunReader) Read(p []byte) (int, error) {
+	for len(r.blocks) > 0 && r.off == len(r.blocks[0]) {
+		r.blocks, r.off = r.blocks[1:], 0
+	}
+	if len(r.blocks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.blocks[0][r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *memRunReader) Close() error { return nil }
+
 // spilled is a run written in the background: its buffers, emptied, and
-// its file's size.
+// its size.
 type spilled struct {
 	buf   []planRec
 	lines lineArena
@@ -72,7 +135,7 @@ const defaultRunBytes = 32 << 20
 // Two runs are held at most, one filling while the other is written, so
 // each takes half of max and maxBytes.
 func newPlanRuns(cmp func(a, b *planRec) int, max, maxBytes, hint int, dir string) *planRuns {
-	s := &planRuns{cmp: cmp, max: max, maxBytes: (maxBytes + 1) / 2, hint: hint, dir: dir, bound: max, boundBytes: maxBytes}
+	s := &planRuns{cmp: cmp, max: max, maxBytes: (maxBytes + 1) / 2, hint: hint, dir: dir, bound: max, boundBytes: maxBytes, memBudget: memRunBudget}
 	if max < math.MaxInt { // retry jobs: one run, in memory
 		s.max = (max + 1) / 2
 	}
@@ -119,7 +182,7 @@ func (s *planRuns) add(r planRec, line []byte) error {
 // spillAsync starts writing the buffered records as one run file, once the
 // run before is written, and gives the other buffer to add.
 func (s *planRuns) spillAsync() error {
-	f, err := s.runFile()
+	dst, err := s.runFile()
 	if err != nil {
 		return err
 	}
@@ -133,7 +196,7 @@ func (s *planRuns) spillAsync() error {
 	s.spilling = done
 	w := s.writer()
 	go func() {
-		size, err := s.writeRun(f, full, w)
+		size, err := s.writeRun(dst, full, w)
 		clear(full) // drop the strings for the GC
 		lines.reset()
 		done <- spilled{buf: full[:0], lines: lines, size: size, err: err}
@@ -153,38 +216,60 @@ func (s *planRuns) waitSpill() error {
 	if r.err != nil {
 		return r.err
 	}
-	s.sizes = append(s.sizes, r.size)
+	s.written(r.size)
 	return nil
+}
+
+// written records the size of the run written last.
+func (s *planRuns) written(size int64) {
+	last := &s.runs[len(s.runs)-1]
+	last.size = size
+	if last.mem != nil {
+		s.memBytes += size - last.est
+	}
 }
 
 // spill sorts the buffered records and writes them as one run file, in line.
 func (s *planRuns) spill() error {
-	f, err := s.runFile()
+	dst, err := s.runFile()
 	if err != nil {
 		return err
 	}
-	size, err := s.writeRun(f, s.buf, s.writer())
+	size, err := s.writeRun(dst, s.buf, s.writer())
 	if err != nil {
 		return err
 	}
-	s.sizes = append(s.sizes, size)
+	s.written(size)
 	clear(s.buf) // drop the strings for the GC
 	s.buf = s.buf[:0]
 	s.lines.reset()
 	return nil
 }
 
-// runFile waits for the run being written, if any, and creates the next
-// run's file (removed by close).
-func (s *planRuns) runFile() (*os.File, error) {
+// runFile waits for the run being written, if any, and starts the next
+// run of buf: in memory while the runs there stay within memRunBudget (its
+// size estimated from the runs before, or at 128 bytes a record), else in a
+// file (removed by close).
+func (s *planRuns) runFile() (io.Writer, error) {
 	if err := s.waitSpill(); err != nil {
 		return nil, err
+	}
+	est := int64(len(s.buf))*128 + int64(s.lines.size)
+	if k := len(s.runs); k > 0 && s.runs[k-1].recs > 0 {
+		last := s.runs[k-1]
+		est = max(last.size*int64(len(s.buf))/int64(last.recs), int64(s.lines.size))
+	}
+	if s.memBytes+est <= s.memBudget {
+		m := &memRun{}
+		s.runs = append(s.runs, runRef{mem: m, est: est, recs: len(s.buf)})
+		s.memBytes += est
+		return m, nil
 	}
 	f, err := os.CreateTemp(s.dir, "batchlake-plan-run-*")
 	if err != nil {
 		return nil, fmt.Errorf("plan: sort run: %w", err)
 	}
-	s.files = append(s.files, f.Name())
+	s.runs = append(s.runs, runRef{path: f.Name(), recs: len(s.buf)})
 	return f, nil
 }
 
@@ -198,28 +283,34 @@ func (s *planRuns) writer() *bufio.Writer {
 	return s.w
 }
 
-// writeRun sorts recs and writes them to f, which it closes, and returns
-// the file's size. It reads nothing of s but cmp, so it may run beside add.
-func (s *planRuns) writeRun(f *os.File, recs []planRec, w *bufio.Writer) (int64, error) {
+// writeRun sorts recs and writes them to dst (closing it, if a file), and
+// returns the run's size. It reads nothing of s but cmp, so it may run
+// beside add.
+func (s *planRuns) writeRun(dst io.Writer, recs []planRec, w *bufio.Writer) (int64, error) {
 	sort.Sort(recSort{recs, s.cmp})
-	w.Reset(f)
+	w.Reset(dst)
+	var out io.Writer = w
+	if m, ok := dst.(*memRun); ok {
+		out = m // its blocks are the buffer
+	}
 	var scratch []byte
+	var size int64
 	for i := range recs {
 		var prev *planRec
 		if i > 0 {
 			prev = &recs[i-1]
 		}
 		scratch = encodePlanRec(scratch[:0], &recs[i], prev)
-		w.Write(scratch)
-		w.Write(recs[i].data)
+		out.Write(scratch)
+		out.Write(recs[i].data)
+		size += int64(len(scratch) + len(recs[i].data))
 	}
 	err := w.Flush()
-	var size int64
-	if err == nil {
-		size, err = f.Seek(0, io.SeekCurrent)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	w.Reset(nil)
+	if f, ok := dst.(*os.File); ok {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("plan: sort run: %w", err)
@@ -232,7 +323,7 @@ func (s *planRuns) sort() error {
 	if err := s.waitSpill(); err != nil {
 		return err
 	}
-	if len(s.files) == 0 {
+	if len(s.runs) == 0 {
 		sort.Sort(recSort{s.buf, s.cmp})
 		return nil
 	}
@@ -259,7 +350,7 @@ func (s *planRuns) eachLine(fn func(r *planRec) error) error {
 }
 
 func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
-	if len(s.files) == 0 {
+	if len(s.runs) == 0 {
 		for i := range s.buf {
 			if err := fn(&s.buf[i]); err != nil {
 				return err
@@ -269,12 +360,17 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 	}
 	h := &runHeap{cmp: s.cmp}
 	defer h.close()
-	for i, name := range s.files {
-		f, err := os.Open(name)
-		if err != nil {
-			return fmt.Errorf("plan: sort run: %w", err)
+	for i, run := range s.runs {
+		var src io.ReadCloser = &memRunReader{blocks: run.mem.blocksOrNil()}
+		name := fmt.Sprintf("in memory #%d", i)
+		if run.mem == nil {
+			f, err := os.Open(run.path)
+			if err != nil {
+				return fmt.Errorf("plan: sort run: %w", err)
+			}
+			src, name = f, run.path
 		}
-		rr := &runReader{f: f, r: bufio.NewReaderSize(f, runBuffer(len(s.files), s.sizes[i])), lines: lines}
+		rr := &runReader{f: src, name: name, r: bufio.NewReaderSize(src, runBuffer(len(s.runs), run.size)), lines: lines}
 		h.all = append(h.all, rr)
 		ok, err := rr.next()
 		if err != nil {
@@ -314,15 +410,18 @@ func runBuffer(n int, size int64) int {
 // close removes the run files.
 func (s *planRuns) close() {
 	s.waitSpill()
-	for _, f := range s.files {
-		os.Remove(f)
+	for _, r := range s.runs {
+		if r.mem == nil {
+			os.Remove(r.path)
+		}
 	}
-	s.files, s.sizes, s.buf, s.lines, s.w = nil, nil, nil, lineArena{}, nil
+	s.runs, s.memBytes, s.buf, s.lines, s.w = nil, 0, nil, lineArena{}, nil
 	s.spare, s.spareLines = nil, lineArena{}
 }
 
 type runReader struct {
-	f     *os.File
+	f     io.Closer
+	name  string // the file's, for errors
 	r     *bufio.Reader
 	cur   planRec
 	lines bool   // read carried lines (else skip them)
@@ -335,7 +434,7 @@ func (rr *runReader) next() (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("plan: read sort run %s: %w", rr.f.Name(), err)
+		return false, fmt.Errorf("plan: read sort run %s: %w", rr.name, err)
 	}
 	return true, nil
 }
@@ -362,9 +461,10 @@ func (h *runHeap) close() {
 }
 
 // A run record: key, custom id (empty length-plus-one 0 when equal to the
-// key), line, offset, length (shifted left one, the low bit set when the
-// line is carried), output limit plus one, the three digests, then the
-// carried line if any.
+// key), line, offset, length (shifted left two, over the flags runCarried
+// and runSameCfg), output limit plus one, the request and record id digests,
+// the model config digest unless runSameCfg, then the carried line if any.
+//
 // encodePlanRec appends all but the carried line. prev is the record
 // written before r in its run, nil for the first: a model config digest
 // equal to prev's (the lines of a file almost always share one) is a flag

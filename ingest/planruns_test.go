@@ -103,17 +103,25 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 			if strings.HasPrefix(want, "error: ") != c.fails {
 				t.Fatalf("in memory: %s", want)
 			}
-			for _, runMax := range []int{1, 4, 16} {
-				got, gotObjs := planWith(t, c.lines, runMax, c.edit)
-				if got != want {
-					t.Errorf("runs of %d:\n got %s\nwant %s", runMax, got, want)
-				}
-				if len(gotObjs) != len(wantObjs) {
-					t.Errorf("runs of %d: %d objects, in memory %d", runMax, len(gotObjs), len(wantObjs))
-				}
-				for k, v := range wantObjs {
-					if gotObjs[k] != v {
-						t.Errorf("runs of %d: object %s differs or is missing", runMax, k)
+			// The runs in files, in memory, and some of each.
+			for _, mem := range []int64{-1, 0, 600} {
+				for _, runMax := range []int{1, 4, 16} {
+					got, gotObjs := planWith(t, c.lines, runMax, func(o *PlanOptions) {
+						if c.edit != nil {
+							c.edit(o)
+						}
+						o.runMemory = mem
+					})
+					if got != want {
+						t.Errorf("runs of %d, %d bytes in memory:\n got %s\nwant %s", runMax, mem, got, want)
+					}
+					if len(gotObjs) != len(wantObjs) {
+						t.Errorf("runs of %d, %d bytes in memory: %d objects, in memory %d", runMax, mem, len(gotObjs), len(wantObjs))
+					}
+					for k, v := range wantObjs {
+						if gotObjs[k] != v {
+							t.Errorf("runs of %d, %d bytes in memory: object %s differs or is missing", runMax, mem, k)
+						}
 					}
 				}
 			}
@@ -264,16 +272,21 @@ func TestPlanRunsHoldTheirBound(t *testing.T) {
 		name            string
 		n, max, maxByte int
 		wantRuns        int
+		memBudget       int64 // bytes of runs in memory
+		wantFiles       int   // of the runs, those in files; -1: some, not all
 	}{
-		{"records bound, even", 40, 8, 1 << 20, 10},
-		{"records bound, odd", 40, 7, 1 << 20, 10},
-		{"one record a run", 5, 1, 1 << 20, 5},
-		{"bytes bound", 30, 1000, 40, 15}, // each line is 10 bytes, each run 20 of the 40
-		{"one run", 9, 100, 1 << 20, 0},   // never spilled: sorted in memory
+		{"records bound, even", 40, 8, 1 << 20, 10, 0, 10},
+		{"records bound, odd", 40, 7, 1 << 20, 10, 0, 10},
+		{"one record a run", 5, 1, 1 << 20, 5, 0, 5},
+		{"bytes bound", 30, 1000, 40, 15, 0, 15}, // each line is 10 bytes, each run 20 of the 40
+		{"one run", 9, 100, 1 << 20, 0, 0, 0},    // never spilled: sorted in memory
+		{"runs in memory", 40, 8, 1 << 20, 10, memRunBudget, 0},
+		{"runs in memory, then files", 40, 8, 1 << 20, 10, 1000, -1}, // a run of 4 is about 350 bytes
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := newPlanRuns(byKeyLine, c.max, c.maxByte, c.n, dir)
+			s.memBudget = c.memBudget
 			rng := rand.New(rand.NewPCG(1, 2))
 			for _, i := range rng.Perm(c.n) {
 				r := planRec{key: fmt.Sprintf("k%04d", i), line: int64(i + 1), n: 10}
@@ -293,8 +306,15 @@ func TestPlanRunsHoldTheirBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.close()
-			if len(s.files) != c.wantRuns {
-				t.Errorf("%d run files, want %d", len(s.files), c.wantRuns)
+			files := 0
+			for _, r := range s.runs {
+				if r.mem == nil {
+					files++
+				}
+			}
+			some := c.wantFiles < 0 && files > 0 && files < len(s.runs)
+			if len(s.runs) != c.wantRuns || files != c.wantFiles && !some {
+				t.Errorf("%d runs, %d of them files, want %d and %d", len(s.runs), files, c.wantRuns, c.wantFiles)
 			}
 			i := 0
 			err := s.eachLine(func(r *planRec) error {
@@ -307,6 +327,11 @@ func TestPlanRunsHoldTheirBound(t *testing.T) {
 			})
 			if err != nil || i != c.n {
 				t.Fatalf("merged %d of %d records: %v", i, c.n, err)
+			}
+			// A second pass (plan makes two) reads every run again.
+			again := 0
+			if err := s.each(func(r *planRec) error { again++; return nil }); err != nil || again != c.n {
+				t.Fatalf("a second pass merged %d of %d records: %v", again, c.n, err)
 			}
 		})
 	}
