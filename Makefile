@@ -106,7 +106,7 @@ bench-lake: ## time lake-wide sql at 1, 100, 1,000 and 10,000 small jobs, live a
 	JOBS=$(or $(JOBS),10000) bash bench/lake.sh
 
 bench-go: ## Go benchmarks of the hot paths
-	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem ./bench/gen/ ./ingest/ ./lake/ ./reconcile/
+	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem ./bench/gen/ ./ingest/ ./lake/ ./lake/sha256x2/ ./reconcile/
 
 reliability: ## the long race, crash and hostile-input suites, and docs/reliability.md
 	rm -f reliability.jsonl
