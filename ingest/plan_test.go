@@ -221,20 +221,12 @@ func TestJobKeyDataset(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			l := newLake(t)
 			o := opts(writeFile(t, "in.jsonl", lines, "\n"))
 			if c.edit != nil {
 				c.edit(&o)
 			}
-			res, err := Plan(ctx, l, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, m := planManifest(t, l, o)
 			if want := lp("acme", c.dataset, m.InputSHA256, "gpt-4o-mini", "p1", m.GenerationConfigHash); res.JobKey != want {
 				t.Errorf("job_key %s, want %s (dataset %q)", res.JobKey, want, c.dataset)
 			}
@@ -343,6 +335,21 @@ func TestPlanShardsWithinLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// planManifest plans o in l and returns the result and the job's manifest.
+func planManifest(t *testing.T, l *lake.Lake, o PlanOptions) (*PlanResult, *lake.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := Plan(ctx, l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, m
 }
 
 // planOne plans a job of one record (custom_id "a") in l.
@@ -610,7 +617,6 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 		{"out of order late", join(swapped, "\n")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			l := newLake(t)
 			p := filepath.Join(t.TempDir(), "in.jsonl")
 			if err := os.WriteFile(p, []byte(c.data), 0o644); err != nil {
@@ -618,14 +624,7 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 			}
 			o := opts(p)
 			o.ShardMaxRecords = 333
-			res, err := Plan(ctx, l, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, m := planManifest(t, l, o)
 			if want := sha256.Sum256([]byte(c.data)); m.InputFileSHA256 != hex.EncodeToString(want[:]) {
 				t.Errorf("input file digest %s, want %x", m.InputFileSHA256, want)
 			}
