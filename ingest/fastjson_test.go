@@ -27,8 +27,7 @@ func parseInputBoth(t testing.TB, line []byte, keyField string) {
 	}
 	// With the request digest left to the caller, the digest of the call it
 	// leaves is the same, and so is the rest of the record.
-	var call lake.Call
-	later, lerr := f.parseInputLater(line, keyField, &call)
+	later, call, lerr := f.parseInputLater(line, keyField)
 	if call.Body != nil {
 		later.RequestDigest = lake.HashCall(call.Method, call.URL, call.Body)
 	}

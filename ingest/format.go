@@ -26,11 +26,13 @@ type InputRecord struct {
 }
 
 // laterDigester is a Format that can leave a line's request digest to its
-// caller: where it does, RequestDigest is zero and *call the request, its
-// Body non-nil. plan hashes two lines' requests together, in about the time
-// of one (lake.HashCall2).
+// caller: where it does, RequestDigest is zero and the call returned is the
+// request, its Body non-nil. plan hashes two lines' requests together, in
+// about the time of one (lake.HashCall2). The call comes back by value: a
+// pointer passed through the interface would move each line's parse result
+// to the heap.
 type laterDigester interface {
-	parseInputLater(line []byte, keyField string, call *lake.Call) (InputRecord, *errkind.InputError)
+	parseInputLater(line []byte, keyField string) (InputRecord, lake.Call, *errkind.InputError)
 }
 
 // Format is one provider's file formats. The providers: openai (openai.go),

@@ -57,12 +57,13 @@ func (f openaiFormat) ParseInput(line []byte, keyField string) (InputRecord, *er
 
 // parseInputLater is ParseInput, leaving the request digest of a line the
 // fast scanner reads to the caller (laterDigester).
-func (f openaiFormat) parseInputLater(line []byte, keyField string, call *lake.Call) (InputRecord, *errkind.InputError) {
-	if rec, ok := fastParseInput(line, keyField, call); ok {
-		return rec, nil
+func (f openaiFormat) parseInputLater(line []byte, keyField string) (InputRecord, lake.Call, *errkind.InputError) {
+	var call lake.Call
+	if rec, ok := fastParseInput(line, keyField, &call); ok {
+		return rec, call, nil
 	}
-	*call = lake.Call{}
-	return generalParseInput(line, keyField)
+	rec, err := generalParseInput(line, keyField)
+	return rec, lake.Call{}, err
 }
 
 var inputNames = []string{"custom_id", "method", "url", "body"}

@@ -397,7 +397,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	err := parallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line) parsed {
 		var p parsed
 		if later != nil {
-			p.rec, p.err = later.parseInputLater(ln.Bytes, o.KeyField, &p.call)
+			p.rec, p.call, p.err = later.parseInputLater(ln.Bytes, o.KeyField)
 		} else {
 			p.rec, p.err = f.ParseInput(ln.Bytes, o.KeyField)
 		}
