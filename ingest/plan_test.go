@@ -602,19 +602,26 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 			blanks.WriteString("\n  \t\n")
 		}
 	}
+	long := slices.Clone(lines)
+	long[1200] = openaiLine("r01200", "gpt-4o-mini", strings.Repeat("y", 3<<19))
 	mixed := ""
 	for i, l := range lines {
 		mixed += l + []string{"\n", "\r\n", "\n"}[i%3]
 	}
-	for _, c := range []struct{ name, data string }{
-		{"LF", join(lines, "\n")},
-		{"CRLF", join(lines, "\r\n")},
-		{"LF and CRLF", mixed},
-		{"blank lines", blanks.String()},
-		{"BOM", "\xEF\xBB\xBF" + join(lines, "\n")},
-		{"no last newline", strings.TrimSuffix(join(lines, "\n"), "\n")},
-		{"no last newline, CR", strings.TrimSuffix(join(lines, "\r\n"), "\n")},
-		{"out of order late", join(swapped, "\n")},
+	// Each input, and the records' lines in key order that its shards hold.
+	for _, c := range []struct {
+		name, data string
+		lines      []string
+	}{
+		{"LF", join(lines, "\n"), lines},
+		{"CRLF", join(lines, "\r\n"), lines},
+		{"LF and CRLF", mixed, lines},
+		{"blank lines", blanks.String(), lines},
+		{"BOM", "\xEF\xBB\xBF" + join(lines, "\n"), lines},
+		{"no last newline", strings.TrimSuffix(join(lines, "\n"), "\n"), lines},
+		{"no last newline, CR", strings.TrimSuffix(join(lines, "\r\n"), "\n"), lines},
+		{"out of order late", join(swapped, "\n"), lines},
+		{"a line longer than a chunk", join(long, "\n"), long},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newLake(t)
@@ -628,7 +635,7 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 			if want := sha256.Sum256([]byte(c.data)); m.InputFileSHA256 != hex.EncodeToString(want[:]) {
 				t.Errorf("input file digest %s, want %x", m.InputFileSHA256, want)
 			}
-			var all []string
+			var all strings.Builder
 			for _, s := range m.Shards {
 				b, err := os.ReadFile(l.LocalPath(lake.ObjectKey(s.Object)))
 				if err != nil {
@@ -637,10 +644,10 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 				if lake.Digest(sha256.Sum256(b)) != s.Object {
 					t.Errorf("shard %s: named %s, its bytes hash to %x", s.ShardID, s.Object.Hex(), sha256.Sum256(b))
 				}
-				all = append(all, strings.SplitAfter(string(b), "\n")...)
+				all.Write(b)
 			}
-			if got := strings.Join(all, ""); got != join(lines, "\n") {
-				t.Errorf("the shards hold %d bytes, not the %d of the records' lines in key order", len(got), len(join(lines, "\n")))
+			if got, want := all.String(), join(c.lines, "\n"); got != want {
+				t.Errorf("the shards hold %d bytes, not the %d of the records' lines in key order", len(got), len(want))
 			}
 		})
 	}
