@@ -23,7 +23,7 @@ func TestParseAllocations(t *testing.T) {
 		{"openai input", in, func(l []byte) { openaiFormat{}.ParseInput(l, "") }, 1},
 		// The custom_id, the request id, the answer, and the decoded body's
 		// parts that outlive the line (usage details, the message).
-		{"openai output", out, func(l []byte) { openaiFormat{}.ParseResult(l, ChannelOutput) }, 5},
+		{"openai output", out, func(l []byte) { openaiFormat{}.ParseResult(l, ChannelOutput) }, 4},
 		// Error lines are few (about one in a hundred): their code is read
 		// by encoding/json, which tries a string first.
 		{"openai error", errs, func(l []byte) { openaiFormat{}.ParseResult(l, ChannelError) }, 8},

@@ -318,11 +318,14 @@ func fastString(v []byte, vfl jflags) (s string, set, ok bool) {
 	if u, ok := unquoteSimple(body); ok {
 		return u, true, true
 	}
-	// Surrogate pairs, invalid UTF-8: encoding/json's own rules.
-	if err := json.Unmarshal(v, &s); err != nil {
+	// Surrogate pairs, invalid UTF-8: encoding/json's own rules. (Into a
+	// variable of this branch: Unmarshal's pointer would move s itself to
+	// the heap, one allocation every call.)
+	var decoded string
+	if err := json.Unmarshal(v, &decoded); err != nil {
 		return "", false, false
 	}
-	return s, true, true
+	return decoded, true, true
 }
 
 // unquoteSimple decodes escapes other than surrogate \u escapes in valid
