@@ -652,3 +652,20 @@ func TestPlanFileAndShardDigests(t *testing.T) {
 		})
 	}
 }
+
+// TestHexArena: digests' hex strings carved from shared blocks equal
+// Digest.Hex, and stay so as later strings fill the block and the next.
+func TestHexArena(t *testing.T) {
+	var a hexArena
+	var ds []lake.Digest
+	var hs []string
+	for i := range 3000 { // about three blocks of 1,024
+		d := lake.Digest(sha256.Sum256([]byte(fmt.Sprint(i))))
+		ds, hs = append(ds, d), append(hs, a.of(d))
+	}
+	for i, d := range ds {
+		if hs[i] != d.Hex() {
+			t.Fatalf("digest %d: %q, want %q", i, hs[i], d.Hex())
+		}
+	}
+}
