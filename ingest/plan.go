@@ -421,44 +421,23 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	}, func(ps []parsed) {
 		// Two lines' digests at a time: the request digests, then the
 		// record ids (messages of like lengths, so that pairs end together).
-		pend := -1
-		for i := range ps {
-			if ps[i].call.Body == nil {
-				continue
-			}
-			if pend < 0 {
-				pend = i
-				continue
-			}
-			a, b := &ps[pend], &ps[i]
+		inPairs(ps, func(p *parsed) bool { return p.call.Body != nil }, func(a, b *parsed) {
 			a.rec.RequestDigest, b.rec.RequestDigest = lake.HashCall2(a.call, b.call)
-			a.call, b.call, pend = lake.Call{}, lake.Call{}, -1
-		}
-		if pend >= 0 {
-			a := &ps[pend]
-			a.rec.RequestDigest, a.call = lake.HashCall(a.call.Method, a.call.URL, a.call.Body), lake.Call{}
-		}
+		}, func(a *parsed) {
+			a.rec.RequestDigest = lake.HashCall(a.call.Method, a.call.URL, a.call.Body)
+		})
 		var fa, fb [5]string
 		ridFields := func(dst *[5]string, p *parsed) []string {
 			*dst = [5]string{o.Tenant, p.ridKey, o.SourceVersion, o.PromptVersion, cfgHex.of(p.rec.ConfigHash)}
 			return dst[:]
 		}
-		pend = -1
-		for i := range ps {
-			if !ps[i].ridDue {
-				continue
-			}
-			if pend < 0 {
-				pend = i
-				continue
-			}
-			a, b := &ps[pend], &ps[i]
+		inPairs(ps, func(p *parsed) bool { return p.ridDue }, func(a, b *parsed) {
 			a.rid, b.rid = lake.HashFields2(ridFields(&fa, a), ridFields(&fb, b))
-			a.ridDue, b.ridDue, pend = false, false, -1
-		}
-		if pend >= 0 {
-			a := &ps[pend]
-			a.rid, a.ridDue = lake.HashFields(ridFields(&fa, a)...), false
+		}, func(a *parsed) {
+			a.rid = lake.HashFields(ridFields(&fa, a)...)
+		})
+		for i := range ps {
+			ps[i].call, ps[i].ridDue = lake.Call{}, false // the chunk's bytes are let go
 		}
 	}, func(ln Line, p parsed) error {
 		if p.err != nil {
@@ -1271,6 +1250,26 @@ func (m *hexMemo) of(d lake.Digest) string {
 	l := &digestHex{d, d.Hex()}
 	m.last.Store(l)
 	return l.hex
+}
+
+// inPairs calls two with the elements of xs that due says, two at a time in
+// order, and one with the last if they are odd in number.
+func inPairs[T any](xs []T, due func(*T) bool, two func(a, b *T), one func(a *T)) {
+	var pend *T
+	for i := range xs {
+		if !due(&xs[i]) {
+			continue
+		}
+		if pend == nil {
+			pend = &xs[i]
+			continue
+		}
+		two(pend, &xs[i])
+		pend = nil
+	}
+	if pend != nil {
+		one(pend)
+	}
 }
 
 // hexArena is d.Hex() for many digests, their strings carved from shared

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bufio"
+	"bytes"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -83,33 +84,15 @@ func (m *memRun) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (m *memRun) blocksOrNil() [][]byte {
-	if m == nil {
-		return nil
+// reader reads the run from its start: a run is read once per pass over
+// the records (plan makes two).
+func (m *memRun) reader() io.Reader {
+	rs := make([]io.Reader, len(m.blocks))
+	for i, b := range m.blocks {
+		rs[i] = bytes.NewReader(b)
 	}
-	return m.blocks
+	return io.MultiReader(rs...)
 }
-
-// memRunReader reads a memRun from its start; a run is read once per pass
-// over the records (plan makes two).
-type memRunReader struct {
-	blocks [][]byte
-	off    int // in blocks[0]
-}
-
-func (r *memRunReader) Read(p []byte) (int, error) {
-	for len(r.blocks) > 0 && r.off == len(r.blocks[0]) {
-		r.blocks, r.off = r.blocks[1:], 0
-	}
-	if len(r.blocks) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.blocks[0][r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *memRunReader) Close() error { return nil }
 
 // spilled is a run written in the background: its buffers, emptied, and
 // its size.
@@ -288,10 +271,13 @@ func (s *planRuns) writer() *bufio.Writer {
 // beside add.
 func (s *planRuns) writeRun(dst io.Writer, recs []planRec, w *bufio.Writer) (int64, error) {
 	sort.Sort(recSort{recs, s.cmp})
-	w.Reset(dst)
-	var out io.Writer = w
-	if m, ok := dst.(*memRun); ok {
-		out = m // its blocks are the buffer
+	// A file is written through w; a run in memory takes the bytes into its
+	// blocks as they come.
+	out := dst
+	f, isFile := dst.(*os.File)
+	if isFile {
+		w.Reset(f)
+		out = w
 	}
 	var scratch []byte
 	var size int64
@@ -305,9 +291,10 @@ func (s *planRuns) writeRun(dst io.Writer, recs []planRec, w *bufio.Writer) (int
 		out.Write(recs[i].data)
 		size += int64(len(scratch) + len(recs[i].data))
 	}
-	err := w.Flush()
-	w.Reset(nil)
-	if f, ok := dst.(*os.File); ok {
+	var err error
+	if isFile {
+		err = w.Flush()
+		w.Reset(nil)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -361,16 +348,18 @@ func (s *planRuns) iterate(lines bool, fn func(r *planRec) error) error {
 	h := &runHeap{cmp: s.cmp}
 	defer h.close()
 	for i, run := range s.runs {
-		var src io.ReadCloser = &memRunReader{blocks: run.mem.blocksOrNil()}
-		name := fmt.Sprintf("in memory #%d", i)
-		if run.mem == nil {
+		rr := &runReader{name: fmt.Sprintf("in memory #%d", i), lines: lines}
+		var src io.Reader
+		if run.mem != nil {
+			src = run.mem.reader()
+		} else {
 			f, err := os.Open(run.path)
 			if err != nil {
 				return fmt.Errorf("plan: sort run: %w", err)
 			}
-			src, name = f, run.path
+			src, rr.f, rr.name = f, f, run.path
 		}
-		rr := &runReader{f: src, name: name, r: bufio.NewReaderSize(src, runBuffer(len(s.runs), run.size)), lines: lines}
+		rr.r = bufio.NewReaderSize(src, runBuffer(len(s.runs), run.size))
 		h.all = append(h.all, rr)
 		ok, err := rr.next()
 		if err != nil {
@@ -420,8 +409,8 @@ func (s *planRuns) close() {
 }
 
 type runReader struct {
-	f     io.Closer
-	name  string // the file's, for errors
+	f     *os.File // nil for a run in memory
+	name  string   // the file's, for errors
 	r     *bufio.Reader
 	cur   planRec
 	lines bool   // read carried lines (else skip them)
@@ -456,7 +445,9 @@ func (h *runHeap) Pop() any {
 }
 func (h *runHeap) close() {
 	for _, rr := range h.all {
-		rr.f.Close()
+		if rr.f != nil {
+			rr.f.Close()
+		}
 	}
 }
 

@@ -138,10 +138,7 @@ func HashCall(method, url string, body []byte) Digest {
 		return NewFieldHasher().AddString(method).AddString(url).Add(body).Sum()
 	}
 	var b [4096]byte
-	buf := append(binary.BigEndian.AppendUint64(b[:0], uint64(len(method))), method...)
-	buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(url))), url...)
-	buf = append(binary.BigEndian.AppendUint64(buf, uint64(len(body))), body...)
-	return sha256.Sum256(buf)
+	return sha256.Sum256(append(callHead(b[:0], Call{method, url, body}), body...))
 }
 
 // Call is a request as HashCall names it, for HashCall2.

@@ -170,7 +170,7 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 			}
 			for j, got := range []lake.Digest{da, db} {
 				if got != ds[j] {
-					return fmt.Errorf("stage %s: content hashes to %s: %w", f[j].key, got, lake.ErrCorrupt)
+					return corrupt(f[j].key, got)
 				}
 			}
 			f[0].path, f[0].size, f[1].path, f[1].size = pa, na, pb, nb
@@ -189,6 +189,12 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// corrupt is the error of a file of key whose bytes hash to got, not to the
+// digest its key names.
+func corrupt(key string, got lake.Digest) error {
+	return fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+}
+
 // checkLocal hashes a local lake's file of key against its digest d and
 // returns its path and size.
 func (s *stager) checkLocal(ctx context.Context, key string, d lake.Digest) (string, int64, error) {
@@ -198,7 +204,7 @@ func (s *stager) checkLocal(ctx context.Context, key string, d lake.Digest) (str
 		return "", 0, fmt.Errorf("stage %s: %w", key, err)
 	}
 	if got != d {
-		return "", 0, fmt.Errorf("stage %s: content hashes to %s: %w", key, got, lake.ErrCorrupt)
+		return "", 0, corrupt(key, got)
 	}
 	return p, size, nil
 }
