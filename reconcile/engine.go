@@ -86,6 +86,10 @@ type Engine struct {
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64
+	// narrow is whether classify priced the lines in DECIMAL(18, 12)
+	// (narrowPrices); wideCosts keeps them in DECIMAL(38, 18), for tests
+	// that compare the two.
+	narrow, wideCosts bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and

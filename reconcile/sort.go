@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/duckdb/duckdb-go/v2"
@@ -28,8 +29,12 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 	if err := e.ExecFile(ctx, "reconcile.sql", nil); err != nil {
 		return err
 	}
+	narrow, err := narrowPrices(ctx, e)
+	if err != nil {
+		return err
+	}
 	group := func(g int) error {
-		if err := e.ExecFile(ctx, "lines.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated, "Group": g, "Insert": g > 0}); err != nil {
+		if err := e.ExecFile(ctx, "lines.sql", map[string]any{"Gate": gate, "AcceptTruncated": acceptTruncated, "Narrow": narrow, "Group": g, "Insert": g > 0}); err != nil {
 			return err
 		}
 		return e.ExecFile(ctx, "outcomes.sql", map[string]any{"MaxAttempts": maxAttempts, "Group": g, "Insert": g > 0})
@@ -48,6 +53,28 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 		}
 	}
 	return e.ExecFile(ctx, all.file, all.params)
+}
+
+// narrowPrices tells whether lines.sql may price the job's lines in
+// DECIMAL(18, 12) (narrow_prices.sql), and records the answer in e.narrow;
+// never when e.wideCosts is set.
+func narrowPrices(ctx context.Context, e *Engine) (bool, error) {
+	e.narrow = false
+	if e.wideCosts {
+		return false, nil
+	}
+	rows, err := e.QueryFile(ctx, "narrow_prices.sql", nil)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, errors.Join(errors.New("narrow_prices.sql: no row"), rows.Err())
+	}
+	if err := rows.Scan(&e.narrow); err != nil {
+		return false, fmt.Errorf("narrow_prices.sql: %w", err)
+	}
+	return e.narrow, rows.Close()
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the

@@ -34,7 +34,17 @@ FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
 -- model version and price model strings of every line (narrower rows to
 -- sort and spill), and the readers name them again (cost_views.sql, and the
 -- costs table's Go side).
+-- The five prices come again as DECIMAL(18, 12), 64-bit integers, for
+-- lines.sql's narrow form of a line's cost; narrow_prices.sql tells whether
+-- they are the same values.
 CREATE OR REPLACE TEMP TABLE model_prices AS
+SELECT *,
+       TRY_CAST(input_per_token AS DECIMAL(18, 12)) AS input_n,
+       TRY_CAST(cached_per_token AS DECIMAL(18, 12)) AS cached_n,
+       TRY_CAST(cache_write_per_token AS DECIMAL(18, 12)) AS cache_write_n,
+       TRY_CAST(cache_write_1h_per_token AS DECIMAL(18, 12)) AS cache_write_1h_n,
+       TRY_CAST(output_per_token AS DECIMAL(18, 12)) AS output_n
+FROM (
 SELECT CAST(row_number() OVER () AS INTEGER) AS mp_no,
        m.provider, m.model_version, m.channel, m.raw_sha256, f.file_no, p.model,
        CASE WHEN m.mode = 'sync' THEN p.od_input_per_token ELSE p.input_per_token END AS input_per_token,
@@ -56,4 +66,5 @@ LEFT JOIN prices p ON p.provider = m.provider
                                 OR starts_with(regexp_replace(m.job_model, '^(us|eu|apac|global)\.', ''), p.model))))
                   AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
 QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
-                           ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1;
+                           ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1
+);
