@@ -133,22 +133,11 @@ func TestOutcomesPairChecked(t *testing.T) {
 			l, dir := testLake(t)
 			m := planAndIngest(t, l, dir, g, 0)
 			o := Options{JobKey: m.JobKey, TmpDir: dir, MaxAttempts: 3, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
-			in, err := prepare(ctx, l, &o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := OpenEngine(l, o.Engine)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
 			var part *lake.Partition
 			if c.part {
 				part = &lake.Partition{K: 1, N: 3}
 			}
-			if err := in.stage(ctx, e, o, &Report{}, part); err != nil {
-				t.Fatal(err)
-			}
+			in, e := stagedEngine(t, l, &o, part)
 			if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -166,6 +155,7 @@ func TestOutcomesPairChecked(t *testing.T) {
 			if c.costs {
 				tamper()
 			}
+			var err error
 			if c.part {
 				var records int64
 				if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM expected").Scan(&records); err != nil {
@@ -186,6 +176,28 @@ func TestOutcomesPairChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stagedEngine prepares a reconcile of o.JobKey (partition part of it, if
+// not nil) and opens an engine with its sources staged and its rules and
+// prices loaded, as Run does before it classifies; the engine is closed when
+// the test ends.
+func stagedEngine(t *testing.T, l *lake.Lake, o *Options, part *lake.Partition) (*runInputs, *Engine) {
+	t.Helper()
+	ctx := context.Background()
+	in, err := prepare(ctx, l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := OpenEngine(l, o.Engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := in.stage(ctx, e, *o, &Report{}, part); err != nil {
+		t.Fatal(err)
+	}
+	return in, e
 }
 
 // TestGroupCount: a split job is classified whole up to two groups' worth of

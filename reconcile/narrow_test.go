@@ -43,18 +43,7 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 			l, dir := testLake(t)
 			m := planAndIngest(t, l, dir, g, 0)
 			o := Options{JobKey: m.JobKey, TmpDir: dir, MaxAttempts: 3, Prices: prices, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache")}}
-			in, err := prepare(ctx, l, &o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := OpenEngine(l, o.Engine)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			if err := in.stage(ctx, e, o, &Report{}, nil); err != nil {
-				t.Fatal(err)
-			}
+			in, e := stagedEngine(t, l, &o, nil)
 			// Every answered line gets counts of its own (from its place):
 			// some at the 10^9 ceiling, some over it or negative (priced at
 			// nothing either way), the cached, cache write and one-hour
