@@ -86,10 +86,9 @@ type Engine struct {
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64
-	// narrow is whether classify priced the lines in DECIMAL(18, 12)
-	// (narrowPrices); wideCosts keeps them in DECIMAL(38, 18), for tests
-	// that compare the two.
-	narrow, wideCosts bool
+	// wideCosts keeps classify's line costs in DECIMAL(38, 18) whatever
+	// narrowPrices says, for tests that compare the two forms.
+	wideCosts bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and

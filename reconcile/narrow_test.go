@@ -29,8 +29,13 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 		// Input-side dearest 400 + output 598 USD per million tokens: a
 		// line of 10^9 input and 10^9 output tokens costs 998,000 USD.
 		{"near-the-bound", "openai,gpt-4o-mini,300,30,598,1,350,400,1", true, 900_000},
-		// 0.1234567 × 0.5 / 10^6 has 14 decimals.
-		{"more-decimals", "openai,gpt-4o-mini,0.1234567,0.075,0.60,0.5,,,", false, 10},
+		// 0.1234567 × 0.5 / 10^6 has 14 decimals: each of the five prices
+		// in turn, the others as in shipped-like.
+		{"more-decimals-input", "openai,gpt-4o-mini,0.1234567,0.075,0.60,0.5,0.1875,0.3,1", false, 100},
+		{"more-decimals-cached", "openai,gpt-4o-mini,0.15,0.1234567,0.60,0.5,0.1875,0.3,1", false, 100},
+		{"more-decimals-cache-write", "openai,gpt-4o-mini,0.15,0.075,0.60,0.5,0.1234567,0.3,1", false, 100},
+		{"more-decimals-cache-write-1h", "openai,gpt-4o-mini,0.15,0.075,0.60,0.5,0.1875,0.1234567,1", false, 100},
+		{"more-decimals-output", "openai,gpt-4o-mini,0.15,0.075,0.1234567,0.5,0.1875,0.3,1", false, 10},
 		// 500 + 600 USD per million: 1.1 million USD for the dearest line.
 		{"too-dear", "openai,gpt-4o-mini,500,500,600,1,,,", false, 1_000_000},
 	} {
@@ -68,7 +73,10 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			costs := func() (string, float64) {
+			// costs classifies the job and returns every line's cost in
+			// line order, the dearest, and whether they were priced narrow
+			// (narrowPrices asked again of the model_prices classify made).
+			costs := func() (string, float64, bool) {
 				t.Helper()
 				if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
 					t.Fatal(err)
@@ -79,18 +87,22 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 					max(CAST(cost_usd AS DOUBLE)) FROM lines`).Scan(&all, &most); err != nil {
 					t.Fatal(err)
 				}
-				return all, most
+				narrow, err := narrowPrices(ctx, e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return all, most, narrow
 			}
-			got, most := costs()
-			if e.narrow != c.narrow {
-				t.Errorf("priced narrow: %v, want %v", e.narrow, c.narrow)
+			got, most, narrow := costs()
+			if narrow != c.narrow {
+				t.Errorf("priced narrow: %v, want %v", narrow, c.narrow)
 			}
 			if most <= c.over {
 				t.Fatalf("the dearest line costs %v USD, want over %v: the counts prove nothing", most, c.over)
 			}
 			e.wideCosts = true
-			want, _ := costs()
-			if e.narrow {
+			want, _, narrow := costs()
+			if narrow {
 				t.Fatal("priced narrow with wideCosts set")
 			}
 			if got != want {

@@ -56,10 +56,9 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 }
 
 // narrowPrices tells whether lines.sql may price the job's lines in
-// DECIMAL(18, 12) (narrow_prices.sql), and records the answer in e.narrow;
-// never when e.wideCosts is set.
+// DECIMAL(18, 12) (narrow_prices.sql, over model_prices); never when
+// e.wideCosts is set.
 func narrowPrices(ctx context.Context, e *Engine) (bool, error) {
-	e.narrow = false
 	if e.wideCosts {
 		return false, nil
 	}
@@ -71,10 +70,11 @@ func narrowPrices(ctx context.Context, e *Engine) (bool, error) {
 	if !rows.Next() {
 		return false, errors.Join(errors.New("narrow_prices.sql: no row"), rows.Err())
 	}
-	if err := rows.Scan(&e.narrow); err != nil {
+	var narrow bool
+	if err := rows.Scan(&narrow); err != nil {
 		return false, fmt.Errorf("narrow_prices.sql: %w", err)
 	}
-	return e.narrow, rows.Close()
+	return narrow, rows.Close()
 }
 
 // costLines runs line_costs.sql (each line's cost category, once the
