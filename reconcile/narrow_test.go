@@ -38,6 +38,13 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 		{"more-decimals-output", "openai,gpt-4o-mini,0.15,0.075,0.1234567,0.5,0.1875,0.3,1", false, 10},
 		// 500 + 600 USD per million: 1.1 million USD for the dearest line.
 		{"too-dear", "openai,gpt-4o-mini,500,500,600,1,,,", false, 1_000_000},
+		// Each input-side price alone with the output price over the bound
+		// (500 + 598 USD per million), and the output price alone (999.15).
+		{"too-dear-input", "openai,gpt-4o-mini,500,0.075,598,1,0.1875,0.3,1", false, 100_000},
+		{"too-dear-cached", "openai,gpt-4o-mini,0.15,500,598,1,0.1875,0.3,1", false, 100_000},
+		{"too-dear-cache-write", "openai,gpt-4o-mini,0.15,0.075,598,1,500,0.3,1", false, 100_000},
+		{"too-dear-cache-write-1h", "openai,gpt-4o-mini,0.15,0.075,598,1,0.1875,500,1", false, 100_000},
+		{"too-dear-output", "openai,gpt-4o-mini,0.15,0.075,999,1,0.1875,0.3,1", false, 100_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
