@@ -86,9 +86,6 @@ type Engine struct {
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64
-	// wideCosts keeps classify's line costs in DECIMAL(38, 18) whatever
-	// narrowPrices says, for tests that compare the two forms.
-	wideCosts bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and

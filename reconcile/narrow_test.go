@@ -2,18 +2,20 @@ package reconcile
 
 import (
 	"context"
+	"database/sql"
+	"math/big"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
-// TestNarrowCostsEqualWide: every line's cost worked out in DECIMAL(18, 12)
-// (narrow_prices.sql) is the value DECIMAL(38, 18) gives, for each of the five
-// token counts at its own price and counts up to the ingest ceiling; and the
-// narrow form is not taken for prices it cannot hold exactly or lines that
+// TestLineCostsExact: every line's cost, in whichever form lines.sql takes
+// (DECIMAL(18, 12) when narrow_prices.sql allows it, DECIMAL(38, 18)
+// otherwise), is the exact sum of its counts at their prices, for each of the
+// five token counts at its own price and counts up to the ingest ceiling; and
+// the narrow form is not taken for prices it cannot hold exactly or lines that
 // could cost more than its range.
-func TestNarrowCostsEqualWide(t *testing.T) {
+func TestLineCostsExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(7, 3)), 60, 2, 1)
@@ -80,47 +82,93 @@ func TestNarrowCostsEqualWide(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			// costs classifies the job and returns every line's cost in
-			// line order, the dearest, and whether they were priced narrow
-			// (narrowPrices asked again of the model_prices classify made).
-			costs := func() (string, float64, bool) {
-				t.Helper()
-				if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
-					t.Fatal(err)
-				}
-				var all string
-				var most float64
-				if err := e.DB.QueryRowContext(ctx, `SELECT string_agg(CAST(cost_usd AS VARCHAR), ',' ORDER BY line_key),
-					max(CAST(cost_usd AS DOUBLE)) FROM lines`).Scan(&all, &most); err != nil {
-					t.Fatal(err)
-				}
-				narrow, err := narrowPrices(ctx, e)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return all, most, narrow
+			if err := classify(ctx, e, in.gateSQL, false, 3, nil); err != nil {
+				t.Fatal(err)
 			}
-			got, most, narrow := costs()
+			narrow, err := narrowPrices(ctx, e)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if narrow != c.narrow {
 				t.Errorf("priced narrow: %v, want %v", narrow, c.narrow)
 			}
-			if most <= c.over {
-				t.Fatalf("the dearest line costs %v USD, want over %v: the counts prove nothing", most, c.over)
+			// Every line's cost against its counts and prices, worked out
+			// here in exact rationals.
+			rows, err := e.DB.QueryContext(ctx, `SELECT l.line_key, CAST(l.cost_usd AS VARCHAR),
+				    a.input_tokens, a.cached_input_tokens, a.cache_write_tokens, a.cache_write_1h_tokens, a.output_tokens,
+				    CAST(p.input_per_token AS VARCHAR), CAST(p.cached_per_token AS VARCHAR), CAST(p.cache_write_per_token AS VARCHAR),
+				    CAST(p.cache_write_1h_per_token AS VARCHAR), CAST(p.output_per_token AS VARCHAR)
+				FROM lines l
+				JOIN files f ON f.file_no = l.file_no
+				JOIN counted a ON a.channel = f.channel AND a.raw_sha256 = f.raw_sha256 AND a.line_no = l.line_no
+				JOIN model_prices p ON p.mp_no = l.mp_no
+				ORDER BY l.line_key`)
+			if err != nil {
+				t.Fatal(err)
 			}
-			e.wideCosts = true
-			want, _, narrow := costs()
-			if narrow {
-				t.Fatal("priced narrow with wideCosts set")
-			}
-			if got != want {
-				g, w := strings.Split(got, ","), strings.Split(want, ",")
-				for i := range min(len(g), len(w)) {
-					if g[i] != w[i] {
-						t.Fatalf("line %d of %d costs %s narrow, %s wide", i, len(w), g[i], w[i])
-					}
+			defer rows.Close()
+			var n int
+			most := new(big.Rat)
+			for rows.Next() {
+				var key int64
+				var got string
+				var tok [5]sql.NullInt64
+				var price [5]sql.NullString
+				if err := rows.Scan(&key, &got, &tok[0], &tok[1], &tok[2], &tok[3], &tok[4],
+					&price[0], &price[1], &price[2], &price[3], &price[4]); err != nil {
+					t.Fatal(err)
 				}
-				t.Fatalf("%d line costs narrow, %d wide", len(g), len(w))
+				n++
+				want := lineCostOf(tok, price)
+				have, ok := new(big.Rat).SetString(got)
+				if !ok || have.Cmp(want) != 0 {
+					t.Fatalf("line %d costs %s, want %s (counts %v, prices %v)", key, got, want.FloatString(18), tok, price)
+				}
+				if have.Cmp(most) > 0 {
+					most = have
+				}
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var lines int
+			if err := e.DB.QueryRowContext(ctx, "SELECT count(*) FROM lines").Scan(&lines); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 || n != lines {
+				t.Fatalf("checked %d of %d lines", n, lines)
+			}
+			if f, _ := most.Float64(); f <= c.over {
+				t.Fatalf("the dearest line costs %v USD, want over %v: the counts prove nothing", f, c.over)
 			}
 		})
 	}
+}
+
+// lineCostOf is a line's cost as lines.sql defines it (docs/costs.md), in
+// exact rationals: uncached input, cached input, 5-minute and one-hour cache
+// writes and output, each count at its per-token price; nothing for a line
+// without a price or whose counts are missing, negative, over 10^9 or
+// inconsistent (ingest's checks).
+func lineCostOf(tok [5]sql.NullInt64, price [5]sql.NullString) *big.Rat {
+	const ceiling = 1_000_000_000
+	in, cached, write, write1h, out := tok[0], tok[1], tok[2].Int64, tok[3].Int64, tok[4]
+	within := func(v, hi int64) bool { return v >= 0 && v <= hi }
+	if !in.Valid || !cached.Valid || !out.Valid || !within(in.Int64, ceiling) || !within(cached.Int64, ceiling) ||
+		!within(write, ceiling) || !within(write1h, write) || !within(out.Int64, ceiling) || cached.Int64+write > in.Int64 {
+		return new(big.Rat)
+	}
+	counts := [5]int64{in.Int64 - cached.Int64 - write, cached.Int64, write - write1h, write1h, out.Int64}
+	sum := new(big.Rat)
+	for i, p := range price {
+		if !p.Valid {
+			return new(big.Rat)
+		}
+		r, ok := new(big.Rat).SetString(p.String)
+		if !ok {
+			panic("price " + p.String)
+		}
+		sum.Add(sum, r.Mul(r, big.NewRat(counts[i], 1)))
+	}
+	return sum
 }

@@ -56,12 +56,8 @@ func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool,
 }
 
 // narrowPrices tells whether lines.sql may price the job's lines in
-// DECIMAL(18, 12) (narrow_prices.sql, over model_prices); never when
-// e.wideCosts is set.
+// DECIMAL(18, 12) (narrow_prices.sql, over model_prices).
 func narrowPrices(ctx context.Context, e *Engine) (bool, error) {
-	if e.wideCosts {
-		return false, nil
-	}
 	rows, err := e.QueryFile(ctx, "narrow_prices.sql", nil)
 	if err != nil {
 		return false, err
