@@ -336,3 +336,67 @@ func TestTextJoin(t *testing.T) {
 		}
 	}
 }
+
+// A line whose configuration members are the bytes of the line before takes
+// that line's configuration without rendering its own; every line here
+// follows one that shares or nearly shares its members, and must still
+// decode as encoding/json does.
+func TestInputConfigCarriesOver(t *testing.T) {
+	const head = `{"custom_id":"%s","method":"POST","url":"%s","body":{`
+	line := func(id, url, body string) []byte { return []byte(fmt.Sprintf(head, id, url) + body + `}}`) }
+	chat := "/v1/chat/completions"
+	cases := []struct {
+		name string
+		line []byte
+		// same: the configuration hash of the case before (else another),
+		// as encoding/json reads them.
+		same bool
+		// takes: the fast path reads the line (else encoding/json decides).
+		takes bool
+	}{
+		{"first", line("a", chat, `"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_tokens":256,"temperature":0.2`), false, true},
+		{"same members, other content", line("b", chat, `"model":"gpt-4o","messages":[{"role":"user","content":"bye"}],"max_tokens":256,"temperature":0.2`), true, true},
+		{"content first", line("c", chat, `"messages":[],"model":"gpt-4o","max_tokens":256,"temperature":0.2`), true, true},
+		{"members in another order", line("d", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256`), true, true},
+		{"white space in a value", line("e", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens": 256,"stop":[ "x" ]`), false, true},
+		{"the same, compact", line("f", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["x"]`), true, true},
+		{"a member fewer", line("f2", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256`), false, true},
+		{"a member more", line("f3", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["x"]`), false, true},
+		{"another value", line("g", chat, `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["y"]`), false, true},
+		{"another endpoint", line("h", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["y"]`), false, true},
+		{"a content field twice", line("i", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"messages":[],"max_tokens":256,"stop":["y"]`), true, false},
+		{"a member twice", line("j", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["y"],"stop":["y"]`), true, false},
+		{"an escape in the id", line(`k\u00e9`, "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["y"]`), true, false},
+		{"an escape in a value", line("l", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["\n"]`), false, false},
+		{"a member key escaped", line("m", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"st\u006fp":["y"]`), false, false},
+		{"after a refused line", line("n", "/v1/completions", `"temperature":0.2,"model":"gpt-4o","messages":[],"max_tokens":256,"stop":["y"]`), true, true},
+		{"nested members in another order", line("o", chat, `"model":"m","messages":[],"response_format":{"type":"json_schema","json_schema":{"b":1,"a":2}}`), false, true},
+		{"nested, as the line before", line("p", chat, `"model":"m","messages":[],"response_format":{"type":"json_schema","json_schema":{"b":1,"a":2}}`), true, true},
+		{"nested, sorted", line("q", chat, `"model":"m","messages":[],"response_format":{"json_schema":{"a":2,"b":1},"type":"json_schema"}`), true, true},
+	}
+	lastOpenAIConfig.Store(nil)
+	var before lake.Digest
+	var seen bool
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, took := fastParseInput(c.line, "", nil)
+			if took != c.takes {
+				t.Fatalf("fast path took the line: %v, want %v", took, c.takes)
+			}
+			// Parsed again after the check above: the configuration is now
+			// carried over from the line itself, and must agree as well.
+			parseInputBoth(t, c.line, "")
+			rec, err := generalParseInput(c.line, "")
+			if err != nil {
+				if c.takes {
+					t.Fatalf("encoding/json refused a line the fast path took: %v", err)
+				}
+				return
+			}
+			if seen && (rec.ConfigHash == before) != c.same {
+				t.Errorf("configuration hash the same as the line before's: %v, want %v", rec.ConfigHash == before, c.same)
+			}
+			before, seen = rec.ConfigHash, true
+		})
+	}
+}

@@ -74,6 +74,36 @@ type openaiConfig struct {
 	endpoint, model string
 	canonical       []byte
 	hash            lake.Digest
+	// members are the body's configuration members as the line that made
+	// this configuration held them (keys and values as written, in the
+	// line's order): a line whose members are the same bytes has the same
+	// canonical form, without sorting and rendering it again.
+	members [][2][]byte
+}
+
+// bodyMember is a member of a request body as its line holds it: key and
+// value bytes and the value's flags, or fl contentMember for a content field.
+type bodyMember struct {
+	k, v []byte
+	fl   jflags
+}
+
+const contentMember jflags = 0xff
+
+// sameMembers says whether ms, a body's members in line order, are c's
+// configuration members byte for byte.
+func (c *openaiConfig) sameMembers(ms []bodyMember) bool {
+	j := 0
+	for _, m := range ms {
+		if m.fl == contentMember {
+			continue
+		}
+		if j >= len(c.members) || !bytes.Equal(c.members[j][0], m.k) || !bytes.Equal(c.members[j][1], m.v) {
+			return false
+		}
+		j++
+	}
+	return j == len(c.members)
 }
 
 // lastOpenAIConfig is the configuration of the line parsed last: the lines
@@ -98,11 +128,7 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 	var vf [4]jflags
 	// body: an object; everything but its content fields is model
 	// configuration. Its members are read as the line is scanned.
-	type member struct {
-		k, v []byte
-		fl   jflags
-	}
-	var cfg [16]member
+	var cfg [16]bodyMember
 	ms := cfg[:0]
 	var model []byte
 	var bfl jflags
@@ -130,14 +156,14 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 			for _, c := range contentFields {
 				if string(key) == c {
 					// Still remembered, to refuse a repeated key.
-					ms = append(ms, member{k: key, fl: 0xff})
+					ms = append(ms, bodyMember{k: key, fl: contentMember})
 					return true
 				}
 			}
 			if string(key) == "model" {
 				model = val
 			}
-			ms = append(ms, member{key, val, vfl})
+			ms = append(ms, bodyMember{key, val, vfl})
 			return true
 		}, &bfl)
 		if ok {
@@ -168,37 +194,15 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 	if len(model) < 3 || model[0] != '"' {
 		return rec, false
 	}
-	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.k, b.k) })
-	buf := append(jm.scratch[:0], '{')
-	defer func() { jm.scratch = buf[:0] }() // kept by the memo: buf is copied where it is kept
-	n := 0
-	for _, m := range ms {
-		if m.fl == 0xff {
-			continue
-		}
-		if m.fl&(jEscape|jHigh) != 0 {
-			return rec, false
-		}
-		if n > 0 {
-			buf = append(buf, ',')
-		}
-		n++
-		buf = append(buf, '"')
-		buf = append(buf, m.k...)
-		buf = append(buf, '"', ':')
-		if buf, ok = canonicalAppend(jm, buf, m.v); !ok {
-			return rec, false
-		}
-	}
-	buf = append(buf, '}')
-	if vf[0]&jHigh != 0 || model[0] != '"' {
+	if vf[0]&jHigh != 0 {
 		return rec, false
 	}
 	rec.CustomID = string(id[1 : len(id)-1])
 	c := lastOpenAIConfig.Load()
-	if c == nil || c.endpoint != string(u) || c.model != string(model[1:len(model)-1]) || !bytes.Equal(c.canonical, buf) {
-		c = &openaiConfig{endpoint: string(u), model: string(model[1 : len(model)-1]), canonical: bytes.Clone(buf)}
-		c.hash = lake.HashFields(c.endpoint, string(buf))
+	if c == nil || c.endpoint != string(u) || !c.sameMembers(ms) {
+		if c, ok = newOpenAIConfig(jm, c, string(u), model, ms); !ok {
+			return rec, false
+		}
 		lastOpenAIConfig.Store(c)
 	}
 	rec.Endpoint, rec.Model, rec.ConfigHash = c.endpoint, c.model, c.hash
@@ -221,6 +225,51 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 		rec.BusinessKey = k
 	}
 	return rec, true
+}
+
+// newOpenAIConfig renders the canonical form of a body's configuration
+// members (all but the content fields of all, in line order) and hashes it
+// with the endpoint, unless prev has the same canonical form; ok is false
+// where encoding/json must decide (a key or string with an escape or a
+// non-ASCII byte, a repeated key).
+func newOpenAIConfig(jm *jmemo, prev *openaiConfig, endpoint string, model []byte, all []bodyMember) (c *openaiConfig, ok bool) {
+	var cfg [16]bodyMember
+	ms := cfg[:0]
+	for _, m := range all {
+		if m.fl == contentMember {
+			continue
+		}
+		if m.fl&(jEscape|jHigh) != 0 {
+			return nil, false
+		}
+		ms = append(ms, m)
+	}
+	c = &openaiConfig{endpoint: endpoint, model: string(model[1 : len(model)-1]), members: make([][2][]byte, len(ms))}
+	for i, m := range ms {
+		c.members[i] = [2][]byte{bytes.Clone(m.k), bytes.Clone(m.v)}
+	}
+	slices.SortFunc(ms, func(a, b bodyMember) int { return bytes.Compare(a.k, b.k) })
+	buf := append(jm.scratch[:0], '{')
+	defer func() { jm.scratch = buf[:0] }() // kept by the memo: buf is copied where it is kept
+	for i, m := range ms {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = append(buf, m.k...)
+		buf = append(buf, '"', ':')
+		if buf, ok = canonicalAppend(jm, buf, m.v); !ok {
+			return nil, false
+		}
+	}
+	buf = append(buf, '}')
+	if prev != nil && prev.endpoint == endpoint && bytes.Equal(prev.canonical, buf) {
+		c.endpoint, c.model, c.canonical, c.hash = prev.endpoint, prev.model, prev.canonical, prev.hash
+		return c, true
+	}
+	c.canonical = bytes.Clone(buf)
+	c.hash = lake.HashFields(c.endpoint, string(buf))
+	return c, true
 }
 
 // generalParseInput is ParseInput with encoding/json: the reference.
