@@ -19,7 +19,7 @@ func writeExpected(t *testing.T, rows []ExpectedRow, groupRows int64) string {
 	ctx := context.Background()
 	l := openMem(t)
 	job := Sum([]byte("cursor job"))
-	w, err := newTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", job, groupRows)
+	w, err := newTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", job, groupRows, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -32,6 +33,12 @@ type TableWriter[T any] struct {
 	o      *ObjectWriter
 	w      *parquet.GenericWriter[T]
 	rows   int64
+	// groupRows bounds the file's row groups.
+	groupRows int64
+	// fill is the column whose value the commit fills in (FillLater), and
+	// value that value once known (filled).
+	fill, value string
+	filled      bool
 	// A split writer (NewSplitTableWriter) has no file of its own: it hands
 	// each row to the writer of its bucket, in batches.
 	split   int
@@ -63,25 +70,63 @@ const splitBatch = 512
 
 // NewTableWriter starts a table file in tmpDir ("" for the system default).
 func NewTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest) (*TableWriter[T], error) {
-	return newTableWriter[T](l, tmpDir, table, tenant, job, rowGroupRows)
+	return newTableWriter[T](l, tmpDir, table, tenant, job, rowGroupRows, "")
 }
 
-func newTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, groupRows int64) (*TableWriter[T], error) {
-	o, err := NewObjectWriter(tmpDir, "batchlake-"+table+"-*.parquet")
+func newTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, groupRows int64, fill string) (*TableWriter[T], error) {
+	newObject := NewObjectWriter
+	if fill != "" {
+		newObject = NewUnhashedObjectWriter
+	}
+	o, err := newObject(tmpDir, "batchlake-"+table+"-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", table, err)
 	}
-	w := parquet.NewGenericWriter[T](o,
+	w := parquet.NewGenericWriter[T](o, tableWriterOptions(groupRows)...)
+	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, o: o, w: w, fill: fill, tmpDir: tmpDir, groupRows: groupRows}, nil
+}
+
+// tableWriterOptions are the Parquet writer's settings of every table file.
+func tableWriterOptions(groupRows int64) []parquet.WriterOption {
+	return []parquet.WriterOption{
 		parquet.CreatedBy(createdBy, createdByVer, ""),
 		parquet.Compression(tableCodec),
 		parquet.MaxRowsPerRowGroup(groupRows),
-		parquet.PageBufferSize(256*1024),
+		parquet.PageBufferSize(256 * 1024),
 		// Each page's min and max are kept once, in the column index, not
 		// again in its header: the engines that prune pages read the index,
 		// and working them out twice was a fiftieth of reconcile's cpu.
 		parquet.DataPageStatistics(false),
-	)
-	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, o: o, w: w}, nil
+	}
+}
+
+// FillLater makes column, a string column of the table, one whose value is
+// known only at the commit: the rows are written with it empty, Fill gives
+// the value, and Commit (or CommitSplit) gives it to every row (see
+// fillColumn). Call it before the first row is written.
+func (t *TableWriter[T]) FillLater(column string) error {
+	if t.rows > 0 {
+		return fmt.Errorf("table %s: internal error: FillLater after rows were written", t.table)
+	}
+	t.fill = column
+	if t.split > 0 {
+		return nil
+	}
+	o, err := NewUnhashedObjectWriter(t.tmpDir, "batchlake-"+t.table+"-*.parquet")
+	if err != nil {
+		return fmt.Errorf("table %s: %w", t.table, err)
+	}
+	t.o.Abort()
+	t.o = o
+	t.w.Reset(o)
+	return nil
+}
+
+// Fill gives the FillLater column its value, and the table the job it is
+// stored under (the column being the job key, the writer was started before
+// it was known). Commit fills the column in.
+func (t *TableWriter[T]) Fill(job Digest, value string) {
+	t.job, t.value, t.filled = job, value, true
 }
 
 // NewSplitTableWriter starts a table split into split files by partition
@@ -195,7 +240,7 @@ func (t *TableWriter[T]) flush(b int) error {
 // writeBucket writes rows to bucket b's file, started on first use.
 func (t *TableWriter[T]) writeBucket(b int, rows []T) error {
 	if t.buckets[b] == nil {
-		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, t.job, rowGroupRows/8)
+		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, t.job, rowGroupRows/8, t.fill)
 		if err != nil {
 			return err
 		}
@@ -219,6 +264,13 @@ func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, bucket
 	if t.work != nil {
 		if err := t.stop(); err != nil {
 			return nil, nil, err
+		}
+	}
+	if t.filled {
+		for _, w := range t.buckets {
+			if w != nil {
+				w.Fill(t.job, t.value)
+			}
 		}
 	}
 	// Closing a bucket's file encodes its last pages: the files are closed
@@ -272,6 +324,17 @@ func (t *TableWriter[T]) commit(ctx context.Context, object bool) (string, error
 	}
 	if err := t.w.Close(); err != nil {
 		return "", fmt.Errorf("table %s: %w", t.table, err)
+	}
+	if t.fill != "" {
+		if !t.filled {
+			return "", fmt.Errorf("table %s: internal error: Commit before the value of column %s is known", t.table, t.fill)
+		}
+		schema := t.w.Schema()
+		if err := t.o.Rewrite(func(f *os.File) (int64, error) {
+			return fillColumn(f, schema, tableWriterOptions(t.groupRows), t.fill, t.value)
+		}); err != nil {
+			return "", fmt.Errorf("table %s: %w", t.table, err)
+		}
 	}
 	key := ObjectKey
 	if !object {

@@ -242,6 +242,40 @@ func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 	return &ObjectWriter{f: f, w: w, h: h}, nil
 }
 
+// NewUnhashedObjectWriter starts an object that is edited in place once
+// written (Rewrite), and so hashed only then.
+func NewUnhashedObjectWriter(dir, pattern string) (*ObjectWriter, error) {
+	f, err := CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	w := objectBuffers.Get().(*bufio.Writer)
+	w.Reset(f)
+	return &ObjectWriter{f: f, w: w}, nil
+}
+
+// Rewrite hands the file written so far to edit, which may change it in
+// place and returns its new size, and then hashes it: the object is what
+// edit left. Nothing may be written after it.
+func (o *ObjectWriter) Rewrite(edit func(f *os.File) (int64, error)) error {
+	if o.w == nil || o.h != nil {
+		return fmt.Errorf("lake object %s: internal error: Rewrite of an object hashed as written, or closed", o.f.Name())
+	}
+	if err := o.w.Flush(); err != nil {
+		return err
+	}
+	n, err := edit(o.f)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(o.f, 0, n)); err != nil {
+		return err
+	}
+	o.h, o.n = h, n
+	return nil
+}
+
 // NewBulkObjectWriter starts an object of many megabytes that nothing reads
 // soon after in a CreateTemp file in dir, written past the page cache where
 // the file system allows (bulkWriter).
@@ -320,6 +354,9 @@ func (o *ObjectWriter) Commit(ctx context.Context, l *Lake, keyFor func(Digest) 
 	var d Digest
 	if err := o.Close(); err != nil {
 		return "", d, err
+	}
+	if o.h == nil {
+		return "", d, fmt.Errorf("lake object %s: internal error: Commit of an unhashed object before Rewrite", o.f.Name())
 	}
 	o.h.Sum(d[:0])
 	key := keyFor(d)
