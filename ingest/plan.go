@@ -105,6 +105,13 @@ type PlanOptions struct {
 	// again from the input: no line carried through the sort, no shard
 	// written while reading (the reference the tests hold those to).
 	reread bool
+	// noEarly makes plan keep every record in sorted runs and write the
+	// expected rows from them, even of an input in key order (the
+	// reference earlyExpected is held to).
+	noEarly bool
+	// wroteEarly, if set, is called when the expected rows written while
+	// reading are stored.
+	wroteEarly func()
 	// reads, if set, is told how the shards were written: while reading
 	// (speculated), and how many lines were carried, and read again
 	// forward and backward.
@@ -219,7 +226,12 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	}
 	defer file.Close()
 
-	in, err := readInput(ctx, f, file, name, &o)
+	in, err := readInput(ctx, l, f, file, name, &o, true)
+	if errors.Is(err, errRestart) {
+		if _, err = file.Seek(0, io.SeekStart); err == nil {
+			in, err = readInput(ctx, l, f, file, name, &o, false)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +240,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err != nil {
 		return nil, err
 	}
-	res := &PlanResult{JobKey: id.key.Hex(), Manifest: lake.ManifestKey(id.key), Records: in.recs.n}
+	res := &PlanResult{JobKey: id.key.Hex(), Manifest: lake.ManifestKey(id.key), Records: in.n}
 	if m, err := l.GetManifest(ctx, id.key); err == nil {
 		res.Shards, res.MinRecords, res.Held = summaries(m), m.MinRecords, m.Held
 		res.Message = "already planned: same records and settings, nothing new written"
@@ -245,7 +257,7 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, err
 	}
 	res.Shards, res.Created, res.MinRecords, res.Held = summaries(m), true, m.MinRecords, m.Held
-	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", in.recs.n, len(m.Shards))
+	res.Message = fmt.Sprintf("planned %d records in %d shard(s)", in.n, len(m.Shards))
 	if m.Held != "" {
 		res.Message += "; held, not to be submitted as a batch: " + m.Held
 	}
@@ -308,6 +320,11 @@ type planInput struct {
 	// rest in sorted run files (see planRuns); sorted by business key and
 	// line once identify has run.
 	recs *planRuns
+	// n is how many valid records were read.
+	n int64
+	// early, if not nil, holds the expected rows, written while reading
+	// (recs then holds no record).
+	early *earlyExpected
 	// spec are the shards written while reading, nil unless every record
 	// arrived in key order (and the plan may still succeed).
 	spec            *specShards
@@ -328,12 +345,15 @@ type planInput struct {
 func (in *planInput) close() {
 	in.recs.close()
 	in.spec.abort()
+	in.early.abort()
 }
 
 // readInput is plan's first pass: it validates every line of file and
 // computes its identity. Lines that fail are in the result's bad, not an
-// error; close the result when done.
-func readInput(ctx context.Context, f Format, file *os.File, name string, o *PlanOptions) (*planInput, error) {
+// error; close the result when done. With early, an input in key order has
+// its expected rows written as it is read (earlyExpected); any other ends
+// the read with errRestart, for a read without.
+func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name string, o *PlanOptions, early bool) (*planInput, error) {
 	var modelLine int64
 	// The file's digest is taken in the records' goroutine, a chunk at a
 	// time once its lines are in the shards, beside the shards' own digests
@@ -381,6 +401,12 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 	// shards are then written in this pass and the input is read once.
 	if !o.reread {
 		in.spec = &specShards{maxRecords: int64(o.ShardMaxRecords), maxBytes: o.ShardMaxBytes, tmpDir: o.TmpDir}
+	}
+	if early {
+		var err error
+		if in.early, err = newEarlyExpected(ctx, l, o); err != nil {
+			return nil, err
+		}
 	}
 	// A soft memory limit keeps the heap near what one run of records needs
 	// (about 200 bytes each) instead of letting garbage double it (GOGC=100),
@@ -440,6 +466,9 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 			ps[i].call, ps[i].ridDue = lake.Call{}, false // the chunk's bytes are let go
 		}
 	}, func(ln Line, p parsed) error {
+		if in.early != nil && (p.err != nil || bad.Total > 0) {
+			return errRestart
+		}
 		if p.err != nil {
 			p.err.File, p.err.Line = name, ln.No
 			bad.add(p.err)
@@ -478,7 +507,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		in.sameKeys = in.sameKeys && pr.key == pr.customID
 		// While the keys only grow, none was carried, so lastKey is the key
 		// of the record before.
-		inOrder := recs.n == 0 || pr.key > lastKey
+		inOrder := in.n == 0 || pr.key > lastKey
 		if in.hashed = in.hashed && in.sameKeys && inOrder; in.hashed {
 			in.keysHash.AddString(pr.key).AddDigest(pr.req)
 			in.cfgs[pr.cfg] = true
@@ -496,6 +525,15 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 				in.spec = nil
 			}
 		}
+		if in.early != nil {
+			if !in.hashed || in.spec == nil || bad.Total > 0 {
+				return errRestart
+			}
+			lastKey = pr.key
+			in.n++
+			return in.early.add(&pr, in.spec.ws[len(in.spec.ws)-1])
+		}
+		in.n++
 		var carry []byte
 		if !o.reread && pr.lin == nil && pr.key < lastKey { // lineage stays in memory: nothing to carry
 			carry = ln.Bytes
@@ -534,7 +572,7 @@ func readInput(ctx context.Context, f Format, file *os.File, name string, o *Pla
 		}
 		return nil, fmt.Errorf("plan %s: %w", name, err)
 	}
-	if recs.n == 0 && bad.Total == 0 {
+	if in.n == 0 && bad.Total == 0 {
 		bad.add(&errkind.InputError{File: name, Msg: "no requests in file"})
 	}
 	in.fileDigest = fileHash.Sum256()
@@ -655,7 +693,7 @@ func newManifest(o *PlanOptions, id *planJob, in *planInput, name, held string) 
 		Version: lake.ManifestVersion, JobKey: id.key.Hex(), Tenant: o.Tenant, Provider: id.provider, Model: in.model,
 		Endpoint: in.endpoint, PromptVersion: o.PromptVersion, SourceVersion: o.SourceVersion, DatasetVersion: o.DatasetVersion,
 		KeyField: o.KeyField, GenerationConfigHash: id.genCfg, ModelConfigHashes: id.cfgs, InputSHA256: id.inputHash.Hex(),
-		InputFileSHA256: in.fileDigest.Hex(), InputFileName: name, ExpectedRecords: in.recs.n, Attempt: o.Attempt,
+		InputFileSHA256: in.fileDigest.Hex(), InputFileName: name, ExpectedRecords: in.n, Attempt: o.Attempt,
 		ParentJobKey: o.ParentJobKey, CreatedAt: o.Now(), SubmittedBy: o.SubmittedBy, CostCenter: o.CostCenter,
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
@@ -667,7 +705,13 @@ func newManifest(o *PlanOptions, id *planJob, in *planInput, name, held string) 
 // plan's commit marker), then the shards' first ledger events. It returns
 // the manifest stored: m, or a concurrent plan's of the same job.
 func commitPlan(ctx context.Context, l *lake.Lake, file *os.File, in *planInput, job lake.Digest, m *lake.Manifest, o PlanOptions, cuts []int64) (*lake.Manifest, error) {
-	if err := writeShards(ctx, l, file, in.recs, m, o, cuts, in.spec.finish()); err != nil {
+	var err error
+	if in.early != nil {
+		err = in.early.commit(ctx, m, in.spec.finish())
+	} else {
+		err = writeShards(ctx, l, file, in.recs, m, o, cuts, in.spec.finish())
+	}
+	if err != nil {
 		return nil, err
 	}
 	if _, err := l.PutJSON(ctx, lake.ManifestKey(job), lake.FormatManifest, m); err != nil {
