@@ -399,7 +399,8 @@ func TestIngestQuarantinesAndIsIdempotent(t *testing.T) {
 
 // TestIngestHashedWhileParsed: every attempt and quarantine row carries the
 // file's digest however far the parse got before the hash was known (from
-// the start, only after the last line, or past the rows an ingest holds);
+// the start, or only after the last line: the attempts table is given it
+// when it is committed, split into buckets or not);
 // a file that grew after it was hashed (a caller's stale FileOptions.Hash)
 // fails with no ingest record, and is ingested under its new digest when
 // given again.
@@ -408,7 +409,7 @@ func TestIngestHashedWhileParsed(t *testing.T) {
 	line := func(id string) string {
 		return `{"id":"r1","custom_id":"` + id + `","response":{"status_code":200,"request_id":"q","body":{"model":"gpt-4o-mini-2024-07-18","choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}},"error":null}`
 	}
-	// 5,000 lines: past a batch of held rows, and past heldRows below.
+	// 5,000 lines: several batches of rows.
 	var lines []string
 	for i := range 5000 {
 		lines = append(lines, line(fmt.Sprintf("a%d", i)))
@@ -426,20 +427,24 @@ func TestIngestHashedWhileParsed(t *testing.T) {
 		return h
 	}
 	for _, c := range []struct {
-		name string
-		hash func(release chan struct{}) *Hashing
-		held int // heldRows
+		name  string
+		hash  func(release chan struct{}) *Hashing
+		split bool
 	}{
-		{"own", func(chan struct{}) *Hashing { return nil }, heldRows},
-		{"known-before", func(r chan struct{}) *Hashing { close(r); return ready(r) }, heldRows},
-		{"known-after", ready, heldRows},
-		{"bound", ready, 2048},
+		{"own", func(chan struct{}) *Hashing { return nil }, false},
+		{"known-before", func(r chan struct{}) *Hashing { close(r); return ready(r) }, false},
+		{"known-after", ready, false},
+		{"known-after, split", ready, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer func(n int) { heldRows = n }(heldRows)
-			heldRows = c.held
 			l := newLake(t)
 			m := planOne(t, l)
+			if c.split {
+				// The job's expected rows and attempts as a large job's:
+				// in buckets (the expected rows stay one file, which the
+				// attempts' split does not read).
+				m.ExpectedSplit = lake.SplitBuckets
+			}
 			release := make(chan struct{})
 			h := c.hash(release)
 			var fr FileResult

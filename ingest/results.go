@@ -91,12 +91,6 @@ func (h *Hashing) ready() bool {
 	}
 }
 
-// heldRows bounds the attempt rows an ingest keeps while its file is still
-// being hashed (their raw_sha256 is the digest). The hash runs about three
-// times as fast as the parse: a 1M-line file's digest comes before the
-// bound, a larger file's parse waits at it for the rest of the hash.
-var heldRows = 1 << 18 // a variable for the tests
-
 // errIngested stops the parse of a file found already ingested.
 var errIngested = errors.New("already ingested")
 
@@ -120,7 +114,10 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	}
 	// The file is hashed while its lines are parsed: the digest names the
 	// archive, the ingest record (so whether the file is ingested already)
-	// and every row's raw_sha256. Rows parsed before it is known are held.
+	// and every row's raw_sha256, which the attempts table is given when it
+	// is committed (lake.TableWriter.FillLater): the rows are written as they
+	// are parsed, the hash running beside the parse however long it takes.
+	// The few quarantined lines parsed before it is known are held.
 	hctx, stopHash := context.WithCancel(ctx)
 	defer stopHash()
 	hashing := o.Hash
@@ -160,6 +157,9 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		return res, err
 	}
 	defer aw.Abort()
+	if err := aw.FillLater("raw_sha256"); err != nil {
+		return res, err
+	}
 	qw, err := lake.NewTableWriter[lake.QuarantineRow](l, o.TmpDir, "quarantine", m.Tenant, job)
 	if err != nil {
 		return res, err
@@ -172,12 +172,10 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	defer file.Close()
 	var (
 		rows  = prefault(make([]lake.AttemptRow, 0, 1024))
-		held  [][]lake.AttemptRow // batches of rows, each full
-		nheld int
 		heldQ []lake.QuarantineRow
 	)
 	// hashed takes the digest (waiting for it), looks for the file's ingest
-	// record, starts the archive and writes the rows held.
+	// record, starts the archive and writes the quarantined lines held.
 	hashed := func() error {
 		var err error
 		if raw, size, err = hashing.Wait(); err != nil {
@@ -197,18 +195,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		if err := qw.Write(heldQ...); err != nil {
 			return err
 		}
-		for i := range rows { // the batch not yet full
-			rows[i].RawSHA256 = res.RawSHA256
-		}
-		for _, b := range held {
-			for i := range b {
-				b[i].RawSHA256 = res.RawSHA256
-			}
-			if err := aw.Write(b...); err != nil {
-				return err
-			}
-		}
-		heldQ, held = nil, nil
+		heldQ = nil
 		return nil
 	}
 	type parsed struct {
@@ -236,7 +223,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		r := p.row
 		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
-		r.Channel, r.RawSHA256, r.LineNo = o.Channel, res.RawSHA256, ln.No
+		r.Channel, r.LineNo = o.Channel, ln.No // raw_sha256 at the commit
 		if r.ModelVersion == "" {
 			r.ModelVersion = m.Model
 		}
@@ -245,18 +232,13 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		if len(rows) < cap(rows) {
 			return nil
 		}
-		if !known {
-			held, nheld = append(held, rows), nheld+len(rows)
-			rows = prefault(make([]lake.AttemptRow, 0, cap(rows)))
-			if nheld < heldRows && !hashing.ready() {
-				return nil
-			}
-			return hashed()
-		}
 		if err := aw.Write(rows...); err != nil {
 			return err
 		}
 		rows = rows[:0]
+		if !known && hashing.ready() {
+			return hashed()
+		}
 		return nil
 	})
 	if err == nil && !known {
@@ -285,6 +267,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	if err := aw.Write(rows...); err != nil {
 		return res, err
 	}
+	aw.Fill(job, res.RawSHA256)
 	rec = lake.IngestRecord{Version: lake.IngestVersion}
 	if m.ExpectedSplit > 1 {
 		rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, m.ExpectedSplit
