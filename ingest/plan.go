@@ -878,13 +878,25 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		ew  *lake.TableWriter[lake.ExpectedRow]
 		err error
 	)
-	if split := o.splitMin(); split > 0 && recs.n >= split {
+	split := o.splitMin() > 0 && recs.n >= o.splitMin()
+	if split {
 		ew = lake.NewSplitTableWriter(l, o.TmpDir, "expected", m.Tenant, job, lake.SplitBuckets,
 			func(r *lake.ExpectedRow) string { return r.CustomID })
 	} else if ew, err = lake.NewTableWriter[lake.ExpectedRow](l, o.TmpDir, "expected", m.Tenant, job); err != nil {
 		return err
 	}
 	defer ew.Abort()
+	// The files are laid out as those of the rows written while reading
+	// (earlyExpected): a table earlyExpected starts before the job key is
+	// known has it filled in, so the same rows give the same files either way.
+	jobKey := m.JobKey
+	if split || o.splitMin() == 0 {
+		if err := ew.FillLater("job_key"); err != nil {
+			return err
+		}
+		ew.Fill(job, m.JobKey)
+		jobKey = ""
+	}
 	// The expected rows are encoded on another goroutine while this one
 	// copies the lines into shards and hashes them: a steady stream, so two
 	// batches of slack keep the writer busy.
@@ -972,7 +984,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			return &errkind.InputError{File: filepath.Base(src.Name()), Line: r.line, Msg: fmt.Sprintf("request is %d bytes, over the shard limit of %d", r.n, o.ShardMaxBytes)}
 		}
 		row := lake.ExpectedRow{
-			JobKey: m.JobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, ShardOffset: bytes, RecordID: hexes.of(r.rid),
+			JobKey: jobKey, Tenant: m.Tenant, ShardID: sw.id, ShardLine: records + 1, ShardOffset: bytes, RecordID: hexes.of(r.rid),
 			BusinessKey: r.key, CustomID: r.customID, Attempt: int32(o.Attempt), ParentJobKey: o.ParentJobKey,
 			RequestSHA256: hexes.of(r.req), ModelConfigHash: cfgHex.of(r.cfg), InputLine: r.line,
 		}
@@ -1002,7 +1014,7 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	if err != nil {
 		return err
 	}
-	if o.splitMin() > 0 && recs.n >= o.splitMin() {
+	if split {
 		if m.ExpectedFiles, m.ExpectedBuckets, err = rows.CommitSplit(); err != nil {
 			return err
 		}

@@ -25,7 +25,8 @@ var errRestart = errors.New("plan: read again, sorting the records")
 //
 // A job under SplitMinRecords has one expected file and a larger one a split
 // table, and which it is shows only at the end: the first SplitMinRecords rows
-// are kept in memory, and written as one file if no more come.
+// are kept in memory, and written as one file if no more come. The files are
+// the same bytes as writeShards writes for the same rows.
 type earlyExpected struct {
 	ctx context.Context
 	l   *lake.Lake

@@ -28,7 +28,12 @@ package lake
 //	8  as 7; the integer columns DELTA_BINARY_PACKED instead of PLAIN (ingest
 //	   and plan encode a few per cent faster, and the pages zstd is given are
 //	   smaller)
-const TableVersion = 8
+//	9  as 8; the column of one value that is known only once the rows are
+//	   written (the expected rows' job_key in a split table or one never
+//	   split, every attempts file's raw_sha256) has its chunks after the row
+//	   groups, the row groups' empty chunks of it unreferenced (fillColumn):
+//	   plan writes the rows as it reads, ingest as it parses
+const TableVersion = 9
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
