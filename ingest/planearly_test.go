@@ -112,7 +112,10 @@ func TestPlanEarlyExpected(t *testing.T) {
 	}
 }
 
-// planLake plans lines as planWith does and returns the lake too.
+// planLake plans lines into a new lake, with shards of at most 7 records
+// and a fixed clock, after edit, and returns the plan's result (or error),
+// the lake and its objects but the ledger's events (they carry the time
+// they were written).
 func planLake(t *testing.T, lines []string, edit func(*PlanOptions)) (string, *lake.Lake, map[string]string) {
 	t.Helper()
 	ctx := context.Background()

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -20,34 +19,13 @@ import (
 // bytes, but the ledger.
 func planWith(t *testing.T, lines []string, runMax int, edit func(*PlanOptions)) (string, map[string]string) {
 	t.Helper()
-	ctx := context.Background()
-	l := newLake(t)
-	tmp := t.TempDir()
-	o := opts(writeFile(t, "in.jsonl", lines, "\n"))
-	o.TmpDir, o.ShardMaxRecords, o.RunRecords = tmp, 7, runMax
-	o.Now = func() time.Time { return time.Unix(0, 0).UTC() }
-	if edit != nil {
-		edit(&o)
-	}
-	res, err := Plan(ctx, l, o)
-	if left, _ := os.ReadDir(tmp); len(left) != 0 {
-		t.Errorf("plan left %d temporary file(s), e.g. %s", len(left), left[0].Name())
-	}
-	out := map[string]string{}
-	for _, k := range keys(t, l) {
-		if strings.HasPrefix(k, "ledger/") {
-			continue // events carry the time they were written
+	res, _, objs := planLake(t, lines, func(o *PlanOptions) {
+		o.RunRecords = runMax
+		if edit != nil {
+			edit(o)
 		}
-		b, rerr := l.Bucket.ReadAll(ctx, k)
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		out[k] = string(b)
-	}
-	if err != nil {
-		return "error: " + err.Error(), out
-	}
-	return fmt.Sprintf("%s %d %v %s", res.JobKey, res.Records, res.Shards, res.Message), out
+	})
+	return res, objs
 }
 
 // TestPlanExternalSortMatchesInMemory: records sorted through run files on
