@@ -19,9 +19,10 @@ var errRestart = errors.New("plan: read again, sorting the records")
 // instead of keeping the records in sorted runs and writing the rows from
 // them once the last is read. The rows all carry the job key, known only then:
 // the table is written with it empty and filled in when it is stored
-// (lake.TableWriter.FillLater). A record that any other plan would take
-// differently (out of key order, a bad line, a shard cut by the minimum of
-// records a shard) ends the read with errRestart.
+// (lake.TableWriter.FillLater). A record out of key order, a bad line or a
+// key other than the custom id ends the read with errRestart; a retry job,
+// or one whose shards are balanced over a minimum of records, is not read
+// this way at all.
 //
 // A job under SplitMinRecords has one expected file and a larger one a split
 // table, and which it is shows only at the end: the first SplitMinRecords rows
