@@ -61,6 +61,13 @@ func fillColumn(f *os.File, schema *parquet.Schema, opts []parquet.WriterOption,
 	if col < 0 || len(md.RowGroups) > 0 && len(md.RowGroups[0].Columns) != len(schema.Columns()) {
 		return 0, fmt.Errorf("fill column %s: not a column of the table", name)
 	}
+	if col == 0 {
+		// parquet-java (Spark, Hive) takes where a row group's first column
+		// starts for where the row group starts, and gives it to the split
+		// that holds its middle: moved after the row groups, that middle
+		// would fall past the end of the file, and the rows be read by none.
+		return 0, fmt.Errorf("fill column %s: the first column of a table stays in its row groups", name)
+	}
 	// The page index (every chunk's column and offset index, after the
 	// row groups) is read, and written again after the new chunks: readers
 	// such as parquet-go read it as one section, in the order of the row

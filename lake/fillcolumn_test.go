@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -117,6 +118,26 @@ func TestFillLater(t *testing.T) {
 				if !reflect.DeepEqual(fm.Schema, wm.Schema) || fm.NumRows != wm.NumRows || fm.CreatedBy != wm.CreatedBy {
 					t.Errorf("file %d: schema, rows or created_by differ", i)
 				}
+				// parquet-java gives a row group to the split that holds
+				// the middle of it, taken from where its first column
+				// starts: each middle must lie in the file, after the one
+				// before.
+				last := int64(0)
+				for g, rg := range fm.RowGroups {
+					c := rg.Columns[0].MetaData
+					start, total := c.DataPageOffset, int64(0)
+					if c.DictionaryPageOffset > 0 {
+						start = min(start, c.DictionaryPageOffset)
+					}
+					for _, col := range rg.Columns {
+						total += col.MetaData.TotalCompressedSize
+					}
+					if mid := start + total/2; mid <= last || mid >= int64(len(fb)) {
+						t.Errorf("file %d row group %d: middle at byte %d, after %d, in a file of %d", i, g, mid, last, len(fb))
+					} else {
+						last = mid
+					}
+				}
 				cols := len(wm.RowGroups[0].Columns)
 				for g := range wm.RowGroups {
 					wg, fg := wm.RowGroups[g], fm.RowGroups[g]
@@ -165,7 +186,9 @@ func pages(o format.OffsetIndex) [][2]int64 {
 }
 
 // A commit of a column left to fill and never given its value fails: the
-// rows would be stored with it empty.
+// rows would be stored with it empty. So does a fill of a value into a
+// column that held one, or into a table's first column (readers find where
+// a row group starts by it).
 func TestFillLaterUnfilled(t *testing.T) {
 	l := openMem(t)
 	w, err := NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", Sum([]byte("j")))
@@ -194,5 +217,19 @@ func TestFillLaterUnfilled(t *testing.T) {
 	w.Fill(Sum([]byte("j")), Sum([]byte("j")).Hex())
 	if _, err := w.Commit(context.Background()); err == nil {
 		t.Fatal("filled a job_key column that held a value")
+	}
+	w, err = NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", Sum([]byte("j")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.FillLater("tenant"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ExpectedRow{CustomID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Fill(Sum([]byte("j")), "t")
+	if _, err := w.Commit(context.Background()); err == nil || !strings.Contains(err.Error(), "first column") {
+		t.Fatalf("filled the table's first column: %v", err)
 	}
 }

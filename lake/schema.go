@@ -32,12 +32,12 @@ package lake
 //	   written (the expected rows' job_key in a split table or one never
 //	   split, every attempts file's raw_sha256) has its chunks after the row
 //	   groups, the row groups' empty chunks of it unreferenced (fillColumn):
-//	   plan writes the rows as it reads, ingest as it parses
+//	   plan writes the rows as it reads, ingest as it parses; job_key is the
+//	   expected table's last column
 const TableVersion = 9
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
-	JobKey          string `parquet:"job_key,dict"`
 	Tenant          string `parquet:"tenant,dict"`
 	ShardID         string `parquet:"shard_id,dict"`
 	ShardLine       int64  `parquet:"shard_line,delta"`
@@ -57,6 +57,12 @@ type ExpectedRow struct {
 	// ShardOffset is where the record's line starts in its shard, in bytes
 	// (table format 6; NULL in older files).
 	ShardOffset int64 `parquet:"shard_offset,delta"`
+	// JobKey is the last column (table format 9 on): plan may fill it in
+	// when the table is stored (TableWriter.FillLater), its chunks then
+	// after the row groups, and readers that give a row group to a split by
+	// where its first column starts (parquet-java, so Spark and Hive) need
+	// that column in place.
+	JobKey string `parquet:"job_key,dict"`
 }
 
 // AttemptRow is one result line ingested from a provider output or error file.

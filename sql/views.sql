@@ -14,8 +14,10 @@ SELECT * FROM {{.Ingests}};
 CREATE OR REPLACE {{.Kind}} batches AS
 SELECT * FROM {{.Batches}};
 
+-- job_key first, as the contract lists it, whichever column of their files
+-- holds it (the last from table format 9 on).
 CREATE OR REPLACE {{.Kind}} expected AS
-SELECT * FROM {{.Expected}};
+SELECT job_key, * EXCLUDE (job_key) FROM {{.Expected}};
 
 CREATE OR REPLACE {{.Kind}} attempts_raw AS
 SELECT * FROM {{.Attempts}};
