@@ -52,9 +52,12 @@ SELECT CAST(row_number() OVER () AS INTEGER) AS mp_no,
        CASE WHEN m.mode = 'sync' THEN p.od_cache_write_per_token ELSE p.cache_write_per_token END AS cache_write_per_token,
        CASE WHEN m.mode = 'sync' THEN p.od_cache_write_1h_per_token ELSE p.cache_write_1h_per_token END AS cache_write_1h_per_token,
        CASE WHEN m.mode = 'sync' THEN p.od_output_per_token ELSE p.output_per_token END AS output_per_token
+-- The lines' distinct provider, model version and file first, then their
+-- times and job model: the joins see a few rows instead of every line (at
+-- 1M lines the statement took half the time).
 FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.priced_at, t.mode,
              CASE WHEN a.provider = 'bedrock' THEN j.model END AS job_model
-      FROM attempts_raw a
+      FROM (SELECT DISTINCT provider, model_version, channel, raw_sha256 FROM attempts_raw) a
       LEFT JOIN raw_times t ON t.channel = a.channel AND t.raw_sha256 = a.raw_sha256
       LEFT JOIN job_model j ON j.provider = a.provider) m
 JOIN files f ON f.channel = m.channel AND f.raw_sha256 = m.raw_sha256
