@@ -191,45 +191,35 @@ func pages(o format.OffsetIndex) [][2]int64 {
 // a row group starts by it).
 func TestFillLaterUnfilled(t *testing.T) {
 	l := openMem(t)
-	w, err := NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", Sum([]byte("j")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.FillLater("job_key"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ExpectedRow{Tenant: "t", CustomID: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(context.Background()); err == nil {
-		t.Fatal("committed a table whose job_key was never filled")
-	}
-	w, err = NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", Sum([]byte("j")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.FillLater("job_key"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ExpectedRow{JobKey: "already", Tenant: "t", CustomID: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	w.Fill(Sum([]byte("j")), Sum([]byte("j")).Hex())
-	if _, err := w.Commit(context.Background()); err == nil {
-		t.Fatal("filled a job_key column that held a value")
-	}
-	w, err = NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", Sum([]byte("j")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.FillLater("tenant"); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ExpectedRow{CustomID: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	w.Fill(Sum([]byte("j")), "t")
-	if _, err := w.Commit(context.Background()); err == nil || !strings.Contains(err.Error(), "first column") {
-		t.Fatalf("filled the table's first column: %v", err)
+	job := Sum([]byte("j"))
+	for _, c := range []struct {
+		name   string
+		column string
+		row    ExpectedRow
+		value  string // "": never given
+		want   string // in the error
+	}{
+		{"never filled", "job_key", ExpectedRow{Tenant: "t", CustomID: "a"}, "", "before the value"},
+		{"a value there", "job_key", ExpectedRow{JobKey: "already", Tenant: "t", CustomID: "a"}, job.Hex(), "holds values"},
+		{"the first column", "tenant", ExpectedRow{CustomID: "a"}, "t", "first column"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := NewTableWriter[ExpectedRow](l, t.TempDir(), "expected", "t", job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.FillLater(c.column); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(c.row); err != nil {
+				t.Fatal(err)
+			}
+			if c.value != "" {
+				w.Fill(job, c.value)
+			}
+			if _, err := w.Commit(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("commit: %v, want an error saying %q", err, c.want)
+			}
+		})
 	}
 }
