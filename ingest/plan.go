@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -1341,6 +1340,6 @@ func (a *hexArena) of(d lake.Digest) string {
 		a.block = make([]byte, 0, 64<<10)
 	}
 	start := len(a.block)
-	a.block = hex.AppendEncode(a.block, d[:])
+	a.block = d.AppendHex(a.block)
 	return unsafe.String(&a.block[start], n)
 }

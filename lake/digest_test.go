@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -162,5 +163,35 @@ func TestHashFilePair(t *testing.T) {
 	cancel()
 	if _, _, _, _, err := HashFilePair(cancelled, paths[5], paths[6]); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled hash: err = %v, want context.Canceled", err)
+	}
+}
+
+// TestAppendHex: AppendHex renders every digest as hex.AppendEncode does,
+// after whatever dst holds.
+func TestAppendHex(t *testing.T) {
+	var ds []Digest
+	var d Digest
+	ds = append(ds, d)
+	for i := range d {
+		d[i] = 0xff
+	}
+	ds = append(ds, d)
+	for i := range 256 {
+		ds = append(ds, Sum([]byte{byte(i)}))
+		for j := range d {
+			d[j] = byte(i + j)
+		}
+		ds = append(ds, d)
+	}
+	for _, d := range ds {
+		for _, pre := range []string{"", "x", "0123456789"} {
+			want := hex.AppendEncode([]byte(pre), d[:])
+			if got := d.AppendHex([]byte(pre)); string(got) != string(want) {
+				t.Fatalf("AppendHex(%q, %x) = %q", pre, d[:], got)
+			}
+		}
+		if d.Hex() != hex.EncodeToString(d[:]) {
+			t.Fatalf("Hex(%x) = %q", d[:], d.Hex())
+		}
 	}
 }
