@@ -469,6 +469,9 @@ func TestIngestHashedWhileParsed(t *testing.T) {
 				t.Fatalf("ingest: %+v; want raw %s, 5000 rows, 1 quarantined", fr, want.Hex())
 			}
 			rec := ingestRecord(t, l, m, want)
+			if files := len(rec.AttemptKeys()); c.split != (files > 1) {
+				t.Fatalf("%d attempts files, split %v", files, c.split)
+			}
 			n := 0
 			for _, k := range rec.AttemptKeys() {
 				if err := lake.ReadTableFile(ctx, l, k, func(rows []lake.AttemptRow) error {
