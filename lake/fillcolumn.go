@@ -19,7 +19,7 @@ import (
 // empty; fillColumn then gives each row group a chunk of the column holding
 // the value, written after the row groups in place of the page index, which
 // follows them again, and a new footer that points to those chunks. The
-// empty chunks stay where they were, unreferenced (a few dozen bytes a row
+// empty chunks stay where they were, unreferenced (about 80 bytes a row
 // group): a reader finds every column chunk by the footer's offsets, never
 // by its place in the file.
 
