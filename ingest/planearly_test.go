@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,37 +36,57 @@ func TestPlanEarlyExpected(t *testing.T) {
 	long := slices.Clone(sorted)
 	long[30] = openaiLine("id-030", "gpt-4o-mini", strings.Repeat("long ", 100))
 	split := func(n int64) func(*PlanOptions) { return func(o *PlanOptions) { o.SplitMinRecords = n } }
+	// The same records in files of other shapes: the text of the input
+	// (lines joined by "\n" and one after the last when nil).
+	crlf := func(ls []string) string { return strings.Join(ls, "\r\n") + "\r\n" }
+	var blanks strings.Builder
+	for i, l := range sorted {
+		blanks.WriteString(l + "\n")
+		if i%7 == 3 {
+			blanks.WriteString("\n  \t\n")
+		}
+	}
 	cases := []struct {
 		name  string
 		lines []string
 		edit  func(*PlanOptions)
 		early bool // the rows were written while reading
 		files int  // expected files
+		text  string
 	}{
-		{"in order, one file", sorted, nil, true, 1},
-		{"in order, split", sorted, split(20), true, 16},
-		{"in order, split at the last record", sorted, split(60), true, 16},
-		{"in order, one record short of a split", sorted, split(61), true, 1},
-		{"in order, never split", sorted, split(-1), true, 1},
-		{"two records swapped late", swapped, split(20), false, 16},
-		{"a duplicate id", duplicate, split(20), false, 0},
-		{"a bad line last", append(slices.Clone(sorted), `{"custom_id": "id-999"`), split(20), false, 0},
-		{"a bad line first", append([]string{`{"custom_id": "id-000"`}, sorted[1:]...), split(20), false, 0},
-		{"keyed by another field", keyed, func(o *PlanOptions) { o.SplitMinRecords, o.KeyField = 20, "body.user" }, false, 16},
-		{"shards of one record", sorted, func(o *PlanOptions) { o.SplitMinRecords, o.ShardMaxBytes = 20, 180 }, true, 16},
-		{"a line over the shard limit", long, func(o *PlanOptions) { o.SplitMinRecords, o.ShardMaxBytes = 20, 400 }, false, 0},
-		{"shards balanced over a minimum", sorted, func(o *PlanOptions) { o.SplitMinRecords, o.MinRecords, o.BelowMin = 20, 5, BelowMinAllow }, false, 16},
+		{"CRLF, split", sorted, split(20), true, 16, crlf(sorted)},
+		{"a BOM, split", sorted, split(20), true, 16, "\xEF\xBB\xBF" + crlf(sorted)},
+		{"blank lines, split", sorted, split(20), true, 16, blanks.String()},
+		{"no last newline, one file", sorted, nil, true, 1, strings.Join(sorted, "\r\n")},
+		{"no last newline, split", sorted, split(20), true, 16, strings.Join(sorted, "\n")},
+		{"in order, one file", sorted, nil, true, 1, ""},
+		{"in order, split", sorted, split(20), true, 16, ""},
+		{"in order, split at the last record", sorted, split(60), true, 16, ""},
+		{"in order, one record short of a split", sorted, split(61), true, 1, ""},
+		{"in order, never split", sorted, split(-1), true, 1, ""},
+		{"two records swapped late", swapped, split(20), false, 16, ""},
+		{"a duplicate id", duplicate, split(20), false, 0, ""},
+		{"a bad line last", append(slices.Clone(sorted), `{"custom_id": "id-999"`), split(20), false, 0, ""},
+		{"a bad line first", append([]string{`{"custom_id": "id-000"`}, sorted[1:]...), split(20), false, 0, ""},
+		{"keyed by another field", keyed, func(o *PlanOptions) { o.SplitMinRecords, o.KeyField = 20, "body.user" }, false, 16, ""},
+		{"shards of one record", sorted, func(o *PlanOptions) { o.SplitMinRecords, o.ShardMaxBytes = 20, 180 }, true, 16, ""},
+		{"a line over the shard limit", long, func(o *PlanOptions) { o.SplitMinRecords, o.ShardMaxBytes = 20, 400 }, false, 0, ""},
+		{"shards balanced over a minimum", sorted, func(o *PlanOptions) { o.SplitMinRecords, o.MinRecords, o.BelowMin = 20, 5, BelowMinAllow }, false, 16, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			want, _, wobjs := planLake(t, c.lines, func(o *PlanOptions) {
+			text := c.text
+			if text == "" {
+				text = strings.Join(c.lines, "\n") + "\n"
+			}
+			want, _, wobjs := planLake(t, text, func(o *PlanOptions) {
 				if c.edit != nil {
 					c.edit(o)
 				}
 				o.noEarly = true
 			})
 			var early bool
-			got, gl, gobjs := planLake(t, c.lines, func(o *PlanOptions) {
+			got, gl, gobjs := planLake(t, text, func(o *PlanOptions) {
 				if c.edit != nil {
 					c.edit(o)
 				}
@@ -112,16 +133,20 @@ func TestPlanEarlyExpected(t *testing.T) {
 	}
 }
 
-// planLake plans lines into a new lake, with shards of at most 7 records
+// planLake plans the input text into a new lake, with shards of at most 7 records
 // and a fixed clock, after edit, and returns the plan's result (or error),
 // the lake and its objects but the ledger's events (they carry the time
 // they were written).
-func planLake(t *testing.T, lines []string, edit func(*PlanOptions)) (string, *lake.Lake, map[string]string) {
+func planLake(t *testing.T, text string, edit func(*PlanOptions)) (string, *lake.Lake, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	l := newLake(t)
 	tmp := t.TempDir()
-	o := opts(writeFile(t, "in.jsonl", lines, "\n"))
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(in, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := opts(in)
 	o.TmpDir, o.ShardMaxRecords = tmp, 7
 	o.Now = func() time.Time { return time.Unix(0, 0).UTC() }
 	edit(&o)

@@ -19,7 +19,7 @@ import (
 // bytes, but the ledger.
 func planWith(t *testing.T, lines []string, runMax int, edit func(*PlanOptions)) (string, map[string]string) {
 	t.Helper()
-	res, _, objs := planLake(t, lines, func(o *PlanOptions) {
+	res, _, objs := planLake(t, strings.Join(lines, "\n")+"\n", func(o *PlanOptions) {
 		o.RunRecords = runMax
 		if edit != nil {
 			edit(o)
