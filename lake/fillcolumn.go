@@ -27,30 +27,9 @@ import (
 // written by a TableWriter of schema with opts, the column empty in every
 // row) with value, as described above. It returns the file's new size.
 func fillColumn(f *os.File, schema *parquet.Schema, opts []parquet.WriterOption, name, value string) (int64, error) {
-	st, err := f.Stat()
+	md, footerAt, err := readFooter(f)
 	if err != nil {
-		return 0, err
-	}
-	size := st.Size()
-	var tail [8]byte
-	if size < 12 {
-		return 0, fmt.Errorf("fill column %s: %s is not a Parquet file", name, f.Name())
-	}
-	if _, err := f.ReadAt(tail[:], size-8); err != nil {
-		return 0, err
-	}
-	footerLen := int64(binary.LittleEndian.Uint32(tail[:4]))
-	if string(tail[4:]) != "PAR1" || footerLen > size-12 {
-		return 0, fmt.Errorf("fill column %s: %s has no Parquet footer", name, f.Name())
-	}
-	footerAt := size - 8 - footerLen
-	footer := make([]byte, footerLen)
-	if _, err := f.ReadAt(footer, footerAt); err != nil {
-		return 0, err
-	}
-	var md format.FileMetaData
-	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer, &md); err != nil {
-		return 0, fmt.Errorf("fill column %s: %s: %w", name, f.Name(), err)
+		return 0, fmt.Errorf("fill column %s: %w", name, err)
 	}
 	col := -1
 	for i, c := range schema.Columns() {

@@ -39,6 +39,8 @@ type TableWriter[T any] struct {
 	// value that value once known (filled).
 	fill, value string
 	filled      bool
+	// copy, when set (CopyColumns), takes columns from other table files.
+	copy *copySpec
 	// A split writer (NewSplitTableWriter) has no file of its own: it hands
 	// each row to the writer of its bucket, in batches.
 	split   int
@@ -105,8 +107,8 @@ func tableWriterOptions(groupRows int64) []parquet.WriterOption {
 // the value, and Commit (or CommitSplit) gives it to every row (see
 // fillColumn). Call it before the first row is written.
 func (t *TableWriter[T]) FillLater(column string) error {
-	if t.rows > 0 {
-		return fmt.Errorf("table %s: internal error: FillLater after rows were written", t.table)
+	if t.rows > 0 || t.copy != nil {
+		return fmt.Errorf("table %s: internal error: FillLater after rows were written, or of a table with copied columns", t.table)
 	}
 	t.fill = column
 	if t.split > 0 {
@@ -200,6 +202,9 @@ func (t *TableWriter[T]) Write(rows ...T) error {
 		}
 		t.rows += int64(len(rows))
 		return nil
+	}
+	if t.copy != nil {
+		return t.writeCopied(rows)
 	}
 	if _, err := t.w.Write(rows); err != nil {
 		return fmt.Errorf("table %s: %w", t.table, err)
@@ -334,6 +339,25 @@ func (t *TableWriter[T]) commit(ctx context.Context, object bool) (string, error
 			return fillColumn(f, schema, tableWriterOptions(t.groupRows), t.fill, t.value)
 		}); err != nil {
 			return "", fmt.Errorf("table %s: %w", t.table, err)
+		}
+	}
+	if c := t.copy; c != nil {
+		if c.next != len(c.groups) {
+			return "", fmt.Errorf("table %s: %d rows written, the files its columns are copied from hold more", t.table, t.rows)
+		}
+		shell, err := t.o.written()
+		if err != nil {
+			return "", fmt.Errorf("table %s: %w", t.table, err)
+		}
+		o, err := NewObjectWriter(t.tmpDir, "batchlake-"+t.table+"-*.parquet")
+		if err != nil {
+			return "", fmt.Errorf("table %s: %w", t.table, err)
+		}
+		err = assembleCopied(shell, c, o)
+		t.o.Abort()
+		t.o = o
+		if err != nil {
+			return "", fmt.Errorf("table %s: copying columns: %w", t.table, err)
 		}
 	}
 	key := ObjectKey

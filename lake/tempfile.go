@@ -276,6 +276,18 @@ func (o *ObjectWriter) Rewrite(edit func(f *os.File) (int64, error)) error {
 	return nil
 }
 
+// written is the file of an unhashed object, everything written so far in
+// it, for reading; nothing may be written after it.
+func (o *ObjectWriter) written() (*os.File, error) {
+	if o.w == nil || o.h != nil {
+		return nil, fmt.Errorf("lake object %s: internal error: reading an object hashed as written, or closed", o.f.Name())
+	}
+	if err := o.w.Flush(); err != nil {
+		return nil, err
+	}
+	return o.f, nil
+}
+
 // NewBulkObjectWriter starts an object of many megabytes that nothing reads
 // soon after in a CreateTemp file in dir, written past the page cache where
 // the file system allows (bulkWriter).

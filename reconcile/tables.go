@@ -62,6 +62,16 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		return "", "", err
 	}
 	defer ctw.Abort()
+	// The outcomes repeat the expected rows' ids and keys in the expected
+	// files' order: their chunks are copied from those files rather than
+	// encoded again, where the files allow (lake.TableWriter.CopyColumns).
+	w := outcomePass{m: m, records: m.ExpectedRecords}
+	if err := w.stageFiles(ctx, e); err != nil {
+		return "", "", err
+	}
+	if w.copied, err = ow.CopyColumns(copiedOutcomeColumns, w.paths); err != nil {
+		return "", "", err
+	}
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
 	cpipe := lake.NewTablePipe(ctx, ctw, pipeDepth)
 	var cw *costWriter // a reconcile's, not a merge's
@@ -69,7 +79,7 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 		cw, err = newCostWriter(ctx, e, m, cpipe, modes)
 	}
 	if err == nil {
-		w := outcomePass{m: m, table: opipe, cw: cw, records: m.ExpectedRecords}
+		w.table, w.cw = opipe, cw
 		err = w.run(ctx, e)
 	}
 	if oerr := opipe.Close(err); err == nil {
@@ -154,27 +164,49 @@ type outcomePass struct {
 	part *lake.Partition
 	// records is how many outcomes the pass must write.
 	records int64
+	// files are the expected files with outcomes, in order, and paths their
+	// local copies (stageFiles).
+	files []fileRows
+	paths []string
+	// copied: the outcomes table takes the columns copiedOutcomeColumns
+	// from the expected files, so its rows leave them empty.
+	copied bool
 }
 
-func (w *outcomePass) run(ctx context.Context, e *Engine) error {
+// copiedOutcomeColumns are the outcomes table's columns that repeat the
+// expected table's, row for row.
+var copiedOutcomeColumns = []string{"record_id", "business_key", "shard_id", "custom_id", "attempt", "parent_job_key"}
+
+// stageFiles lists the expected files with outcomes and stages them (hashed,
+// or fetched from a remote lake): a partition stages only its share.
+func (w *outcomePass) stageFiles(ctx context.Context, e *Engine) error {
 	keys := tableKeys(w.m.ExpectedTables())
 	files, err := outcomeFiles(ctx, e, int64(len(keys)), w.part != nil)
 	if err != nil {
 		return err
+	}
+	w.files, w.paths = files, make([]string, len(files))
+	for i, f := range files {
+		if w.paths[i], err = e.stage.local(ctx, keys[f.file-1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *outcomePass) run(ctx context.Context, e *Engine) error {
+	if w.files == nil {
+		if err := w.stageFiles(ctx, e); err != nil {
+			return err
+		}
 	}
 	var (
 		nar   outcomeCols
 		cols  lake.ExpectedCols
 		total int64
 	)
-	for _, f := range files {
-		// Only the files with outcomes are staged (hashed, or fetched from
-		// a remote lake): a partition reads only its share.
-		path, err := e.stage.local(ctx, keys[f.file-1])
-		if err != nil {
-			return err
-		}
-		if err := w.file(ctx, e, &nar, &cols, path, f); err != nil {
+	for i, f := range w.files {
+		if err := w.file(ctx, e, &nar, &cols, w.paths[i], f); err != nil {
 			return err
 		}
 		total += f.n
@@ -193,6 +225,11 @@ func (w *outcomePass) file(ctx context.Context, e *Engine, nar *outcomeCols, col
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	defer cur.Close()
+	if w.copied || w.partial != nil {
+		// The record's other columns come with the copied chunks, or are
+		// not in a partition's partial outcomes.
+		cur.IDsOnly()
+	}
 	// A partition reads every row of the file, and has outcomes of its own.
 	rows := cur.Rows()
 	if w.part == nil && rows != f.n {
@@ -263,10 +300,14 @@ func (w *outcomePass) add(cols *lake.ExpectedCols, j int, nar *outcomeCols, i in
 			Attempt: cols.Attempt[j], Outcome: nar.outcome[i], Reason: nar.reason[i], Lines: int64(nar.lines[i]),
 			Disposition: nar.disposition[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i], Pos: nar.pos[i]})
 	}
-	return w.table.Add(lake.OutcomeRow{JobKey: w.m.JobKey, Tenant: w.m.Tenant, RecordID: cols.RecordID[j], BusinessKey: cols.BusinessKey[j],
-		ShardID: cols.ShardID[j], CustomID: cols.CustomID[j], Attempt: cols.Attempt[j], ParentJobKey: cols.ParentJobKey[j],
+	row := lake.OutcomeRow{JobKey: w.m.JobKey, Tenant: w.m.Tenant,
 		Outcome: nar.outcome[i], Disposition: nar.disposition[i], Reason: nar.reason[i],
-		Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]})
+		Lines: nar.lines[i], CostUSD: nar.cost[i], Truncated: nar.truncated[i]}
+	if !w.copied {
+		row.RecordID, row.BusinessKey, row.ShardID, row.CustomID = cols.RecordID[j], cols.BusinessKey[j], cols.ShardID[j], cols.CustomID[j]
+		row.Attempt, row.ParentJobKey = cols.Attempt[j], cols.ParentJobKey[j]
+	}
+	return w.table.Add(row)
 }
 
 // expectedReadRows is how many rows of an expected file are read at a time.
