@@ -8,6 +8,8 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -23,8 +25,8 @@ import (
 // assembles the file from the chunks of both (assembleCopied).
 //
 // A column is copied only where the table's writer would have written the
-// same bytes from the same values: the sources were written by this table
-// format (created_by), the column has the same type, codec and page
+// same bytes from the same values: the sources were written by a table
+// format that writes such columns as today's (copySince), the column has the same type, codec and page
 // encodings there, a page index and no bloom filter, and every source row
 // group fits in one of the table's. Otherwise CopyColumns says no and the
 // values are written as usual.
@@ -126,6 +128,30 @@ func (t *TableWriter[T]) writeCopied(rows []T) error {
 	return nil
 }
 
+// copySince is the first table format whose files' columns are written as
+// today's: zstd at its fastest level with every block's literals
+// entropy-coded (4), page headers without min and max (7), integers
+// delta-coded (8). A chunk of an older file would still be a valid chunk,
+// but not the bytes this writer makes from its values.
+const copySince = 8
+
+// tableFormatOf is the table format named by a file's created_by
+// ("batchlake version 10(build )").
+func tableFormatOf(createdByField string) (int, bool) {
+	rest, ok := strings.CutPrefix(createdByField, createdBy+" version ")
+	if !ok {
+		return 0, false
+	}
+	digits, _, _ := strings.Cut(rest, "(")
+	v, err := strconv.Atoi(digits)
+	return v, err == nil
+}
+
+// createdByOf is the created_by of table format v, given today's.
+func createdByOf(today string, v int) string {
+	return strings.Replace(today, " version "+createdByVer, " version "+strconv.Itoa(v), 1)
+}
+
 // probeTable is the footer of a one-row table file of T as a TableWriter
 // writes it: the format version, schema, types, codecs and encodings of its
 // columns.
@@ -182,7 +208,7 @@ func openCopySource(path string, probe *format.FileMetaData, cols []int) (copySo
 		return copySource{}, false, err
 	}
 	s := copySource{path: path, md: md}
-	if md.CreatedBy != probe.CreatedBy || len(md.RowGroups) == 0 {
+	if v, ok := tableFormatOf(md.CreatedBy); !ok || v < copySince || md.CreatedBy != createdByOf(probe.CreatedBy, v) || len(md.RowGroups) == 0 {
 		return s, false, nil
 	}
 	for _, pc := range cols {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -62,7 +63,13 @@ func copyFixture(t *testing.T) (paths []string, outcomes []OutcomeRow) {
 			n++
 		}
 		p := filepath.Join(dir, fmt.Sprintf("expected-%d.parquet", f))
-		writeSource(t, p, rows, 256)
+		var opts []parquet.WriterOption
+		if f == 1 {
+			// Written by the first format whose columns are written as
+			// today's: copied too.
+			opts = append(opts, parquet.CreatedBy(createdBy, strconv.Itoa(copySince), ""))
+		}
+		writeSource(t, p, rows, 256, opts...)
 		paths = append(paths, p)
 	}
 	return paths, outcomes
@@ -192,8 +199,11 @@ func TestCopyColumnsRefused(t *testing.T) {
 		name    string
 		sources []string
 	}{
-		{"another table format", one("v8.parquet", func(p string) {
-			writeSource(t, p, expected, 256, parquet.CreatedBy(createdBy, "8", ""))
+		{"an older table format", one("v7.parquet", func(p string) {
+			writeSource(t, p, expected, 256, parquet.CreatedBy(createdBy, strconv.Itoa(copySince-1), ""))
+		})},
+		{"another writer", one("other.parquet", func(p string) {
+			writeSource(t, p, expected, 256, parquet.CreatedBy("other", createdByVer, ""))
 		})},
 		{"a column of another encoding", one("dict.parquet", func(p string) {
 			writeSource(t, p, []dictIDs{{RecordID: "r", CustomID: "c"}}, 256)

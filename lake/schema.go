@@ -34,7 +34,11 @@ package lake
 //	   groups, the row groups' empty chunks of it unreferenced (fillColumn):
 //	   plan writes the rows as it reads, ingest as it parses; job_key is the
 //	   expected table's last column
-const TableVersion = 9
+//	10 as 9; the outcomes' row groups are the job's expected files' row
+//	   groups, and their record columns (record_id, business_key,
+//	   shard_id, custom_id, attempt, parent_job_key) those files' chunks,
+//	   copied byte for byte (TableWriter.CopyColumns)
+const TableVersion = 10
 
 // ExpectedRow is one record a job expects a result for.
 type ExpectedRow struct {
