@@ -166,7 +166,7 @@ func TestOutcomesPairChecked(t *testing.T) {
 				}
 				_, _, err = writePartials(ctx, e, l, m, in.job, *part, records)
 			} else {
-				_, _, err = writeTables(ctx, e, l, m, in.job, dir, false, nil)
+				_, _, err = writeTables(ctx, e, l, m, in.job, dir, false, true, nil)
 			}
 			switch {
 			case c.want == "" && err != nil:

@@ -83,6 +83,10 @@ type Options struct {
 	// merged: the session holds outcomes and line_costs of a merge of
 	// partitions instead of sources to classify.
 	merged bool
+	// encodeAll writes every column of the outcomes instead of copying the
+	// record columns' chunks from the expected files, as for expected files
+	// the copy refuses (tests compare the two).
+	encodeAll bool
 }
 
 // Counts are a report's counts of records and lines: a job's (Report), or
@@ -576,7 +580,7 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		}
 	}
 	start := time.Now()
-	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged, rawModes(in.recs)); err != nil {
+	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged, !o.encodeAll, rawModes(in.recs)); err != nil {
 		return nil, err
 	}
 	logTiming("writeTables", "outcomes and costs tables", start)

@@ -48,7 +48,7 @@ func modeOf(modes map[string]string, raw string) string {
 // are written in the same pass over the expected files as its outcomes, each
 // line named by its record's row there (costWriter); a merge's costs carry
 // their records and are read after the outcomes.
-func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged bool, modes map[string]string) (outcomes, costs string, err error) {
+func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, job lake.Digest, tmp string, merged, copyCols bool, modes map[string]string) (outcomes, costs string, err error) {
 	if err := e.ExecFile(ctx, "keep_order.sql", nil); err != nil {
 		return "", "", err
 	}
@@ -69,8 +69,10 @@ func writeTables(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest,
 	if err := w.stageFiles(ctx, e); err != nil {
 		return "", "", err
 	}
-	if w.copied, err = ow.CopyColumns(copiedOutcomeColumns, w.paths); err != nil {
-		return "", "", err
+	if copyCols {
+		if w.copied, err = ow.CopyColumns(copiedOutcomeColumns, w.paths); err != nil {
+			return "", "", err
+		}
 	}
 	opipe := lake.NewTablePipe(ctx, ow, pipeDepth)
 	cpipe := lake.NewTablePipe(ctx, ctw, pipeDepth)

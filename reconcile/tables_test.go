@@ -17,7 +17,8 @@ import (
 // TestOutcomesCopyExpectedColumns: a job's outcomes table takes the record
 // columns it repeats from the expected files, chunk for chunk and byte for
 // byte, one row group per expected row group, and reads back as the
-// expected rows in their order.
+// expected rows in their order: the rows of the outcomes written with every
+// column encoded (as from expected files the copy refuses).
 func TestOutcomesCopyExpectedColumns(t *testing.T) {
 	t.Parallel()
 	for _, splitMin := range []int64{-1, 1} {
@@ -68,6 +69,32 @@ func TestOutcomesCopyExpectedColumns(t *testing.T) {
 			got, err := parquet.ReadFile[lake.OutcomeRow](filepath.Join(root, rep.OutcomesFile))
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The same job in a lake of its own, reconciled encoding every
+			// column.
+			l2, dir2 := testLake(t)
+			if m2 := planAndIngestSplit(t, l2, dir2, batch, 40, splitMin); m2.JobKey != m.JobKey {
+				t.Fatalf("job %s planned again as %s", m.JobKey, m2.JobKey)
+			}
+			rep2, err := Run(ctx, l2, Options{JobKey: m.JobKey, TmpDir: dir2, Engine: EngineOptions{Threads: 2}, encodeAll: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			root2, _ := l2.LocalDir()
+			encoded, err := parquet.ReadFile[lake.OutcomeRow](filepath.Join(root2, rep2.OutcomesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(encoded) != len(got) {
+				t.Fatalf("%d outcomes encoded, %d with copied columns", len(encoded), len(got))
+			}
+			for i := range got {
+				if got[i] != encoded[i] {
+					t.Fatalf("outcome %d: %+v with copied columns, %+v encoded", i, got[i], encoded[i])
+				}
+			}
+			if rep.CostsFile != rep2.CostsFile || rep.counts() != rep2.counts() {
+				t.Errorf("costs %s and counts %s with copied columns; encoded %s and %s", rep.CostsFile, rep.counts(), rep2.CostsFile, rep2.counts())
 			}
 			if len(got) != len(want) || int64(len(got)) != m.ExpectedRecords {
 				t.Fatalf("%d outcomes, %d expected rows, %d records", len(got), len(want), m.ExpectedRecords)
