@@ -26,10 +26,10 @@ import (
 //
 // A column is copied only where the table's writer would have written the
 // same bytes from the same values: the sources were written by a table
-// format that writes such columns as today's (copySince), the column has the same type, codec and page
-// encodings there, a page index and no bloom filter, and every source row
-// group fits in one of the table's. Otherwise CopyColumns says no and the
-// values are written as usual.
+// format that writes such columns as today's (copySince), the column has
+// the same type, codec and page encodings there, a page index and no bloom
+// filter, and every source row group fits in one of the table's. Otherwise
+// CopyColumns says no and the values are written as usual.
 
 // copySpec is what a TableWriter's CopyColumns set up.
 type copySpec struct {
