@@ -44,7 +44,7 @@ const chunkSlack = 64 << 10
 // longer than maxLine bytes is an error (ErrLineTooLong). It reads into the
 // buffers that come back on free (those big enough), so that the input is
 // read into memory once, neither copied nor allocated afresh per chunk.
-func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk, free <-chan []byte) error {
+func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk, free chan []byte) error {
 	defer close(out)
 	var (
 		carry  []byte // the unfinished line at the end of the last chunk
@@ -58,13 +58,20 @@ func readChunks(ctx context.Context, r io.Reader, maxLine int, out chan<- chunk,
 		// allowed), so a line longer than a chunk is copied O(1) times per
 		// byte, not once per chunk.
 		want := max(chunkBytes, min(len(carry), maxLine+1-len(carry)))
+		// The first buffer given back that is large enough: one too small
+		// for a long line's read goes back for a later chunk, so that a
+		// long line does not cost a buffer of the pool each time.
 		var buf []byte
-		select {
-		case b := <-free:
+		for range len(free) {
+			b := <-free
 			if cap(b) >= len(carry)+want {
 				buf = b[:len(carry)+want]
+				break
 			}
-		default:
+			select {
+			case free <- b:
+			default:
+			}
 		}
 		if buf == nil {
 			buf = make([]byte, len(carry)+want, max(len(carry)+want, chunkBytes+chunkSlack))
