@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -33,8 +34,10 @@ type earlyExpected struct {
 	l   *lake.Lake
 	o   *PlanOptions
 	n   int64
-	// rows are the rows kept until the table's writer starts (w, pipe).
-	rows   []lake.ExpectedRow
+	// rows are the rows kept until the table's writer starts (w, pipe), in
+	// blocks of keptBlock: one slice grown by doubling copied them again and
+	// again into fresh memory, about 0.1 of a 1M plan's 3.5 cpu s.
+	rows   [][]lake.ExpectedRow
 	w      *lake.TableWriter[lake.ExpectedRow]
 	pipe   *lake.TablePipe[lake.ExpectedRow]
 	closed bool // pipe is closed
@@ -74,14 +77,19 @@ func (e *earlyExpected) start(w *lake.TableWriter[lake.ExpectedRow]) error {
 	// The rows are encoded on another goroutine while this one parses: a
 	// steady stream, so two batches of slack keep the writer busy.
 	e.w, e.pipe = w, lake.NewTablePipe(e.ctx, w, 2)
-	for _, r := range e.rows {
-		if err := e.pipe.Add(r); err != nil {
-			return err
+	for _, block := range e.rows {
+		for _, r := range block {
+			if err := e.pipe.Add(r); err != nil {
+				return err
+			}
 		}
 	}
 	e.rows = nil
 	return nil
 }
+
+// keptBlock is how many expected rows a block of those kept holds.
+const keptBlock = 4096
 
 // add writes the expected row of r, just written to shard sw.
 func (e *earlyExpected) add(r *planRec, sw *shardWriter) error {
@@ -96,7 +104,11 @@ func (e *earlyExpected) add(r *planRec, sw *shardWriter) error {
 	if e.pipe != nil {
 		return e.pipe.Add(row)
 	}
-	e.rows = append(e.rows, row)
+	if n := len(e.rows); n == 0 || len(e.rows[n-1]) == cap(e.rows[n-1]) {
+		e.rows = append(e.rows, make([]lake.ExpectedRow, 0, keptBlock))
+	}
+	last := &e.rows[len(e.rows)-1]
+	*last = append(*last, row)
 	if e.n < e.o.splitMin() {
 		return nil
 	}
@@ -138,10 +150,11 @@ func (e *earlyExpected) commit(ctx context.Context, m *lake.Manifest, written []
 	}
 	if e.pipe == nil {
 		// Under SplitMinRecords: one file of the rows kept.
-		for i := range e.rows {
-			e.rows[i].JobKey = m.JobKey
+		rows := slices.Concat(e.rows...)
+		for i := range rows {
+			rows[i].JobKey = m.JobKey
 		}
-		key, err := lake.WriteTable(ctx, e.l, e.o.TmpDir, "expected", m.Tenant, job, e.rows)
+		key, err := lake.WriteTable(ctx, e.l, e.o.TmpDir, "expected", m.Tenant, job, rows)
 		if err != nil {
 			return err
 		}
