@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -167,7 +168,7 @@ func parquetOf[T any](t *testing.T, rows []T) []byte {
 // and its row groups.
 func recordIDPages(t *testing.T, path string) (pages, groups int) {
 	t.Helper()
-	_, pf := openParquet(t, path)
+	_, pf := testrun.OpenParquet(t, path)
 	leaf, _ := pf.Schema().Lookup("record_id")
 	for _, rg := range pf.RowGroups() {
 		pp := rg.ColumnChunks()[leaf.ColumnIndex].Pages()

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
 
-	"github.com/parquet-go/parquet-go"
+	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -143,7 +142,7 @@ func TestTableStatistics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, pf := openParquet(t, l.LocalPath(key))
+	f, pf := testrun.OpenParquet(t, l.LocalPath(key))
 	col := slices.IndexFunc(pf.Metadata().Schema[1:], func(e format.SchemaElement) bool { return e.Name == "record_id" })
 	if col < 0 {
 		t.Fatal("no record_id column")
@@ -171,24 +170,4 @@ func TestTableStatistics(t *testing.T) {
 	if s := h.DataPageHeaderV2.V.Statistics; len(s.MinValue) != 0 || len(s.MaxValue) != 0 || len(s.Min) != 0 || len(s.Max) != 0 {
 		t.Errorf("record_id's first page header has statistics: %+v", s)
 	}
-}
-
-// openParquet opens the Parquet file at path for the test's reads; it is
-// closed when the test ends.
-func openParquet(t *testing.T, path string) (*os.File, *parquet.File) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, pf
 }

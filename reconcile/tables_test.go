@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -36,12 +37,14 @@ func TestOutcomesCopyExpectedColumns(t *testing.T) {
 			if !ok {
 				t.Fatal("not a local lake")
 			}
-			out, outMD := parquetFooter(t, filepath.Join(root, rep.OutcomesFile))
+			out, outPF := testrun.OpenParquet(t, filepath.Join(root, rep.OutcomesFile))
+			outMD := outPF.Metadata()
 			var want []lake.ExpectedRow
 			g := 0 // the outcomes' row group
 			for _, tf := range m.ExpectedTables() {
 				path := filepath.Join(root, tf.Key)
-				src, srcMD := parquetFooter(t, path)
+				src, srcPF := testrun.OpenParquet(t, path)
+				srcMD := srcPF.Metadata()
 				for _, rg := range srcMD.RowGroups {
 					if g == len(outMD.RowGroups) {
 						t.Fatalf("the outcomes have %d row groups, the expected files more", g)
@@ -108,26 +111,6 @@ func TestOutcomesCopyExpectedColumns(t *testing.T) {
 			}
 		})
 	}
-}
-
-// parquetFooter opens the Parquet file at path (closed when the test ends)
-// and reads its metadata.
-func parquetFooter(t *testing.T, path string) (*os.File, *format.FileMetaData) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, pf.Metadata()
 }
 
 // chunkBytes is the bytes of the column chunk of column name in rg.
