@@ -287,6 +287,17 @@ func readFooter(f *os.File) (*format.FileMetaData, int64, error) {
 	return md, footerAt, nil
 }
 
+// footerBytes is the end of a Parquet file of metadata md: the metadata,
+// its length and the magic bytes (what readFooter reads).
+func footerBytes(md *format.FileMetaData) ([]byte, error) {
+	b, err := thrift.Marshal(new(thrift.CompactProtocol), md)
+	if err != nil {
+		return nil, err
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(b)))
+	return append(b, "PAR1"...), nil
+}
+
 // chunkStart is where a column chunk's bytes start: its dictionary page, or
 // its first data page.
 func chunkStart(c *format.ColumnChunk) int64 {
@@ -412,12 +423,11 @@ func assembleCopied(shell *os.File, c *copySpec, out io.Writer) error {
 			}
 		}
 	}
-	b, err := thrift.Marshal(new(thrift.CompactProtocol), md)
+	b, err := footerBytes(md)
 	if err != nil {
 		return err
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(b)))
-	_, err = w.Write(append(b, "PAR1"...))
+	_, err = w.Write(b)
 	return err
 }
 

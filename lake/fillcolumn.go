@@ -2,7 +2,6 @@ package lake
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -133,12 +132,11 @@ func fillColumn(f *os.File, schema *parquet.Schema, opts []parquet.WriterOption,
 			}
 		}
 	}
-	b, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	b, err := footerBytes(md)
 	if err != nil {
 		return 0, err
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(b)))
-	if err := put(append(b, "PAR1"...)); err != nil {
+	if err := put(b); err != nil {
 		return 0, err
 	}
 	return at, f.Truncate(at)
@@ -194,10 +192,7 @@ func newFilledChunk(schema *parquet.Schema, opts []parquet.WriterOption, name, v
 	}
 	c := &filledChunk{chunk: md.RowGroups[0].Columns[0], columnIndex: pf.ColumnIndexes()[0], offsetIndex: pf.OffsetIndexes()[0]}
 	m := &c.chunk.MetaData
-	c.base = m.DataPageOffset
-	if m.DictionaryPageOffset > 0 {
-		c.base = min(c.base, m.DictionaryPageOffset)
-	}
+	c.base = chunkStart(&c.chunk)
 	c.data = buf.Bytes()[c.base : c.base+m.TotalCompressedSize]
 	return c, nil
 }
