@@ -298,6 +298,23 @@ func footerBytes(md *format.FileMetaData) ([]byte, error) {
 	return append(b, "PAR1"...), nil
 }
 
+// moveChunk moves the offsets of column chunk c and of its pages (offsets,
+// its offset index) by shift bytes: its bytes are written shift bytes
+// further on in the new file than in the one they come from.
+func moveChunk(c *format.ColumnChunk, offsets *format.OffsetIndex, shift int64) {
+	m := &c.MetaData
+	if c.FileOffset != 0 {
+		c.FileOffset += shift
+	}
+	m.DataPageOffset += shift
+	if m.DictionaryPageOffset > 0 {
+		m.DictionaryPageOffset += shift
+	}
+	for i := range offsets.PageLocations {
+		offsets.PageLocations[i].Offset += shift
+	}
+}
+
 // chunkStart is where a column chunk's bytes start: its dictionary page, or
 // its first data page.
 func chunkStart(c *format.ColumnChunk) int64 {
@@ -344,7 +361,7 @@ func assembleCopied(shell *os.File, c *copySpec, out io.Writer) error {
 		offset format.OffsetIndex
 	}
 	indexes := make([][]index, len(md.RowGroups))
-	readIndex := func(f *os.File, c *format.ColumnChunk, shift int64) (index, error) {
+	readIndex := func(f *os.File, c *format.ColumnChunk) (index, error) {
 		col := make([]byte, c.ColumnIndexLength)
 		off := make([]byte, c.OffsetIndexLength)
 		if _, err := f.ReadAt(col, c.ColumnIndexOffset); err != nil {
@@ -356,9 +373,6 @@ func assembleCopied(shell *os.File, c *copySpec, out io.Writer) error {
 		x := index{column: col}
 		if err := thrift.Unmarshal(new(thrift.CompactProtocol), off, &x.offset); err != nil {
 			return index{}, fmt.Errorf("%s: offset index: %w", f.Name(), err)
-		}
-		for i := range x.offset.PageLocations {
-			x.offset.PageLocations[i].Offset += shift
 		}
 		return x, nil
 	}
@@ -381,20 +395,14 @@ func assembleCopied(shell *os.File, c *copySpec, out io.Writer) error {
 			}
 			start := chunkStart(&chunk)
 			shift := w.n - start
-			if indexes[g][j], err = readIndex(from, &chunk, shift); err != nil {
+			if indexes[g][j], err = readIndex(from, &chunk); err != nil {
 				return err
 			}
 			if _, err := io.Copy(w, io.NewSectionReader(from, start, chunk.MetaData.TotalCompressedSize)); err != nil {
 				return err
 			}
+			moveChunk(&chunk, &indexes[g][j].offset, shift)
 			m := &chunk.MetaData
-			if chunk.FileOffset != 0 {
-				chunk.FileOffset += shift
-			}
-			m.DataPageOffset += shift
-			if m.DictionaryPageOffset > 0 {
-				m.DictionaryPageOffset += shift
-			}
 			if j == 0 && rg.FileOffset != 0 {
 				rg.FileOffset = start + shift
 			}

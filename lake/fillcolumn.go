@@ -200,18 +200,7 @@ func newFilledChunk(schema *parquet.Schema, opts []parquet.WriterOption, name, v
 // moved is c with its offsets for its bytes written at offset at.
 func (c *filledChunk) moved(at int64) filledChunk {
 	d := *c
-	shift := at - c.base
-	m := &d.chunk.MetaData
-	if d.chunk.FileOffset != 0 {
-		d.chunk.FileOffset += shift
-	}
-	m.DataPageOffset += shift
-	if m.DictionaryPageOffset > 0 {
-		m.DictionaryPageOffset += shift
-	}
 	d.offsetIndex.PageLocations = append([]format.PageLocation(nil), c.offsetIndex.PageLocations...)
-	for i := range d.offsetIndex.PageLocations {
-		d.offsetIndex.PageLocations[i].Offset += shift
-	}
+	moveChunk(&d.chunk, &d.offsetIndex, at-c.base)
 	return d
 }
