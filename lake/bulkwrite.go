@@ -29,17 +29,40 @@ var bulkBuffers = sync.Pool{New: func() any {
 // system time, and pushed the job's own inputs out of the cache). Whole
 // buffers are written direct; the tail, which need not fill a block, and
 // every write after a file system refuses direct I/O, go through the page
-// cache as any write does. A direct write waits for the disk parked where
-// io_uring can be used (parkedIO), without holding a P. The bytes are hashed
-// as they are written, if h is not nil.
+// cache as any write does. The bytes are hashed as they are written, if h
+// is not nil.
+//
+// A direct write waits for the disk parked where io_uring can be used
+// (parkedIO), without holding a P, and in a goroutine of its own: up to
+// bulkInflight-1 full buffers are written, each at its offset, while the
+// caller fills the next. Written one at a time, a plan's records goroutine,
+// which writes the shards, spent a third of its time waiting for the disk,
+// and the parsing cores waited for it.
 type bulkWriter struct {
 	f      *os.File
 	h      hash.Hash
 	buf    []byte // aligned to bulkAlign; its cap a multiple of it
 	pooled *[]byte
-	direct bool
+	off    int64 // the file offset of buf's first byte
+	// inflight are the direct writes under way, oldest first.
+	inflight []*bulkWrite
+	direct   bool
 	// directBytes counts the bytes written direct.
 	directBytes int64
+}
+
+// bulkInflight bounds a bulkWriter's buffers: the one being filled and the
+// ones being written.
+const bulkInflight = 8
+
+// bulkWrite is one buffer's direct write, made by its own goroutine.
+type bulkWrite struct {
+	pooled *[]byte
+	b      []byte
+	off    int64
+	n      int
+	err    error
+	done   chan struct{}
 }
 
 func newBulkWriter(f *os.File, h hash.Hash) *bulkWriter {
@@ -62,18 +85,76 @@ func (w *bulkWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// spill writes the buffer once it is full, and empties it.
+// spill writes the buffer once it is full and goes on in an empty one: a
+// direct write's own goroutine writes it, while fewer than bulkInflight
+// buffers are in use a new one is taken, otherwise the oldest write's once
+// it is done.
 func (w *bulkWriter) spill() error {
 	if len(w.buf) < cap(w.buf) {
 		return nil
 	}
-	err := w.write(w.buf)
-	w.buf = w.buf[:0]
+	b := w.buf
+	if !w.direct {
+		err := w.write(b)
+		w.buf = w.buf[:0]
+		return err
+	}
+	if w.h != nil {
+		w.h.Write(b)
+	}
+	wr := &bulkWrite{pooled: w.pooled, b: b, off: w.off, done: make(chan struct{})}
+	w.off += int64(len(b))
+	w.inflight = append(w.inflight, wr)
+	go func() {
+		wr.n, wr.err = parkedWriteAt(w.f, wr.b, wr.off)
+		close(wr.done)
+	}()
+	if len(w.inflight) < bulkInflight {
+		w.pooled = bulkBuffers.Get().(*[]byte)
+		w.buf = (*w.pooled)[:0]
+		return nil
+	}
+	oldest := w.inflight[0]
+	w.inflight = w.inflight[1:]
+	err := w.finish(oldest)
+	w.pooled, w.buf = oldest.pooled, (*oldest.pooled)[:0]
 	return err
 }
 
-// write hashes and writes b, which starts at an aligned offset of the file
-// and of the buffer: direct if b is whole blocks and the file takes it.
+// finish waits for a direct write. A file system that accepted the flag and
+// refuses the write (EINVAL) gets what is left of it, and every write after
+// it, through the page cache.
+func (w *bulkWriter) finish(wr *bulkWrite) error {
+	<-wr.done
+	w.directBytes += int64(wr.n)
+	err := wr.err
+	if err != nil && errors.Is(err, syscall.EINVAL) {
+		if w.direct {
+			if err := w.buffered(); err != nil {
+				return err
+			}
+		}
+		_, err = w.f.WriteAt(wr.b[wr.n:], wr.off+int64(wr.n))
+	}
+	return err
+}
+
+// drain waits for every write in flight and returns the first error.
+func (w *bulkWriter) drain() error {
+	var first error
+	for _, wr := range w.inflight {
+		if err := w.finish(wr); first == nil {
+			first = err
+		}
+		bulkBuffers.Put(wr.pooled)
+	}
+	w.inflight = w.inflight[:0]
+	return first
+}
+
+// write hashes and writes b at the writer's offset, which is aligned, as b
+// is in its buffer: direct if b is whole blocks and the file takes it. It
+// waits for the write.
 func (w *bulkWriter) write(b []byte) error {
 	if w.h != nil {
 		w.h.Write(b)
@@ -83,26 +164,16 @@ func (w *bulkWriter) write(b []byte) error {
 			return err
 		}
 	}
-	direct := w.direct
-	var n int
-	var err error
-	if direct {
-		n, err = parkedWrite(w.f, b)
-	} else {
-		n, err = w.f.Write(b)
+	off := w.off
+	w.off += int64(len(b))
+	if !w.direct {
+		_, err := w.f.WriteAt(b, off)
+		return err
 	}
-	if direct {
-		w.directBytes += int64(n)
-	}
-	if err != nil && direct && errors.Is(err, syscall.EINVAL) {
-		// A file system that accepted the flag and refuses the write: the
-		// rest goes through the page cache.
-		if err := w.buffered(); err != nil {
-			return err
-		}
-		_, err = w.f.Write(b[n:])
-	}
-	return err
+	wr := &bulkWrite{b: b, off: off, done: make(chan struct{})}
+	wr.n, wr.err = parkedWriteAt(w.f, b, off)
+	close(wr.done)
+	return w.finish(wr)
 }
 
 // buffered turns direct I/O off for the rest of the file.
@@ -111,21 +182,30 @@ func (w *bulkWriter) buffered() error {
 	return setDirect(w.f, false)
 }
 
-// Flush writes what is buffered (the file's tail) and gives the buffer
-// back; nothing may be written after it.
+// Flush writes what is buffered (the file's tail), waits for every write
+// and gives the buffers back; nothing may be written after it.
 func (w *bulkWriter) Flush() error {
+	err := w.drain()
 	b := w.buf
-	var err error
-	if whole := len(b) / bulkAlign * bulkAlign; whole > 0 {
+	if whole := len(b) / bulkAlign * bulkAlign; err == nil && whole > 0 {
 		err = w.write(b[:whole])
 		b = b[whole:]
 	}
 	if err == nil && len(b) > 0 {
 		err = w.write(b)
 	}
-	bulkBuffers.Put(w.pooled)
-	w.buf, w.pooled = nil, nil
+	w.release()
 	return err
+}
+
+// release waits for the writes in flight and gives the buffers back
+// (after Flush, or instead of it when the file is given up).
+func (w *bulkWriter) release() {
+	w.drain()
+	if w.pooled != nil {
+		bulkBuffers.Put(w.pooled)
+	}
+	w.buf, w.pooled = nil, nil
 }
 
 // bulkCopyMin is the size from which a local lake stores a file by bulkCopy:

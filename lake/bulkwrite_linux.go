@@ -112,6 +112,10 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 	if _, err := src.Seek(n, io.SeekStart); err != nil {
 		return n, true, err
 	}
+	// The bulk writer writes at offsets: the tail goes on from the last.
+	if _, err := dst.Seek(n, io.SeekStart); err != nil {
+		return n, true, err
+	}
 	k, err := io.Copy(dst, src)
 	return n + k, true, err
 }

@@ -18,6 +18,10 @@ import (
 // file system has it, as tmpfs has since Linux 6.6: every whole block
 // written direct, the tail's last partial one buffered), and with direct I/O
 // refused (every write buffered).
+//
+// Full buffers are written by goroutines of their own, several at once, each
+// at its offset; a wrong offset, a buffer reused before its write ended or a
+// lost write would show as other bytes.
 func TestBulkObjectWriter(t *testing.T) {
 	ctx := context.Background()
 	l, err := Open(ctx, t.TempDir())
@@ -44,7 +48,9 @@ func TestBulkObjectWriter(t *testing.T) {
 		canDirect := setDirect(probe, true) == nil && mode != "refused"
 		probe.Close()
 		os.Remove(probe.Name())
-		for _, size := range []int{0, 1, 4095, 4096, 4097, 1 << 20, 1<<20 + 1, 3<<20 + 17} {
+		// The last size fills every buffer the writer may have in flight,
+		// and more.
+		for _, size := range []int{0, 1, 4095, 4096, 4097, 1 << 20, 1<<20 + 1, 3<<20 + 17, (bulkInflight+2)<<20 + 4099} {
 			t.Run(fmt.Sprintf("%s/%d", mode, size), func(t *testing.T) {
 				want := make([]byte, size)
 				for i := range want {
@@ -141,4 +147,41 @@ func TestBulkCopy(t *testing.T) {
 	if got, err := l.GetVerified(ctx, ObjectKey(d), d); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("read back %d bytes, %v; want %d", len(got), err, len(want))
 	}
+}
+
+// TestBulkObjectWriterAbort: an object given up with writes in flight waits
+// for them before its file is closed and removed, and its writer's buffers
+// go back whole: the next object written with them holds its own bytes.
+func TestBulkObjectWriterAbort(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dir := t.TempDir()
+	junk := bytes.Repeat([]byte("x"), (bulkInflight+1)<<20)
+	for range 3 {
+		o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Write(junk); err != nil {
+			t.Fatal(err)
+		}
+		name := o.f.Name()
+		o.Abort()
+		if _, err := os.Stat(name); !os.IsNotExist(err) {
+			t.Fatalf("aborted object's file %s: %v, want it removed", name, err)
+		}
+	}
+	want := bytes.Repeat([]byte("0123456789abcdef"), (bulkInflight+1)<<16)
+	o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	commitChecked(ctx, t, l, o, want)
 }

@@ -5,13 +5,13 @@ import (
 	"os"
 )
 
-// parkedWrite writes b at f's position as f.Write does, waiting for the
-// disk parked where io_uring can be used (parkedIO): for direct writes.
-func parkedWrite(f *os.File, b []byte) (int, error) {
-	if n, done, err := parkedIO(f, uringOpWrite, b, -1); done {
+// parkedWriteAt writes b at off as f.WriteAt does, waiting for the disk
+// parked where io_uring can be used (parkedIO): for direct writes.
+func parkedWriteAt(f *os.File, b []byte, off int64) (int, error) {
+	if n, done, err := parkedIO(f, uringOpWrite, b, off); done {
 		return n, err
 	}
-	return f.Write(b)
+	return f.WriteAt(b, off)
 }
 
 // parkedReadAt reads b at off as f.ReadAt does, waiting for the disk parked

@@ -377,6 +377,12 @@ func (o *ObjectWriter) Commit(ctx context.Context, l *Lake, keyFor func(Digest) 
 
 // Abort removes the temp file; safe after Commit.
 func (o *ObjectWriter) Abort() {
+	if o.b != nil {
+		// The writes in flight end before their file is closed (and its
+		// descriptor perhaps given to another file).
+		o.b.release()
+		o.b = nil
+	}
 	o.f.Close()
 	os.Remove(o.f.Name())
 }
