@@ -5,7 +5,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"sync"
 	"syscall"
 )
 
@@ -13,12 +12,29 @@ import (
 // and file offset: the largest logical block size of common disks.
 const bulkAlign = 4096
 
-// bulkBuffers keeps bulkWriters' aligned 1 MiB buffers (*[]byte, empty)
-// between objects.
-var bulkBuffers = sync.Pool{New: func() any {
-	b := AlignedBuffer(1 << 20)[:0]
-	return &b
-}}
+// bulkBuffers keeps bulkWriters' aligned 1 MiB buffers between files, up to
+// two writers' worth. A plan writes its shards one after another, each with
+// up to bulkInflight buffers; a sync.Pool would drop them at a collection,
+// to be allocated and faulted in again.
+var bulkBuffers = make(chan []byte, 2*bulkInflight)
+
+// getBulkBuffer returns an empty aligned buffer of 1 MiB.
+func getBulkBuffer() []byte {
+	select {
+	case b := <-bulkBuffers:
+		return b[:0]
+	default:
+		return AlignedBuffer(1 << 20)[:0]
+	}
+}
+
+// putBulkBuffer keeps b for another writer, if there is room.
+func putBulkBuffer(b []byte) {
+	select {
+	case bulkBuffers <- b[:0]:
+	default:
+	}
+}
 
 // bulkWriter writes a new file of many megabytes that nothing reads soon
 // after (a plan's shards) past the kernel's page cache, with O_DIRECT where
@@ -39,11 +55,10 @@ var bulkBuffers = sync.Pool{New: func() any {
 // which writes the shards, spent a third of its time waiting for the disk,
 // and the parsing cores waited for it.
 type bulkWriter struct {
-	f      *os.File
-	h      hash.Hash
-	buf    []byte // aligned to bulkAlign; its cap a multiple of it
-	pooled *[]byte
-	off    int64 // the file offset of buf's first byte
+	f   *os.File
+	h   hash.Hash
+	buf []byte // aligned to bulkAlign; its cap a multiple of it
+	off int64  // the file offset of buf's first byte
 	// inflight are the direct writes under way, oldest first.
 	inflight []*bulkWrite
 	direct   bool
@@ -57,17 +72,15 @@ const bulkInflight = 8
 
 // bulkWrite is one buffer's direct write, made by its own goroutine.
 type bulkWrite struct {
-	pooled *[]byte
-	b      []byte
-	off    int64
-	n      int
-	err    error
-	done   chan struct{}
+	b    []byte
+	off  int64
+	n    int
+	err  error
+	done chan struct{}
 }
 
 func newBulkWriter(f *os.File, h hash.Hash) *bulkWriter {
-	p := bulkBuffers.Get().(*[]byte)
-	w := &bulkWriter{f: f, h: h, buf: *p, pooled: p}
+	w := &bulkWriter{f: f, h: h, buf: getBulkBuffer()}
 	w.direct = setDirect(f, true) == nil
 	return w
 }
@@ -102,7 +115,7 @@ func (w *bulkWriter) spill() error {
 	if w.h != nil {
 		w.h.Write(b)
 	}
-	wr := &bulkWrite{pooled: w.pooled, b: b, off: w.off, done: make(chan struct{})}
+	wr := &bulkWrite{b: b, off: w.off, done: make(chan struct{})}
 	w.off += int64(len(b))
 	w.inflight = append(w.inflight, wr)
 	go func() {
@@ -110,14 +123,13 @@ func (w *bulkWriter) spill() error {
 		close(wr.done)
 	}()
 	if len(w.inflight) < bulkInflight {
-		w.pooled = bulkBuffers.Get().(*[]byte)
-		w.buf = (*w.pooled)[:0]
+		w.buf = getBulkBuffer()
 		return nil
 	}
 	oldest := w.inflight[0]
 	w.inflight = w.inflight[1:]
 	err := w.finish(oldest)
-	w.pooled, w.buf = oldest.pooled, (*oldest.pooled)[:0]
+	w.buf = oldest.b[:0]
 	return err
 }
 
@@ -146,7 +158,7 @@ func (w *bulkWriter) drain() error {
 		if err := w.finish(wr); first == nil {
 			first = err
 		}
-		bulkBuffers.Put(wr.pooled)
+		putBulkBuffer(wr.b)
 	}
 	w.inflight = w.inflight[:0]
 	return first
@@ -202,10 +214,10 @@ func (w *bulkWriter) Flush() error {
 // (after Flush, or instead of it when the file is given up).
 func (w *bulkWriter) release() {
 	w.drain()
-	if w.pooled != nil {
-		bulkBuffers.Put(w.pooled)
+	if w.buf != nil {
+		putBulkBuffer(w.buf)
 	}
-	w.buf, w.pooled = nil, nil
+	w.buf = nil
 }
 
 // bulkCopyMin is the size from which a local lake stores a file by bulkCopy:
