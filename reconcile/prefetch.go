@@ -2,8 +2,13 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -35,7 +40,8 @@ type prefetched struct {
 }
 
 // startRetryPrefetch queries where the retry's lines start and reads them
-// ahead, shard by shard in the retry's order, until limit bytes are held.
+// ahead, prefetchShards shards at a time in the retry's order, as long as
+// they fit in limit bytes.
 // The query runs before it returns (a session has one connection). Nothing
 // is read (nil) unless all of the lines are likely to fit, by their shards'
 // mean line length: a large job's tables are read from the disk as they are
@@ -81,48 +87,77 @@ func startRetryPrefetch(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Ma
 	p := &retryPrefetch{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		shards := map[string]*prefetched{}
-		var arena []byte
-		held := 0
+		var (
+			mu     sync.Mutex
+			shards = map[string]*prefetched{}
+			budget atomic.Int64
+		)
+		budget.Store(int64(limit))
+		// Several shards at once: each read waits for the disk parked, and
+		// one shard after another, one read at a time, read 11 or 12 of a 1M
+		// job's 20 shards while its tables were written.
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(prefetchShards)
 		for _, w := range want {
 			s, ok := m.Shard(w.id)
-			if !ok || ctx.Err() != nil {
+			if !ok || gctx.Err() != nil {
 				break
 			}
-			pf, n, ok := readAhead(ctx, l, s, w.offs, &arena, limit-held)
-			if !ok {
-				break
-			}
-			shards[w.id], held = pf, held+n
+			g.Go(func() error {
+				pf, ok := readAhead(gctx, l, s, w.offs, &budget)
+				if !ok {
+					return errPrefetchStopped // and the shards not read yet are not read
+				}
+				mu.Lock()
+				shards[w.id] = pf
+				mu.Unlock()
+				return nil
+			})
 		}
+		g.Wait()
 		p.shards = shards
 	}()
 	return p, nil
 }
 
-// readAhead reads the lines of shard s at offs, copied into *arena, if they
-// fit in limit bytes; ok is false otherwise or on any failure.
-func readAhead(ctx context.Context, l *lake.Lake, s lake.ManifestShard, offs []int64, arena *[]byte, limit int) (pf *prefetched, n int, ok bool) {
+// prefetchShards is how many shards are read ahead at once.
+const prefetchShards = 4
+
+// errPrefetchStopped ends the read ahead at a shard it could not take whole.
+var errPrefetchStopped = errors.New("read ahead stopped")
+
+// readAhead reads the lines of shard s at offs, taking their bytes from
+// budget; ok is false, and the bytes given back, if they do not fit or on any
+// failure.
+func readAhead(ctx context.Context, l *lake.Lake, s lake.ManifestShard, offs []int64, budget *atomic.Int64) (pf *prefetched, ok bool) {
 	src, err := openLines(ctx, l, lake.ObjectKey(s.Object), s.Bytes, offs)
 	if err != nil {
-		return nil, 0, false
+		return nil, false
 	}
 	defer src.Close()
 	pf = &prefetched{offs: offs, lines: make([][]byte, 0, len(offs))}
+	var arena []byte
+	taken := int64(0)
 	for _, off := range offs {
 		line, err := src.lineAt(off)
-		if err != nil || n+len(line) > limit || ctx.Err() != nil {
-			return nil, 0, false
+		if err == nil && ctx.Err() == nil {
+			taken += int64(len(line))
+			if budget.Add(-int64(len(line))) < 0 {
+				err = errPrefetchStopped
+			}
 		}
-		if cap(*arena)-len(*arena) < len(line) {
-			*arena = make([]byte, 0, max(1<<20, len(line)))
+		if err != nil || ctx.Err() != nil {
+			budget.Add(taken)
+			return nil, false
 		}
-		start := len(*arena)
-		*arena = append(*arena, line...)
-		pf.lines = append(pf.lines, (*arena)[start:len(*arena):len(*arena)])
-		n += len(line)
+		if cap(arena)-len(arena) < len(line) {
+			arena = make([]byte, 0, max(1<<20, len(line)))
+		}
+		start := len(arena)
+		arena = append(arena, line...)
+		pf.lines = append(pf.lines, arena[start:len(arena):len(arena)])
 	}
-	return pf, n, true
+	return pf, true
 }
 
 // wait stops the read ahead where it is (or, with finish, lets it end) and
