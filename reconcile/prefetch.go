@@ -136,7 +136,14 @@ func readAhead(ctx context.Context, l *lake.Lake, s lake.ManifestShard, offs []i
 	}
 	defer src.Close()
 	pf = &prefetched{offs: offs, lines: make([][]byte, 0, len(offs))}
+	// The lines are copied into blocks sized by the shard's mean line, so
+	// that many shards of few lines each do not hold a mostly empty block
+	// apiece.
 	var arena []byte
+	block := 64 << 10
+	if s.Records > 0 {
+		block = int(min(int64(len(offs))*(s.Bytes/s.Records+1), 1<<20)) + 64<<10
+	}
 	taken := int64(0)
 	for _, off := range offs {
 		line, err := src.lineAt(off)
@@ -151,7 +158,8 @@ func readAhead(ctx context.Context, l *lake.Lake, s lake.ManifestShard, offs []i
 			return nil, false
 		}
 		if cap(arena)-len(arena) < len(line) {
-			arena = make([]byte, 0, max(1<<20, len(line)))
+			arena = make([]byte, 0, max(block, len(line)))
+			block = 64 << 10 // past the estimate, small blocks
 		}
 		start := len(arena)
 		arena = append(arena, line...)
