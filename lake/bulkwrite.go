@@ -70,6 +70,10 @@ type bulkWriter struct {
 // ones being written.
 const bulkInflight = 8
 
+// afterBulkWrite, if set, is called by each direct write's goroutine once
+// its write has returned (the tests).
+var afterBulkWrite func()
+
 // bulkWrite is one buffer's direct write, made by its own goroutine.
 type bulkWrite struct {
 	b    []byte
@@ -120,6 +124,9 @@ func (w *bulkWriter) spill() error {
 	w.inflight = append(w.inflight, wr)
 	go func() {
 		wr.n, wr.err = parkedWriteAt(w.f, wr.b, wr.off)
+		if afterBulkWrite != nil {
+			afterBulkWrite()
+		}
 		close(wr.done)
 	}()
 	if len(w.inflight) < bulkInflight {

@@ -10,7 +10,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestBulkObjectWriter: a bulk object holds exactly the bytes written and is
@@ -150,9 +152,11 @@ func TestBulkCopy(t *testing.T) {
 	}
 }
 
-// TestBulkObjectWriterAbort: an object given up with writes in flight waits
-// for them before its file is closed and removed, and its writer's buffers
-// go back whole: the next object written with them holds its own bytes.
+// TestBulkObjectWriterAbort: an object given up with writes in flight
+// waits for every one of them before its file is closed (its descriptor
+// could otherwise be given to the next file while a write to it is under
+// way) and removed, and gives its buffers back: the next object, written
+// with them, holds its own bytes.
 func TestBulkObjectWriterAbort(t *testing.T) {
 	ctx := context.Background()
 	l, err := Open(ctx, t.TempDir())
@@ -160,22 +164,42 @@ func TestBulkObjectWriterAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp(".", "bulk-test-") // the repository's disk, not a tmpfs TMPDIR
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Every write ends late, so that some are in flight at the Abort.
+	var ended atomic.Int64
+	afterBulkWrite = func() {
+		time.Sleep(20 * time.Millisecond)
+		ended.Add(1)
+	}
+	t.Cleanup(func() { afterBulkWrite = nil })
 	junk := bytes.Repeat([]byte("x"), (bulkInflight+1)<<20)
 	for range 3 {
 		o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !o.b.direct {
+			t.Skip("no direct I/O on this file system: every write is made before Write returns")
+		}
+		ended.Store(0)
 		if _, err := o.Write(junk); err != nil {
 			t.Fatal(err)
 		}
 		name := o.f.Name()
 		o.Abort()
+		// Every full buffer was handed to a write; each must have ended.
+		if got, want := ended.Load(), int64(bulkInflight+1); got != want {
+			t.Fatalf("Abort returned with %d of %d writes ended", got, want)
+		}
 		if _, err := os.Stat(name); !os.IsNotExist(err) {
 			t.Fatalf("aborted object's file %s: %v, want it removed", name, err)
 		}
 	}
+	afterBulkWrite = nil
 	want := bytes.Repeat([]byte("0123456789abcdef"), (bulkInflight+1)<<16)
 	o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
 	if err != nil {
