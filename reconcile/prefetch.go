@@ -144,18 +144,19 @@ func readAhead(ctx context.Context, l *lake.Lake, s lake.ManifestShard, offs []i
 	if s.Records > 0 {
 		block = int(min(int64(len(offs))*(s.Bytes/s.Records+1), 1<<20)) + 64<<10
 	}
-	taken := int64(0)
+	var taken int64 // from budget, given back if the shard is not taken
+	giveBack := func() (*prefetched, bool) {
+		budget.Add(taken)
+		return nil, false
+	}
 	for _, off := range offs {
 		line, err := src.lineAt(off)
-		if err == nil && ctx.Err() == nil {
-			taken += int64(len(line))
-			if budget.Add(-int64(len(line))) < 0 {
-				err = errPrefetchStopped
-			}
-		}
 		if err != nil || ctx.Err() != nil {
-			budget.Add(taken)
-			return nil, false
+			return giveBack()
+		}
+		taken += int64(len(line))
+		if budget.Add(-int64(len(line))) < 0 {
+			return giveBack()
 		}
 		if cap(arena)-len(arena) < len(line) {
 			arena = make([]byte, 0, max(block, len(line)))
