@@ -65,6 +65,36 @@ func outputLimit(line []byte) (int64, bool) {
 	return bestN, best < len(outputLimitKeys)
 }
 
+// bodyOutputLimit is the output limit a request body names in a member of
+// its own: of the keys of outputLimitKeys, the first whose member holds a
+// non-negative integer (limitDigits' reading of it), clamped as
+// lineOutputLimit clamps it; -1 for none. member gives the raw value of the
+// body's member key, as JSON decodes the body. It is the provider's own
+// reading of the request, and spares plan the scan of every line that
+// lineOutputLimit makes, which would also find a key nested anywhere in the
+// line (a parser that has the body's members at hand uses this).
+func bodyOutputLimit(member func(key string) ([]byte, bool)) int32 {
+	for _, k := range outputLimitNames {
+		v, ok := member(k)
+		if !ok {
+			continue
+		}
+		if n, ok := limitDigits(v, skipSpace(v, 0)); ok {
+			return int32(min(n, math.MaxInt32))
+		}
+	}
+	return -1
+}
+
+// outputLimitNames are outputLimitKeys unquoted.
+var outputLimitNames = func() []string {
+	names := make([]string, len(outputLimitKeys))
+	for i, k := range outputLimitKeys {
+		names[i] = string(k[1 : len(k)-1])
+	}
+	return names
+}()
+
 // outputLimitPrefix starts every key of outputLimitKeys.
 var outputLimitPrefix = []byte(`"max`)
 
@@ -74,7 +104,12 @@ func limitValue(line []byte, j int) (int64, bool) {
 	if j >= len(line) || line[j] != ':' {
 		return 0, false
 	}
-	j = skipSpace(line, j+1)
+	return limitDigits(line, skipSpace(line, j+1))
+}
+
+// limitDigits reads the integer at line[j:] as limitValue does: its first
+// digits, at most 15 of them.
+func limitDigits(line []byte, j int) (int64, bool) {
 	var n int64
 	d := 0
 	for ; j < len(line) && isDigit(line[j]) && d < 15; j, d = j+1, d+1 {

@@ -99,3 +99,60 @@ func TestOutputLimitOnePass(t *testing.T) {
 		}
 	}
 }
+
+// An OpenAI request's output limit is its body's own member, as the
+// provider reads it, on the fast path and through encoding/json alike: a key
+// of the same name elsewhere in the line (here in a message) does not count,
+// where the scan of the line (lineOutputLimit) would take it.
+func TestBodyOutputLimit(t *testing.T) {
+	line := func(body string) []byte {
+		return []byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m",` + body + `}}`)
+	}
+	cases := []struct {
+		name, body string
+		want       int32
+	}{
+		{"max_tokens", `"messages":[{"role":"user","content":"x"}],"max_tokens":64`, 64},
+		{"a message's key", `"messages":[{"role":"user","content":"x","max_tokens":7}],"max_tokens":64`, 64},
+		{"only a message's key", `"messages":[{"role":"user","content":"x","max_tokens":7}]`, -1},
+		{"completion tokens win", `"max_tokens":10,"messages":[],"max_completion_tokens":500`, 500},
+		{"null skipped", `"max_completion_tokens":null,"max_tokens":12,"messages":[]`, 12},
+		{"a string is none", `"max_tokens":"12","messages":[]`, -1},
+		{"responses", `"input":"hi","max_output_tokens":300`, 300},
+		{"clamped", `"max_tokens":99999999999,"messages":[]`, math.MaxInt32},
+		{"spaces", `"messages": [], "max_tokens" :  33 `, 33},
+		{"none", `"messages":[]`, -1},
+	}
+	f := openaiFormat{}
+	for _, c := range cases {
+		l := line(c.body)
+		fast, _, err := f.parseInputLater(l, "")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		slow, serr := generalParseInput(l, "")
+		if serr != nil {
+			t.Fatalf("%s: %v", c.name, serr)
+		}
+		for _, r := range []InputRecord{fast, slow} {
+			if !r.limitSet || r.limit != c.want {
+				t.Errorf("%s: limit %d (set %v), want %d", c.name, r.limit, r.limitSet, c.want)
+			}
+		}
+	}
+	// Other providers' parsers leave it to the scan of the line.
+	if r, err := (anthropicFormat{}).ParseInput([]byte(`{"custom_id":"a","params":{"model":"claude","max_tokens":9,"messages":[{"role":"user","content":"x"}]}}`), ""); err != nil || r.limitSet {
+		t.Errorf("anthropic: limit set %v, err %v; want it left to the scan", r.limitSet, err)
+	}
+}
+
+// Plan's estimate takes an OpenAI line's limit from its body (above): a
+// message holding the same key changes nothing.
+func TestPlanEstimateFromBody(t *testing.T) {
+	decoy := `{"custom_id": "b", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x", "max_tokens": 7}], "max_tokens": 100}}`
+	none := `{"custom_id": "c", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x", "max_tokens": 7}]}}`
+	_, m := planManifest(t, newLake(t), opts(writeFile(t, "in.jsonl", []string{openaiLine("a", "gpt-4o-mini", "one"), decoy, none}, "\n")))
+	if m.Estimate == nil || m.Estimate.OutputTokens != 200 || m.Estimate.NoOutputLimit != 1 {
+		t.Errorf("estimate %+v, want 200 output tokens (100 + 100 + none) and one record without a limit", m.Estimate)
+	}
+}

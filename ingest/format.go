@@ -23,6 +23,12 @@ type InputRecord struct {
 	ConfigHash lake.Digest
 	// RequestDigest identifies the request's content (method, url, compact body).
 	RequestDigest lake.Digest
+	// limit is the output token limit the request's body names in a member
+	// of its own (bodyOutputLimit: -1 for none), where the format reads it
+	// from the parsed body (limitSet); for the others plan scans the line
+	// for it (lineOutputLimit).
+	limit    int32
+	limitSet bool
 }
 
 // laterDigester is a Format that can leave a line's request digest to its

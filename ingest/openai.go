@@ -74,6 +74,8 @@ type openaiConfig struct {
 	endpoint, model string
 	canonical       []byte
 	hash            lake.Digest
+	// limit is the output limit the configuration names (bodyOutputLimit).
+	limit int32
 	// members are the body's configuration members as the line that made
 	// this configuration held them (keys and values as written, in the
 	// line's order): a line whose members are the same bytes has the same
@@ -206,6 +208,7 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 		lastOpenAIConfig.Store(c)
 	}
 	rec.Endpoint, rec.Model, rec.ConfigHash = c.endpoint, c.model, c.hash
+	rec.limit, rec.limitSet = c.limit, true
 	compact := body
 	if bfl&jSpace != 0 {
 		compact = compactAppend(make([]byte, 0, len(body)), body)
@@ -248,6 +251,16 @@ func newOpenAIConfig(jm *jmemo, prev *openaiConfig, endpoint string, model []byt
 	for i, m := range ms {
 		c.members[i] = [2][]byte{bytes.Clone(m.k), bytes.Clone(m.v)}
 	}
+	// The output limit is a configuration member (the body's own, and no
+	// content field), so it is the same for every line of the configuration.
+	c.limit = bodyOutputLimit(func(key string) ([]byte, bool) {
+		for _, m := range c.members {
+			if string(m[0]) == key {
+				return m[1], true
+			}
+		}
+		return nil, false
+	})
 	slices.SortFunc(ms, func(a, b bodyMember) int { return bytes.Compare(a.k, b.k) })
 	buf := append(jm.scratch[:0], '{')
 	defer func() { jm.scratch = buf[:0] }() // kept by the memo: buf is copied where it is kept
@@ -306,6 +319,10 @@ func generalParseInput(line []byte, keyField string) (InputRecord, *errkind.Inpu
 		return rec, ierr
 	}
 	rec.Model = model
+	rec.limit, rec.limitSet = bodyOutputLimit(func(key string) ([]byte, bool) {
+		v, ok := body[key]
+		return v, ok
+	}), true
 	cfg, err := canonicalWithout(body, contentFields...)
 	if err != nil {
 		return rec, &errkind.InputError{Field: "body", Msg: err.Error()}

@@ -440,7 +440,10 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 					p.rid, p.ridDue = d, false
 				}
 			}
-			p.out = lineOutputLimit(ln.Bytes)
+			p.out = p.rec.limit
+			if !p.rec.limitSet {
+				p.out = lineOutputLimit(ln.Bytes)
+			}
 		}
 		return p
 	}, func(ps []parsed) {
