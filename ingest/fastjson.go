@@ -379,6 +379,25 @@ func unquoteSimple(s []byte) (string, bool) {
 // fastInt64 decodes an integer as encoding/json does into an int64 (null:
 // unchanged).
 func fastInt64(v []byte) (int64, bool) {
+	// Most are token counts: a few digits, which no int64 overflows below
+	// 19; v is a number the scanner has validated (no leading zeros).
+	if len(v) > 0 && len(v) < 19 {
+		i := 0
+		if v[0] == '-' {
+			i = 1
+		}
+		var n int64
+		j := i
+		for ; j < len(v) && isDigit(v[j]); j++ {
+			n = n*10 + int64(v[j]-'0')
+		}
+		if j == len(v) && j > i {
+			if i == 1 {
+				n = -n
+			}
+			return n, true
+		}
+	}
 	if isNull(v) {
 		return 0, true
 	}

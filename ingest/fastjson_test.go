@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -398,5 +399,20 @@ func TestInputConfigCarriesOver(t *testing.T) {
 			}
 			before, seen = rec.ConfigHash, true
 		})
+	}
+}
+
+// fastInt64 decodes what encoding/json decodes into an int64, and refuses
+// what it refuses, on both sides of the short-integer path (19 bytes).
+func TestFastInt64(t *testing.T) {
+	for _, v := range []string{"0", "-0", "7", "-7", "123", "-123", "999999999999999999", "-99999999999999999",
+		"1000000000000000000", "-999999999999999999", "9223372036854775807", "-9223372036854775808",
+		"9223372036854775808", "-9223372036854775809", "1.5", "1e3", "-1E3", "null", `"1"`, "-", "true"} {
+		var want int64
+		werr := json.Unmarshal([]byte(v), &want)
+		got, ok := fastInt64([]byte(v))
+		if ok != (werr == nil) || (ok && got != want) {
+			t.Errorf("fastInt64(%s) = %d, %v; encoding/json: %d, %v", v, got, ok, want, werr)
+		}
 	}
 }
