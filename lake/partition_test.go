@@ -148,3 +148,40 @@ func TestPartitionKey(t *testing.T) {
 		}
 	}
 }
+
+// IDHash2 is IDHash of each of its two ids, whatever their lengths (one
+// block, two, unequal, empty).
+func TestIDHash2(t *testing.T) {
+	ids := []string{"", "a", "bench-0000587276", strings.Repeat("x", 55), strings.Repeat("y", 56), strings.Repeat("z", 64), strings.Repeat("é", 100)}
+	for _, a := range ids {
+		for _, b := range ids {
+			ha, hb := IDHash2(a, b)
+			if ha != IDHash(a) || hb != IDHash(b) {
+				t.Errorf("IDHash2(%q, %q) = %08x, %08x; want %08x, %08x", a, b, ha, hb, IDHash(a), IDHash(b))
+			}
+		}
+	}
+}
+
+// The bucket hashes of a split table's rows, one id at a time and two.
+func BenchmarkIDHash(b *testing.B) {
+	ids := make([]string, 4096)
+	for i := range ids {
+		ids[i] = "bench-" + strconv.Itoa(1000000+i)
+	}
+	b.Run("one", func(b *testing.B) {
+		var s uint32
+		for i := 0; b.Loop(); i++ {
+			s += IDHash(ids[i%len(ids)])
+		}
+		_ = s
+	})
+	b.Run("two", func(b *testing.B) {
+		var s uint32
+		for i := 0; b.Loop(); i += 2 {
+			x, y := IDHash2(ids[i%len(ids)], ids[(i+1)%len(ids)])
+			s += x + y
+		}
+		_ = s
+	})
+}

@@ -191,12 +191,23 @@ func (t *TableWriter[T]) stop() error {
 // Write appends rows.
 func (t *TableWriter[T]) Write(rows ...T) error {
 	if t.split > 0 {
-		for i := range rows {
-			b := IDPartition(t.id(&rows[i]), t.split)
-			t.pending[b] = append(t.pending[b], rows[i])
-			if len(t.pending[b]) >= splitBatch {
-				if err := t.flush(b); err != nil {
-					return err
+		// The rows' ids are hashed two at a time (IDHash2), each row then
+		// handed on in order.
+		for i := 0; i < len(rows); i += 2 {
+			var h [2]uint32
+			n := min(2, len(rows)-i)
+			if n == 2 {
+				h[0], h[1] = IDHash2(t.id(&rows[i]), t.id(&rows[i+1]))
+			} else {
+				h[0] = IDHash(t.id(&rows[i]))
+			}
+			for j := range n {
+				b := HashPartition(h[j], t.split)
+				t.pending[b] = append(t.pending[b], rows[i+j])
+				if len(t.pending[b]) >= splitBatch {
+					if err := t.flush(b); err != nil {
+						return err
+					}
 				}
 			}
 		}
