@@ -28,6 +28,30 @@ type jmemo struct {
 	// model configuration: one on the stack escaped to the heap, an
 	// allocation a line.
 	scratch []byte
+	// strs is the block the strings of the memo's lines are carved from
+	// (str), kept from line to line.
+	strs []byte
+}
+
+// strBlock is the size of a memo's block of strings.
+const strBlock = 64 << 10
+
+// str is string(b), its bytes carved from the memo's block of strings
+// instead of allocated alone (a result line's answer, request id and
+// custom_id were each an allocation). A block is never written again where
+// it has lent bytes, and stays alive as long as a string of it does; a
+// full block is left to those strings and a new one started. A nil memo,
+// or a string longer than a quarter block, allocates as string(b) does.
+func (m *jmemo) str(b []byte) string {
+	if m == nil || len(b) == 0 || len(b) > strBlock/4 {
+		return string(b)
+	}
+	if len(m.strs)+len(b) > cap(m.strs) {
+		m.strs = make([]byte, 0, strBlock)
+	}
+	off := len(m.strs)
+	m.strs = append(m.strs, b...)
+	return unsafe.String(&m.strs[off], len(b))
 }
 
 // memos are reused: one per line parsed would be most of a line's garbage.

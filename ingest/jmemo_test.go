@@ -2,7 +2,12 @@ package ingest
 
 import (
 	"bytes"
+	"fmt"
+	"reflect"
+	"sync"
 	"testing"
+
+	"github.com/batchlake/batchlake/lake"
 )
 
 // TestMemoSameAsScan: once a line is scanned with a memo, every object and
@@ -52,5 +57,36 @@ func TestMemoSameAsScan(t *testing.T) {
 	}
 	if hits == 0 {
 		t.Fatal("no containers remembered")
+	}
+}
+
+// The strings a result line's row holds are carved from its memo's block
+// (jmemo.str), which the memo keeps for the lines after it: every row kept
+// must still say what it said when parsed, after blocks have filled and
+// other lines (on other goroutines too) have been carved from them.
+func TestCarvedStringsOutliveTheirLine(t *testing.T) {
+	_, out, _ := generated(t, 3000)
+	const workers = 4
+	rows := make([]lake.AttemptRow, len(out))
+	errs := make([]error, len(out)) // the generator plants a few bad lines
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(out); i += workers {
+				rows[i], errs[i] = (openaiFormat{}).ParseResult(out[i], ChannelOutput)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, l := range out {
+		want, err := generalParseResult(l)
+		if fmt.Sprint(err) != fmt.Sprint(errs[i]) {
+			t.Fatalf("line %d: error %v, want %v", i, errs[i], err)
+		}
+		if !reflect.DeepEqual(rows[i], want) {
+			t.Fatalf("line %d, once 3000 lines were parsed:\n got %+v\nwant %+v", i, rows[i], want)
+		}
 	}
 }

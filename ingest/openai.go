@@ -366,10 +366,16 @@ func checkID(id string) error {
 }
 
 func stringField(raw json.RawMessage, field string) (string, *errkind.InputError) {
+	return (*jmemo)(nil).stringField(raw, field)
+}
+
+// stringField is stringField with a plain string carved from the memo's
+// block (str).
+func (m *jmemo) stringField(raw json.RawMessage, field string) (string, *errkind.InputError) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", &errkind.InputError{Field: field, Msg: "missing"}
 	}
-	s, ok := plainString(raw)
+	s, ok := m.plainString(raw)
 	if !ok {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return "", &errkind.InputError{Field: field, Msg: "want a string, got " + abbrev(raw)}
@@ -591,7 +597,7 @@ func generalBody(_ *jmemo, raw []byte, b *openaiBody) error {
 // response body with body.
 func openaiRow(in *openaiResultLine, body bodyDecoder) (lake.AttemptRow, error) {
 	var row lake.AttemptRow
-	id, ierr := stringField(in.CustomID, "custom_id")
+	id, ierr := in.memo.stringField(in.CustomID, "custom_id")
 	if ierr != nil {
 		return row, fmt.Errorf("field custom_id: %s", ierr.Msg)
 	}

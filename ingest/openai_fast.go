@@ -69,7 +69,12 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 					}
 					return end, true
 				case 1:
-					return strAt(v, &r.RequestID)
+					raw, fl, end := v.scan()
+					if end >= 0 && len(raw) >= 2 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+						r.RequestID = jm.str(raw[1 : len(raw)-1])
+						return end, true
+					}
+					return end, end >= 0 && setString(&r.RequestID, raw, fl)
 				default:
 					return responseBody(jm, v, r)
 				}
@@ -261,7 +266,7 @@ func choiceAt(jm *jmemo, v jval, c *openaiChoice) (int, bool) {
 					raw, fl, end := v.scan()
 					m.Content = raw
 					if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
-						m.text, m.plain = string(raw[1:len(raw)-1]), true
+						m.text, m.plain = jm.str(raw[1:len(raw)-1]), true
 					}
 					return end, end >= 0
 				case 1:
@@ -394,7 +399,11 @@ func setInt64(dst *int64, v []byte) bool {
 
 // plainString is the value of a JSON string without escapes in valid UTF-8,
 // or "" for null: what json.Unmarshal into a string gives, fast.
-func plainString(raw []byte) (string, bool) {
+func plainString(raw []byte) (string, bool) { return (*jmemo)(nil).plainString(raw) }
+
+// plainString is plainString with the string carved from the memo's block
+// (str).
+func (m *jmemo) plainString(raw []byte) (string, bool) {
 	if isNull(raw) {
 		return "", true
 	}
@@ -410,7 +419,7 @@ func plainString(raw []byte) (string, bool) {
 	if !utf8.Valid(body) {
 		return "", false
 	}
-	return string(body), true
+	return m.str(body), true
 }
 
 // contentString is json.Unmarshal of raw into a string.
