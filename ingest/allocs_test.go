@@ -19,8 +19,9 @@ func TestParseAllocations(t *testing.T) {
 		parse func([]byte)
 		max   float64
 	}{
-		// The custom_id's string; the business key is the same string.
-		{"openai input", in, func(l []byte) { openaiFormat{}.ParseInput(l, "") }, 1},
+		// None: the custom_id's string (the business key is the same string)
+		// is carved from the memo's block of strings.
+		{"openai input", in, func(l []byte) { openaiFormat{}.ParseInput(l, "") }, 0},
 		// The decoded body's parts that outlive the line (usage details, the
 		// message); the custom_id, the request id and the answer are carved
 		// from the memo's block of strings (jmemo.str), a block now and then.

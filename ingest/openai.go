@@ -199,7 +199,7 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 	if vf[0]&jHigh != 0 {
 		return rec, false
 	}
-	rec.CustomID = string(id[1 : len(id)-1])
+	rec.CustomID = jm.str(id[1 : len(id)-1])
 	c := lastOpenAIConfig.Load()
 	if c == nil || c.endpoint != string(u) || !c.sameMembers(ms) {
 		if c, ok = newOpenAIConfig(jm, c, string(u), model, ms); !ok {
