@@ -121,10 +121,9 @@ func BenchmarkParallelLinesParseInput(b *testing.B) {
 	f := openaiFormat{}
 	for b.Loop() {
 		n := 0
-		err := ParallelLines(context.Background(), bytes.NewReader(data), func(l Line) InputRecord {
-			r, _ := f.ParseInput(l.Bytes, "")
-			return r
-		}, func(Line, InputRecord) error { n++; return nil })
+		err := ParallelLines(context.Background(), bytes.NewReader(data), func(l Line, r *InputRecord) {
+			*r, _ = f.ParseInput(l.Bytes, "")
+		}, func(Line, *InputRecord) error { n++; return nil })
 		if err != nil || n != len(in) {
 			b.Fatal(err, n)
 		}

@@ -145,8 +145,11 @@ func eachLine(c chunk, fn func(Line)) {
 }
 
 // ParallelLines parses every non-blank line of r with parse on all cores and
-// hands the results to sink in file order. parse must not keep Line.Bytes.
-func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, sink func(Line, T) error) error {
+// hands the results to sink in file order. parse fills in the zero value it
+// is given (the result stays where it is made: a line's row is hundreds of
+// bytes, and copying it from call to call to slice was a visible part of a
+// parse), and must not keep Line.Bytes; sink must not keep the pointer.
+func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line, *T), sink func(Line, *T) error) error {
 	return parallelLines(ctx, r, parse, nil, sink, nil)
 }
 
@@ -158,7 +161,7 @@ func ParallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 // file order, once sink has seen its lines and before its buffer is read
 // into again. A chunk's data are the file's bytes from its offset on, and the
 // chunks follow one another but for a leading BOM (see readChunks).
-func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, finish func([]T), sink func(Line, T) error, done func(chunk) error) error {
+func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line, *T), finish func([]T), sink func(Line, *T) error, done func(chunk) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := runtime.GOMAXPROCS(0)
@@ -213,9 +216,11 @@ func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 				default:
 				}
 				res.seq, res.c = c.seq, c
+				var zero T
 				eachLine(c, func(l Line) {
 					res.lines = append(res.lines, l)
-					res.vals = append(res.vals, parse(l))
+					res.vals = append(res.vals, zero)
+					parse(l, &res.vals[len(res.vals)-1])
 				})
 				if finish != nil {
 					finish(res.vals)
@@ -246,7 +251,7 @@ func parallelLines[T any](ctx context.Context, r io.Reader, parse func(Line) T, 
 			next++
 			<-tokens
 			for i := range r.lines {
-				if err := sink(r.lines[i], r.vals[i]); err != nil {
+				if err := sink(r.lines[i], &r.vals[i]); err != nil {
 					sinkErr = err
 					cancel()
 					break

@@ -75,10 +75,10 @@ func TestParallelLinesMatchesSplit(t *testing.T) {
 				want := splitLines([]byte(c.data))
 				var got []Line
 				err := ParallelLines(context.Background(), wrap(strings.NewReader(c.data)),
-					func(l Line) int { return len(l.Bytes) },
-					func(l Line, n int) error {
-						if n != len(l.Bytes) {
-							return fmt.Errorf("line %d: parsed %d bytes, sink sees %d", l.No, n, len(l.Bytes))
+					func(l Line, n *int) { *n = len(l.Bytes) },
+					func(l Line, n *int) error {
+						if *n != len(l.Bytes) {
+							return fmt.Errorf("line %d: parsed %d bytes, sink sees %d", l.No, *n, len(l.Bytes))
 						}
 						got = append(got, Line{No: l.No, Offset: l.Offset, Bytes: bytes.Clone(l.Bytes)})
 						return nil
@@ -120,7 +120,7 @@ func TestReadChunksTooLong(t *testing.T) {
 // the sink has seen their lines. Every line the sink sees is still the one
 // parse saw (a buffer read into too early would change it), and reading 48
 // MiB allocates a small part of that (a fresh buffer per chunk would be all
-// of it).
+// of it). The values parse fills in are reused too, and given to it zeroed.
 func TestParallelLinesReusesBuffers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	// Lines of random length; their letters follow from the line number and
@@ -144,11 +144,18 @@ func TestParallelLinesReusesBuffers(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	i := 0
+	type parsed struct {
+		sum   uint32
+		dirty bool // the value parse was given was not zero
+	}
 	err := ParallelLines(context.Background(), bytes.NewReader(data),
-		func(l Line) uint32 { return crc32.ChecksumIEEE(l.Bytes) },
-		func(l Line, sum uint32) error {
-			if crc32.ChecksumIEEE(l.Bytes) != sum {
+		func(l Line, p *parsed) { *p = parsed{sum: crc32.ChecksumIEEE(l.Bytes), dirty: *p != parsed{}} },
+		func(l Line, p *parsed) error {
+			if crc32.ChecksumIEEE(l.Bytes) != p.sum {
 				return fmt.Errorf("line %d changed between parse and sink", l.No)
+			}
+			if p.dirty {
+				return fmt.Errorf("line %d: parse was given a value not zeroed", l.No)
 			}
 			if i >= len(want) || l.No != want[i].No || !bytes.Equal(l.Bytes, want[i].Bytes) {
 				return fmt.Errorf("line %d: not the input's line %d", l.No, i)

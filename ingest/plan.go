@@ -421,8 +421,7 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 	bad, recs := &in.bad, in.recs
 	var cfgHex hexMemo
 	later, _ := f.(laterDigester)
-	err := parallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line) parsed {
-		var p parsed
+	err := parallelLines(ctx, withProgress(bufio.NewReaderSize(file, 1<<20), o.Progress), func(ln Line, p *parsed) {
 		if later != nil {
 			p.rec, p.call, p.err = later.parseInputLater(ln.Bytes, o.KeyField)
 		} else {
@@ -445,7 +444,6 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 				p.out = lineOutputLimit(ln.Bytes)
 			}
 		}
-		return p
 	}, func(ps []parsed) {
 		// Two lines' digests at a time: the request digests, then the
 		// record ids (messages of like lengths, so that pairs end together).
@@ -467,7 +465,7 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 		for i := range ps {
 			ps[i].call, ps[i].ridDue = lake.Call{}, false // the chunk's bytes are let go
 		}
-	}, func(ln Line, p parsed) error {
+	}, func(ln Line, p *parsed) error {
 		if in.early != nil && (p.err != nil || bad.Total > 0) {
 			return errRestart
 		}

@@ -204,13 +204,11 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		err error
 	}
 	src := &progressReader{r: bufio.NewReaderSize(file, 1<<20), tell: o.Progress} // counts the bytes parsed
-	err = ParallelLines(ctx, src, func(ln Line) parsed {
-		row, err := f.ParseResult(ln.Bytes, o.Channel)
-		if err != nil {
-			return parsed{err: err, raw: append([]byte(nil), ln.Bytes...)}
+	err = ParallelLines(ctx, src, func(ln Line, p *parsed) {
+		if p.row, p.err = f.ParseResult(ln.Bytes, o.Channel); p.err != nil {
+			p.row, p.raw = lake.AttemptRow{}, append([]byte(nil), ln.Bytes...)
 		}
-		return parsed{row: row}
-	}, func(ln Line, p parsed) error {
+	}, func(ln Line, p *parsed) error {
 		res.Lines++
 		if p.err != nil {
 			res.Quarantined++
@@ -221,13 +219,13 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 			}
 			return qw.Write(q)
 		}
-		r := p.row
+		rows = append(rows, p.row)
+		r := &rows[len(rows)-1]
 		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
 		r.Channel, r.LineNo = o.Channel, ln.No // raw_sha256 at the commit
 		if r.ModelVersion == "" {
 			r.ModelVersion = m.Model
 		}
-		rows = append(rows, r)
 		res.Rows++
 		if len(rows) < cap(rows) {
 			return nil
