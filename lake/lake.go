@@ -322,7 +322,11 @@ func HashFileContext(ctx context.Context, path string) (Digest, int64, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx, f})
+	// Reads of 256 KiB, not io.Copy's 32: a 775 MB file in the page cache
+	// hashed in 0.558-0.561 s against 0.582-0.596 (3 runs each).
+	bufs := pairBuffers.Get().(*[2][]byte)
+	defer pairBuffers.Put(bufs)
+	n, err := io.CopyBuffer(h, ctxReader{ctx, f}, bufs[0])
 	if err != nil {
 		return Digest{}, 0, fmt.Errorf("hash %s: %w", path, err)
 	}
