@@ -379,8 +379,9 @@ func unquoteSimple(s []byte) (string, bool) {
 // fastInt64 decodes an integer as encoding/json does into an int64 (null:
 // unchanged).
 func fastInt64(v []byte) (int64, bool) {
-	// Most are token counts: a few digits, which no int64 overflows below
-	// 19; v is a number the scanner has validated (no leading zeros).
+	// Most values are token counts, a few digits read as they stand: fewer
+	// than 19 digits cannot overflow an int64. Anything else (a fraction,
+	// an exponent, null, a long number) takes the path below.
 	if len(v) > 0 && len(v) < 19 {
 		i := 0
 		if v[0] == '-' {

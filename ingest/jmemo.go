@@ -37,11 +37,12 @@ type jmemo struct {
 const strBlock = 64 << 10
 
 // str is string(b), its bytes carved from the memo's block of strings
-// instead of allocated alone (a result line's answer, request id and
-// custom_id were each an allocation). A block is never written again where
-// it has lent bytes, and stays alive as long as a string of it does; a
-// full block is left to those strings and a new one started. A nil memo,
-// or a string longer than a quarter block, allocates as string(b) does.
+// instead of allocated alone: a line's strings (a result line's answer,
+// request id and custom_id) then cost no allocation of their own. A block is
+// never written again where it has lent bytes, and stays alive as long as a
+// string of it does; a full block is left to those strings and a new one
+// started. A nil memo, or a string longer than a quarter block, allocates
+// as string(b) does.
 func (m *jmemo) str(b []byte) string {
 	if m == nil || len(b) == 0 || len(b) > strBlock/4 {
 		return string(b)
