@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/url"
 	"os"
@@ -322,17 +323,22 @@ func HashFileContext(ctx context.Context, path string) (Digest, int64, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	// Reads of 256 KiB, not io.Copy's 32: a 775 MB file in the page cache
-	// hashed in 0.558-0.561 s against 0.582-0.596 (3 runs each).
-	bufs := pairBuffers.Get().(*[2][]byte)
-	defer pairBuffers.Put(bufs)
-	n, err := io.CopyBuffer(h, ctxReader{ctx, f}, bufs[0])
+	n, err := hashFrom(h, ctxReader{ctx, f})
 	if err != nil {
 		return Digest{}, 0, fmt.Errorf("hash %s: %w", path, err)
 	}
 	var d Digest
 	h.Sum(d[:0])
 	return d, n, nil
+}
+
+// hashFrom writes r into h in reads of 256 KiB, not io.Copy's 32: a 775 MB
+// file in the page cache hashed in 0.558-0.561 s against 0.582-0.596 (3
+// runs each).
+func hashFrom(h hash.Hash, r io.Reader) (int64, error) {
+	bufs := pairBuffers.Get().(*[2][]byte)
+	defer pairBuffers.Put(bufs)
+	return io.CopyBuffer(h, r, bufs[0])
 }
 
 // HashFilePair is HashFileContext of two files, hashed together

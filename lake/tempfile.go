@@ -269,7 +269,7 @@ func (o *ObjectWriter) Rewrite(edit func(f *os.File) (int64, error)) error {
 		return err
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(o.f, 0, n)); err != nil {
+	if _, err := hashFrom(h, io.NewSectionReader(o.f, 0, n)); err != nil {
 		return err
 	}
 	o.h, o.n = h, n
