@@ -139,6 +139,16 @@ func FuzzHexFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix []byte, n uint16, seed uint64) {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		src := append(append([]byte(nil), prefix...), hexPage(rng, 0, int(n))...)
+		if len(prefix) > 0 && n%3 == 0 { // one of the prefix's bytes among the digits too
+			src[int(seed%uint64(len(src)))] = prefix[0]
+		}
+		want := len(src)
+		for want > 0 && hexDigit(src[want-1]) {
+			want--
+		}
+		if got := hexRunStart(src); got != want {
+			t.Fatalf("hexRunStart %d, want %d", got, want)
+		}
 		enc, err := tableCodec.Encode(nil, src)
 		if err != nil {
 			t.Fatal(err)
