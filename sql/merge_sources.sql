@@ -10,9 +10,9 @@ SELECT * FROM read_parquet({{.Expected}}, union_by_name = true);
 -- empty file that fixes the schema): the partitions' outcomes carry it, and
 -- retry_rows.sql joins by it.
 CREATE OR REPLACE TEMP VIEW expected_at AS
-SELECT * EXCLUDE (filename, file_row_number),
-       (CAST(list_position({{.Expected}}, filename) - 1 AS BIGINT) << 40) | file_row_number AS pos
-FROM read_parquet({{.Expected}}, union_by_name = true, filename = true, file_row_number = true);
+SELECT * EXCLUDE (file_row_number),
+       (CAST(file_index AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.Expected}}, union_by_name = true, file_row_number = true);
 
 -- Every ingested line, for the provider totals cross-check (provider_totals.sql).
 CREATE OR REPLACE TEMP VIEW attempts_raw AS

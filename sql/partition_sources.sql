@@ -14,13 +14,13 @@
 -- whole job's list (.ExpectedNos, .ExpectedPartNos), so that the partitions'
 -- outcomes merge in one order.
 CREATE OR REPLACE TEMP VIEW expected_at AS
-SELECT * EXCLUDE (filename, file_row_number),
-       (CAST(list_extract({{.ExpectedNos}}, list_position({{.Expected}}, filename)) AS BIGINT) << 40) | file_row_number AS pos
-FROM read_parquet({{.Expected}}, union_by_name = true, filename = true, file_row_number = true)
+SELECT * EXCLUDE (file_row_number),
+       (CAST(list_extract({{.ExpectedNos}}, CAST(file_index AS BIGINT) + 1) AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.Expected}}, union_by_name = true, file_row_number = true)
 UNION ALL BY NAME
-SELECT * EXCLUDE (filename, file_row_number),
-       (CAST(list_extract({{.ExpectedPartNos}}, list_position({{.ExpectedPart}}, filename)) AS BIGINT) << 40) | file_row_number AS pos
-FROM read_parquet({{.ExpectedPart}}, union_by_name = true, filename = true, file_row_number = true)
+SELECT * EXCLUDE (file_row_number),
+       (CAST(list_extract({{.ExpectedPartNos}}, CAST(file_index AS BIGINT) + 1) AS BIGINT) << 40) | file_row_number AS pos
+FROM read_parquet({{.ExpectedPart}}, union_by_name = true, file_row_number = true)
 WHERE (CAST(('0x' || substr(sha256(custom_id), 1, 8)) AS UBIGINT) * {{.N}}) // 4294967296 = {{.K}};
 
 CREATE OR REPLACE TEMP VIEW expected AS
