@@ -2,6 +2,7 @@ package lake
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 )
 
@@ -73,7 +74,7 @@ func hexRunStart(src []byte) int {
 // most hexMaxPrefix other bytes; otherwise it appends nothing and returns false.
 func appendHexFrame(dst, src []byte) ([]byte, bool) {
 	start := hexRunStart(src)
-	if start > hexMaxPrefix || len(src)-start < hexMinRun || len(src) > 1<<32-1 {
+	if start > hexMaxPrefix || len(src)-start < hexMinRun || uint64(len(src)) > math.MaxUint32 {
 		return dst, false
 	}
 	raw := start + (len(src)-start)%32

@@ -7,8 +7,8 @@
 -- number in its file. outcomes.sql carries it, and the outcomes table is
 -- written in its order (tables.go), the order the expected files have.
 -- A row's file is found by file_index, its file's place in the list read
--- (from 0): a lookup of its path among the list's cost about 0.06 cpu s per
--- scan of 1M rows, and expected_at is scanned four times.
+-- (from 0): looking its path up among the list's paths cost about 0.06 cpu s
+-- per scan of 1M rows, and expected_at is scanned four times.
 CREATE OR REPLACE TEMP VIEW expected_at AS
 SELECT * EXCLUDE (file_row_number),
        (CAST(list_extract({{.ExpectedNos}}, CAST(file_index AS BIGINT) + 1) AS BIGINT) << 40) | file_row_number AS pos
