@@ -16,11 +16,7 @@ import (
 // is not whole blocks or into an unaligned buffer is refused, not passed to
 // a kernel that would fail it only under direct I/O.
 func TestDirectReader(t *testing.T) {
-	disk, err := os.MkdirTemp(".", "bulkread-test-") // the repository's disk, not a tmpfs TMPDIR
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(disk) })
+	disk := diskTempDir(t, "bulkread-test")
 	data := make([]byte, 5*DirectAlign+123)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range data {

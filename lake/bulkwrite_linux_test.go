@@ -61,11 +61,7 @@ func cachedPages(t *testing.T, f *os.File) int {
 func TestCopyMapped(t *testing.T) {
 	defer func(c int64) { mappedChunk = c }(mappedChunk)
 	mappedChunk = 64 << 10
-	disk, err := os.MkdirTemp(".", "mapped-test-") // the repository's disk, not a tmpfs TMPDIR
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(disk) })
+	disk := diskTempDir(t, "mapped-test")
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, dir := range []string{disk, t.TempDir()} {
 		for _, size := range []int{0, 1, 4095, 4096, 4097, 64 << 10, 64<<10 + 4096, 3*(64<<10) + 17} {
@@ -112,11 +108,7 @@ func TestCopyMappedShrinks(t *testing.T) {
 	defer func(c int64) { mappedChunk = c }(mappedChunk)
 	defer func() { beforeMappedWrite = nil }()
 	mappedChunk = 64 << 10
-	dir, err := os.MkdirTemp(".", "mapped-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := diskTempDir(t, "mapped-test")
 	path := filepath.Join(dir, "src")
 	size := 4 * (64 << 10)
 	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)

@@ -32,11 +32,7 @@ func TestBulkObjectWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	disk, err := os.MkdirTemp(".", "bulk-test-") // the repository's disk, not a tmpfs TMPDIR
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(disk) })
+	disk := diskTempDir(t, "bulk-test")
 	dirs := map[string]string{"temp": t.TempDir(), "disk": disk}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, mode := range []string{"temp", "disk", "refused"} {
@@ -164,11 +160,7 @@ func TestBulkObjectWriterAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	dir, err := os.MkdirTemp(".", "bulk-test-") // the repository's disk, not a tmpfs TMPDIR
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := diskTempDir(t, "bulk-test")
 	// Every write ends late, so that some are in flight at the Abort.
 	var ended atomic.Int64
 	afterBulkWrite = func() {
@@ -216,11 +208,7 @@ func TestBulkObjectWriterAbort(t *testing.T) {
 // how fast the writer takes a caller's bytes while its buffers are written.
 // Run with: go test -run '^$' -bench BulkObjectWriter ./lake/
 func BenchmarkBulkObjectWriter(b *testing.B) {
-	dir, err := os.MkdirTemp(".", "bulk-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
+	dir := diskTempDir(b, "bulk-bench")
 	const size = 256 << 20
 	chunk := make([]byte, 64<<10)
 	for i := range chunk {
@@ -242,4 +230,18 @@ func BenchmarkBulkObjectWriter(b *testing.B) {
 		}
 		o.Abort()
 	}
+}
+
+// diskTempDir is a folder for the test on the repository's disk, removed at
+// its end: TMPDIR may be a tmpfs, whose files take no direct I/O (before Linux
+// 6.6) and are never written back, so the bulk writer's and reader's disk
+// paths would go untested there.
+func diskTempDir(tb testing.TB, prefix string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp(".", prefix+"-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

@@ -185,11 +185,7 @@ func TestParkedIOUnavailable(t *testing.T) {
 // writes and the direct reader's reads wait parked, through io_uring.
 func TestParkedBulk(t *testing.T) {
 	needRing(t)
-	dir, err := os.MkdirTemp(".", "parked-test-") // the repository's disk: a tmpfs refuses direct I/O
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := diskTempDir(t, "parked-test")
 	path := filepath.Join(dir, "f")
 	f, err := os.Create(path)
 	if err != nil {
