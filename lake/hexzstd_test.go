@@ -2,11 +2,15 @@ package lake
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
 )
 
 // hexPage is a page like parquet-go's of n hex digits after a header of
@@ -180,4 +184,51 @@ func BenchmarkHexPage(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(dst)), "bytes")
 	})
+}
+
+// TestTablePagesOfDigestsAreHexFrames: a table's record_id pages, as the
+// writer lays them out (a header of lengths, then the digits), take the hex
+// frame, not the zstd encoder: each frame's blocks carry hexTree, and the
+// rows read back equal. A change of page layout or detection that sent them
+// back to the encoder would leave the readers' tests testing plain zstd.
+func TestTablePagesOfDigestsAreHexFrames(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	type row struct {
+		RecordID string `parquet:"record_id"`
+		N        int64  `parquet:"n,delta"`
+	}
+	rows := make([]row, 20000)
+	for i := range rows {
+		rows[i] = row{RecordID: HashFields(strconv.Itoa(i)).Hex(), N: int64(i)}
+	}
+	rel, err := WriteTable(ctx, l, t.TempDir(), "expected", "t", HashFields("job"), rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(l.LocalPath(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20,000 digests are 1.28 MB of digits: at least 5 pages of 256 KiB, and
+	// a block of at most 128 KiB each.
+	if n := bytes.Count(raw, hexTree); n < 10 {
+		t.Fatalf("the file holds %d hex blocks, want at least 10", n)
+	}
+	back, err := parquet.ReadFile[row](l.LocalPath(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(rows) {
+		t.Fatalf("read %d rows back of %d", len(back), len(rows))
+	}
+	for i := range rows {
+		if back[i] != rows[i] {
+			t.Fatalf("row %d: %+v, want %+v", i, back[i], rows[i])
+		}
+	}
 }
