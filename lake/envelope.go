@@ -25,7 +25,7 @@ const (
 	FormatPartition = "batchlake.partition/v1"
 	// FormatTables names the Parquet tables' format (TableVersion); it is
 	// not an envelope: each table file's created_by carries the version.
-	FormatTables = "batchlake.tables/v11"
+	FormatTables = "batchlake.tables/v12"
 )
 
 // Formats lists every format this batchlake writes (and so reads): the
