@@ -138,7 +138,7 @@ func (t *TableWriter[T]) writeCopied(rows []T) error {
 const copySince = 12
 
 // tableFormatOf is the table format named by a file's created_by
-// ("batchlake version 11(build )").
+// ("batchlake version 12(build )").
 func tableFormatOf(createdByField string) (int, bool) {
 	rest, ok := strings.CutPrefix(createdByField, createdBy+" version ")
 	if !ok {
