@@ -129,12 +129,11 @@ func (t *TableWriter[T]) writeCopied(rows []T) error {
 }
 
 // copySince is the first table format whose files' columns are written as
-// today's: zstd at its fastest level with every block's literals
-// entropy-coded (4), page headers without min and max (7), integers
-// delta-coded (8), pages of hex digests Huffman-coded by the codec (11),
-// every other page compressed by libzstd (12). A
-// chunk of an older file would still be a valid chunk, but not the bytes
-// this writer makes from its values.
+// today's: page headers without min and max (7), integers delta-coded (8),
+// pages of hex digests Huffman-coded by the codec (11), every other page
+// compressed by libzstd at level 1 (12). A chunk of an older file would
+// still be a valid chunk, but not the bytes this writer makes from its
+// values.
 const copySince = 12
 
 // tableFormatOf is the table format named by a file's created_by

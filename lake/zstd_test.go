@@ -44,7 +44,7 @@ func TestZstdCodecSameBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(dst, want) {
-			t.Errorf("%s: %d bytes differ from a fresh encoder's (%d bytes)", tc.name, len(dst), len(want))
+			t.Errorf("%s: %d bytes differ from a fresh context's (%d bytes)", tc.name, len(dst), len(want))
 		}
 		if tc.name == "hex digests" && len(dst) > len(tc.in)*6/10 {
 			t.Errorf("hex digests: %d bytes compressed to %d, want under 60 %%", len(tc.in), len(dst))
