@@ -193,11 +193,7 @@ func BenchmarkHexPage(b *testing.B) {
 // back to the encoder would leave the readers' tests testing plain zstd.
 func TestTablePagesOfDigestsAreHexFrames(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openFile(t)
 	type row struct {
 		RecordID string `parquet:"record_id"`
 		N        int64  `parquet:"n,delta"`

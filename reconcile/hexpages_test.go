@@ -16,11 +16,7 @@ import (
 // order, page after page, with the other columns beside them.
 func TestHexDigestPagesReadByDuckDB(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, dir := testLake(t)
 	type row struct {
 		RecordID string `parquet:"record_id"`
 		N        int64  `parquet:"n"`
