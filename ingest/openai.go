@@ -551,11 +551,16 @@ func (openaiFormat) ParseResult(line []byte, channel string) (lake.AttemptRow, e
 	return openaiRow(in, decodeBody)
 }
 
-// decodeResultLine fills in from a result line: with the fast scanner
+// decodeResultLine fills in from a result line: by a shape of the lines
+// read before it (openai_shape.go), else with the fast scanner
 // (openai_fast.go) where it is sure to decode as encoding/json would, else
 // with encoding/json (generalResultLine). Release in.memo when done.
 func decodeResultLine(line []byte, in *openaiResultLine) error {
+	if shapeDecode(line, in) {
+		return nil
+	}
 	if fastResultLine(line, in) {
+		learnFrom(line, in)
 		return nil
 	}
 	in.memo.release()

@@ -34,14 +34,7 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 	end, ok := walk(jval{line, skipSpace(line, 0), 0}, resultNames, func(k int, v jval) (int, bool) {
 		switch k {
 		case 0:
-			// Used only where the response has no request_id: a plain
-			// string is kept as bytes until then.
-			raw, fl, end := v.scan()
-			if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
-				in.plainID = raw[1 : len(raw)-1]
-				return end, true
-			}
-			return end, end >= 0 && setString(&in.ID, raw, fl)
+			return idAt(v, in)
 		case 1:
 			return rawAt(v, (*[]byte)(&in.CustomID))
 		case 2:
@@ -53,28 +46,9 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 			return walk(v, responseNames, func(k int, v jval) (int, bool) {
 				switch k {
 				case 0:
-					raw, _, end := v.scan()
-					if end < 0 || isNull(raw) {
-						return end, end >= 0
-					}
-					n, ok := fastInt64(raw)
-					if !ok || n != int64(int32(n)) {
-						return -1, false
-					}
-					if 0 <= n && n < int64(len(statusCodes)) {
-						r.StatusCode = &statusCodes[n]
-					} else {
-						c := int32(n)
-						r.StatusCode = &c
-					}
-					return end, true
+					return statusAt(v, r)
 				case 1:
-					raw, fl, end := v.scan()
-					if end >= 0 && len(raw) >= 2 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
-						r.RequestID = jm.str(raw[1 : len(raw)-1])
-						return end, true
-					}
-					return end, end >= 0 && setString(&r.RequestID, raw, fl)
+					return requestIDAt(jm, v, r)
 				default:
 					return responseBody(jm, v, r)
 				}
@@ -91,6 +65,60 @@ func fastResultLine(line []byte, in *openaiResultLine) bool {
 		}
 	})
 	return ok && skipSpace(line, end) == len(line)
+}
+
+// The decoders of a result line's fields that take more than a helper
+// below: the walk above and a line's shape (openai_shape.go) both use them.
+
+// idAt decodes the line's id. It is used only where the response has no
+// request_id: a plain string is kept as bytes until then.
+func idAt(v jval, in *openaiResultLine) (int, bool) {
+	raw, fl, end := v.scan()
+	if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+		in.plainID = raw[1 : len(raw)-1]
+		return end, true
+	}
+	return end, end >= 0 && setString(&in.ID, raw, fl)
+}
+
+// statusAt decodes response.status_code.
+func statusAt(v jval, r *openaiResponse) (int, bool) {
+	raw, _, end := v.scan()
+	if end < 0 || isNull(raw) {
+		return end, end >= 0
+	}
+	n, ok := fastInt64(raw)
+	if !ok || n != int64(int32(n)) {
+		return -1, false
+	}
+	if 0 <= n && n < int64(len(statusCodes)) {
+		r.StatusCode = &statusCodes[n]
+	} else {
+		c := int32(n)
+		r.StatusCode = &c
+	}
+	return end, true
+}
+
+// requestIDAt decodes response.request_id.
+func requestIDAt(jm *jmemo, v jval, r *openaiResponse) (int, bool) {
+	raw, fl, end := v.scan()
+	if end >= 0 && len(raw) >= 2 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+		r.RequestID = jm.str(raw[1 : len(raw)-1])
+		return end, true
+	}
+	return end, end >= 0 && setString(&r.RequestID, raw, fl)
+}
+
+// contentAt decodes a message's content: its bytes, and its text where it
+// is a plain string.
+func contentAt(jm *jmemo, v jval, m *openaiMessage) (int, bool) {
+	raw, fl, end := v.scan()
+	m.Content = raw
+	if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
+		m.text, m.plain = jm.str(raw[1:len(raw)-1]), true
+	}
+	return end, end >= 0
 }
 
 // statusCodes[n] is n: a line's status code points into it (a row's
@@ -263,12 +291,7 @@ func choiceAt(jm *jmemo, v jval, c *openaiChoice) (int, bool) {
 			return walk(v, messageNames, func(k int, v jval) (int, bool) {
 				switch k {
 				case 0:
-					raw, fl, end := v.scan()
-					m.Content = raw
-					if end >= 0 && raw[0] == '"' && fl&(jEscape|jHigh) == 0 {
-						m.text, m.plain = jm.str(raw[1:len(raw)-1]), true
-					}
-					return end, end >= 0
+					return contentAt(jm, v, m)
 				case 1:
 					return rawsAt(v, &m.ToolCalls)
 				default:
