@@ -28,6 +28,8 @@ type jmemo struct {
 	// model configuration: one on the stack escaped to the heap, an
 	// allocation a line.
 	scratch []byte
+	// members holds an input line's body members (inputParts.ms).
+	members [16]bodyMember
 	// strs is the block the strings of the memo's lines are carved from
 	// (str), kept from line to line.
 	strs []byte

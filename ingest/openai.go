@@ -119,19 +119,44 @@ var lastOpenAIConfig atomic.Pointer[openaiConfig]
 // digest is left to the caller: *later is the request, its body in line (or
 // in a buffer of its own where the body had to be compacted).
 func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord, bool) {
-	var rec InputRecord
 	jm := newMemo(line)
 	defer jm.release()
+	var in inputParts
+	if in.byShape(jm, line) {
+		return in.finish(jm, line, keyField, later)
+	}
+	if !in.walk(jm, line) {
+		return InputRecord{}, false
+	}
+	rec, ok := in.finish(jm, line, keyField, later)
+	if ok {
+		learnInputFrom(line, keyField, rec)
+	}
+	return rec, ok
+}
+
+// inputParts are what an input line's record is made of, as read from the
+// line: custom_id, method, url and body (v, their flags vf), the body's
+// members in line order (ms: the content fields by key alone) and its model,
+// and whether the body has white space between its tokens (bfl jSpace).
+type inputParts struct {
+	v     [4][]byte
+	vf    [4]jflags
+	ms    []bodyMember // in the line's memo (jmemo.members)
+	model []byte
+	bfl   jflags
+}
+
+// walk reads the parts of line with the scanner.
+func (in *inputParts) walk(jm *jmemo, line []byte) bool {
 	i := skipSpace(line, 0)
 	if i >= len(line) || line[i] != '{' {
-		return rec, false
+		return false
 	}
-	var v [4][]byte
-	var vf [4]jflags
+	v, vf := &in.v, &in.vf
 	// body: an object; everything but its content fields is model
 	// configuration. Its members are read as the line is scanned.
-	var cfg [16]bodyMember
-	ms := cfg[:0]
+	ms := jm.members[:0]
 	var model []byte
 	var bfl jflags
 	end, ok := walk(jval{line, i, 0}, inputNames, func(k int, field jval) (int, bool) {
@@ -173,9 +198,15 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 		}
 		return end, ok
 	})
-	if !ok || skipSpace(line, end) != len(line) || v[3] == nil {
-		return rec, false
-	}
+	in.ms, in.model, in.bfl = ms, model, bfl
+	return ok && skipSpace(line, end) == len(line) && v[3] != nil
+}
+
+// finish makes the record of a line's parts; ok is false where
+// encoding/json must decide. With later, the request digest is left to the
+// caller (see fastParseInput).
+func (in *inputParts) finish(jm *jmemo, line []byte, keyField string, later *lake.Call) (rec InputRecord, ok bool) {
+	v, vf, ms, model, bfl := &in.v, &in.vf, in.ms, in.model, in.bfl
 	id, method, url, body := v[0], v[1], v[2], v[3]
 	// custom_id: a plain string that checkID accepts.
 	if len(id) < 3 || id[0] != '"' || vf[0]&(jEscape|jHigh) != 0 || len(id)-2 > maxCustomIDBytes {

@@ -179,8 +179,21 @@ func learnShape(line []byte) (s *resultShape, ok bool) {
 		return nil, false
 	}
 	l.s.segs = append(l.s.segs, shapeSeg{lit: slices.Clone(line[l.lit:]), op: opEnd})
+	finishSegs(l.s.segs)
 	for k := range l.s.segs {
 		sg := &l.s.segs[k]
+		for sg.ev0 = 0; sg.ev0 < len(l.s.evs) && l.s.evs[sg.ev0].seg < k; sg.ev0++ {
+		}
+		for sg.ev1 = sg.ev0; sg.ev1 < len(l.s.evs) && l.s.evs[sg.ev1].seg == k; sg.ev1++ {
+		}
+	}
+	return l.s, true
+}
+
+// finishSegs sets each segment's first and last words.
+func finishSegs(segs []shapeSeg) {
+	for k := range segs {
+		sg := &segs[k]
 		var w [8]byte
 		n := copy(w[:], sg.lit)
 		sg.first, sg.mask = binary.LittleEndian.Uint64(w[:]), ^uint64(0)
@@ -189,12 +202,7 @@ func learnShape(line []byte) (s *resultShape, ok bool) {
 		} else {
 			sg.last = binary.LittleEndian.Uint64(sg.lit[len(sg.lit)-8:])
 		}
-		for sg.ev0 = 0; sg.ev0 < len(l.s.evs) && l.s.evs[sg.ev0].seg < k; sg.ev0++ {
-		}
-		for sg.ev1 = sg.ev0; sg.ev1 < len(l.s.evs) && l.s.evs[sg.ev1].seg == k; sg.ev1++ {
-		}
 	}
-	return l.s, true
 }
 
 type shapeLearner struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -211,5 +212,140 @@ func BenchmarkShapeDecode(b *testing.B) {
 		var in openaiResultLine
 		s.decode(out[i%len(out)], &in)
 		in.memo.release()
+	}
+}
+
+// inputShapeParts reads line by s; ok is false where the line does not have
+// the shape. What the shape reads must be what the walk reads.
+func inputShapeParts(t *testing.T, s *inputShape, line []byte) (InputRecord, bool, bool) {
+	t.Helper()
+	jm, wjm := newMemo(line), newMemo(line)
+	defer jm.release()
+	defer wjm.release()
+	var in, walked inputParts
+	if !s.read(jm, line, &in) {
+		return InputRecord{}, false, false
+	}
+	if !walked.walk(wjm, line) {
+		t.Fatalf("an input shape reads what the walk declines: %s", line)
+	}
+	if !reflect.DeepEqual(in, walked) {
+		t.Fatalf("line %s\nby shape %+v\nwalked   %+v", line, in, walked)
+	}
+	rec, ok := in.finish(jm, line, "", nil)
+	return rec, ok, true
+}
+
+// Every request line an input shape reads into a record gives the record
+// encoding/json gives: the shapes of the seeds, the generated
+// requests and variants of one, each tried on every one of those lines.
+func TestInputShapeReadsAsReference(t *testing.T) {
+	in, _, _ := generated(t, 2000)
+	var lines [][]byte
+	for _, s := range inputSeeds {
+		lines = append(lines, []byte(s))
+	}
+	lines = append(lines, in...)
+	lines = append(lines, requestVariants(t, string(in[0]))...)
+	var learned []*inputShape
+	for _, l := range lines {
+		jm := newMemo(l)
+		var walked inputParts
+		if walked.walk(jm, l) {
+			if s, ok := learnInputShape(l, &walked); ok && !slices.ContainsFunc(learned, func(o *inputShape) bool { return reflect.DeepEqual(o, s) }) {
+				learned = append(learned, s)
+			}
+		}
+		jm.release()
+	}
+	if len(learned) < 5 {
+		t.Fatalf("%d input shapes learned, want at least 5", len(learned))
+	}
+	read := 0
+	for _, s := range learned {
+		for _, l := range lines {
+			got, ok, has := inputShapeParts(t, s, l)
+			if !has {
+				continue
+			}
+			read++
+			if !ok {
+				continue // left to encoding/json, as the walk's parts are
+			}
+			want, werr := generalParseInput(l, "")
+			if werr != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("line %s\nby shape  %+v (ok %v)\nreference %+v %v", l, got, ok, want, werr)
+			}
+		}
+	}
+	t.Logf("%d input shapes, %d reads", len(learned), read)
+}
+
+// requestVariants are a generated request with one part changed at a time.
+func requestVariants(t *testing.T, base string) [][]byte {
+	t.Helper()
+	var vs [][]byte
+	vary := func(old, new string) {
+		if !strings.Contains(base, old) {
+			t.Fatalf("the generated request has no %s", old)
+		}
+		vs = append(vs, []byte(strings.Replace(base, old, new, 1)))
+	}
+	vary(`"custom_id":"`, `"custom_id":"x\u00e9`)
+	vary(`"custom_id":"`, `"custom_id":"`+"\x01")
+	vary(`"custom_id":"bench-0000000000"`, `"custom_id":7`)
+	vary(`"custom_id":"bench-0000000000"`, `"custom_id":""`)
+	vary(`"custom_id":"bench-0000000000"`, `"custom_id":"`+strings.Repeat("k", 600)+`"`)
+	vary(`"method":"POST"`, `"method":"GET"`)
+	vary(`"method":"POST"`, `"method":null`)
+	vary(`"url":"/v1/chat/completions"`, `"url":"/v1/embeddings"`)
+	vary(`"url":"/v1/chat/completions"`, `"url":"/v1/nothing"`)
+	vary(`"url":"/v1/chat/completions"`, `"url":"\/v1\/chat\/completions"`)
+	vary(`"model":"gpt-4o-mini"`, `"model":"gpt-4o"`)
+	vary(`"model":"gpt-4o-mini"`, `"model":null`)
+	vary(`"model":"gpt-4o-mini"`, `"model":"caf\u00e9"`)
+	vary(`"model":"gpt-4o-mini"`, `"model":5`)
+	vary(`"max_tokens":256`, `"max_tokens":1e2`)
+	vary(`"max_tokens":256`, `"max_tokens":-1`)
+	vary(`"max_tokens":256`, `"max_tokens":"256"`)
+	vary(`"max_tokens":256`, `"max_tokens":{"a":1}`)
+	vary(`"temperature":0.2`, `"temperature":null`)
+	vary(`"temperature":0.2`, `"temperature":01`)
+	vary(`"role":"system"`, `"role":5`)
+	vary(`"role":"system"`, `"role":{"x":1}`)
+	vary(`"role":"system"`, `"role":{"x": 1}`)
+	vary(`"content":"You are`, `"content":"\n\u00e9 \"q\" You are`)
+	vary(`"content":"You are`, `"content":"`+"\xff"+` You are`)
+	vary(`"content":"You are`, `"content":"`+"\x02"+` You are`)
+	vary(`"messages":[`, `"messages":[{"role":"user","content":"x"},`)
+	vary(`{"custom_id"`, `{"extra":[1,{"a":null}],"custom_id"`)
+	vary(`{"custom_id"`, `{"Custom_ID":"y","custom_id"`)
+	vary(`{"custom_id"`, `{ "custom_id"`)
+	vary(`"max_tokens":256`, `"max_tokens":256,"max_tokens":256`)
+	vary(`}}`, `}} `)
+	vary(`}}`, `}}x`)
+	return vs
+}
+
+// An input shape is learned from the requests plan reads, and reads them.
+func TestInputShapeLearnedAndUsed(t *testing.T) {
+	in, _, _ := generated(t, 2000)
+	inputShapes.Store(nil)
+	inputShapeMisses.Store(0)
+	t.Cleanup(func() { inputShapes.Store(nil) })
+	for _, l := range in {
+		parseInputBoth(t, l, "")
+	}
+	hits := 0
+	for _, l := range in {
+		jm := newMemo(l)
+		var p inputParts
+		if p.byShape(jm, l) {
+			hits++
+		}
+		jm.release()
+	}
+	if hits < len(in)*9/10 {
+		t.Fatalf("the input shapes learned read %d of %d generated requests", hits, len(in))
 	}
 }
