@@ -237,30 +237,35 @@ func (s *inputShape) read(jm *jmemo, line []byte, in *inputParts) bool {
 // The shapes of the request lines read so far, most recently learned
 // first.
 var (
-	inputShapes      atomic.Pointer[[]*inputShape]
-	inputShapeMisses atomic.Int64
+	inputShapes     atomic.Pointer[[]*inputShape]
+	inputShapeStats shapeUse
 )
 
 // byShape reads the parts of line by the first shape it has.
 func (in *inputParts) byShape(jm *jmemo, line []byte) bool {
 	p := inputShapes.Load()
-	if p == nil {
+	if p == nil || inputShapeStats.off.Load() {
 		return false
 	}
 	for _, s := range *p {
+		if !endsWith(line, s.segs) {
+			continue
+		}
 		if s.read(jm, line, in) {
+			inputShapeStats.hit(line)
 			return true
 		}
+		inputShapeStats.fail()
 		*in = inputParts{}
 	}
 	return false
 }
 
 // learnInputFrom keeps the shape of line, which no shape had and the walk
-// read into rec, if the line gives the same record through it (one line
-// in 64 of those is tried).
+// read into rec, if the line gives the same record through it (as
+// learnFrom).
 func learnInputFrom(line []byte, keyField string, rec InputRecord) {
-	if inputShapeMisses.Add(1)%64 != 1 {
+	if !inputShapeStats.miss() {
 		return
 	}
 	jm, jm2 := newMemo(line), newMemo(line)

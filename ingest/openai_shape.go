@@ -23,7 +23,8 @@ import (
 // A shape is learned from a line the walk decoded, and kept only if the line
 // decodes through it into the same attempt row. Lines whose shape holds what
 // the shapes do not follow (tool calls, a Responses API output, embeddings,
-// several choices) are left to the walk.
+// several choices) are left to the walk. Where lines take so many shapes
+// that more attempts fail than lines are read, shapes turn off (shapeUse).
 
 // shapeOp is what the walk does with one value of a line.
 type shapeOp uint8
@@ -542,20 +543,72 @@ func (sg *shapeSeg) prefixOf(b []byte) bool {
 const maxShapes = 4
 
 var (
-	shapes      atomic.Pointer[[]*resultShape]
-	shapeMisses atomic.Int64
+	shapes     atomic.Pointer[[]*resultShape]
+	shapeStats shapeUse
 )
+
+// shapeUse counts the lines shapes read and the attempts that failed, and
+// turns shapes off where they do not pay: an attempt that fails past a
+// line's last bytes costs up to a decode on top of the walk (in a file whose
+// lines take many shapes that differ inside, up to twice the walk alone).
+type shapeUse struct {
+	hits, fails, misses atomic.Int64
+	off                 atomic.Bool
+}
+
+// hit counts a line a shape read, one line in 16 or so (by its length) so
+// that the cores parsing lines do not all write the counter.
+func (u *shapeUse) hit(line []byte) {
+	if len(line)&15 == 0 {
+		u.hits.Add(16)
+	}
+}
+
+// fail counts an attempt that failed past the line's last bytes; once
+// more than 1024 attempts failed, and more than lines were read, shapes
+// are off for good.
+func (u *shapeUse) fail() {
+	if f := u.fails.Add(1); f%256 == 0 && f > 1024 && f > u.hits.Load() {
+		u.off.Store(true)
+	}
+}
+
+// miss counts a line no shape read, and says whether to learn its shape:
+// one such line in 64 is tried.
+func (u *shapeUse) miss() (learn bool) {
+	return u.misses.Add(1)%64 == 1 && !u.off.Load()
+}
+
+func (u *shapeUse) reset() {
+	u.hits.Store(0)
+	u.fails.Store(0)
+	u.misses.Store(0)
+	u.off.Store(false)
+}
+
+// endsWith reports whether line ends with the bytes after a shape's last
+// value. Tried first: a line of another shape often differs there (an
+// error's line from an answer's), and is then passed over at once.
+func endsWith(line []byte, segs []shapeSeg) bool {
+	end := segs[len(segs)-1].lit
+	return len(line) >= len(end) && string(line[len(line)-len(end):]) == string(end)
+}
 
 // shapeDecode decodes line with the first shape it has, as decode.
 func shapeDecode(line []byte, in *openaiResultLine) bool {
 	p := shapes.Load()
-	if p == nil {
+	if p == nil || shapeStats.off.Load() {
 		return false
 	}
 	for _, s := range *p {
+		if !endsWith(line, s.segs) {
+			continue
+		}
 		if s.decode(line, in) {
+			shapeStats.hit(line)
 			return true
 		}
+		shapeStats.fail()
 		in.memo.release()
 		*in = openaiResultLine{}
 	}
@@ -564,10 +617,10 @@ func shapeDecode(line []byte, in *openaiResultLine) bool {
 
 // learnFrom keeps the shape of line, which the walk decoded into walked
 // and no shape matched, if the line decodes through it into the same row.
-// One line in 64 of those no shape matched is tried, so that lines whose
-// shape is not kept cost little.
+// One line in 64 of those no shape matched is tried (shapeUse.miss), so
+// that lines whose shape is not kept cost little.
 func learnFrom(line []byte, walked *openaiResultLine) {
-	if shapeMisses.Add(1)%64 != 1 {
+	if !shapeStats.miss() {
 		return
 	}
 	if r := walked.Response; r != nil && len(r.Body) > 0 && r.Body[0] == '{' && r.decoded == nil {

@@ -161,7 +161,7 @@ func answerVariants(t *testing.T, out [][]byte) [][]byte {
 func TestShapeLearnedAndUsed(t *testing.T) {
 	_, out, errs := generated(t, 2000)
 	shapes.Store(nil)
-	shapeMisses.Store(0)
+	shapeStats.reset()
 	t.Cleanup(func() { shapes.Store(nil) })
 	for _, l := range append(out, errs...) {
 		parseResultBoth(t, l)
@@ -331,7 +331,7 @@ func requestVariants(t *testing.T, base string) [][]byte {
 func TestInputShapeLearnedAndUsed(t *testing.T) {
 	in, _, _ := generated(t, 2000)
 	inputShapes.Store(nil)
-	inputShapeMisses.Store(0)
+	inputShapeStats.reset()
 	t.Cleanup(func() { inputShapes.Store(nil) })
 	for _, l := range in {
 		parseInputBoth(t, l, "")
@@ -347,5 +347,31 @@ func TestInputShapeLearnedAndUsed(t *testing.T) {
 	}
 	if hits < len(in)*9/10 {
 		t.Fatalf("the input shapes learned read %d of %d generated requests", hits, len(in))
+	}
+}
+
+// In a file whose lines take many shapes that differ inside, the attempts
+// would cost more than the walk: shapes turn off, and every line still
+// decodes as the reference does. In a batch's own files they stay on.
+func TestShapesOffWhereTheyDoNotPay(t *testing.T) {
+	_, out, _ := generated(t, 2000)
+	shapes.Store(nil)
+	shapeStats.reset()
+	t.Cleanup(func() { shapes.Store(nil); shapeStats.reset() })
+	for _, l := range out {
+		parseResultBoth(t, l)
+	}
+	if shapeStats.off.Load() {
+		t.Fatal("shapes turned off over the generated answers")
+	}
+	// Six layouts, an unknown key before the refusal in five of them.
+	for i, l := range out {
+		if k := i % 6; k > 0 {
+			l = []byte(strings.Replace(string(l), `"refusal": `, fmt.Sprintf(`"x%d": null, "refusal": `, k), 1))
+		}
+		parseResultBoth(t, l)
+	}
+	if !shapeStats.off.Load() {
+		t.Fatalf("shapes still on after %d failed attempts, %d lines read (about)", shapeStats.fails.Load(), shapeStats.hits.Load())
 	}
 }
