@@ -30,6 +30,9 @@ type jmemo struct {
 	scratch []byte
 	// members holds an input line's body members (inputParts.ms).
 	members [16]bodyMember
+	// shapeMisses counts the lines of this memo no shape read, from line
+	// to line (shapeUse.miss).
+	shapeMisses uint32
 	// strs is the block the strings of the memo's lines are carved from
 	// (str), kept from line to line.
 	strs []byte

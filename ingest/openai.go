@@ -130,7 +130,7 @@ func fastParseInput(line []byte, keyField string, later *lake.Call) (InputRecord
 	}
 	rec, ok := in.finish(jm, line, keyField, later)
 	if ok {
-		learnInputFrom(line, keyField, rec)
+		learnInputFrom(jm, line, keyField, rec)
 	}
 	return rec, ok
 }

@@ -264,11 +264,11 @@ func (in *inputParts) byShape(jm *jmemo, line []byte) bool {
 // learnInputFrom keeps the shape of line, which no shape had and the walk
 // read into rec, if the line gives the same record through it (as
 // learnFrom).
-func learnInputFrom(line []byte, keyField string, rec InputRecord) {
-	if !inputShapeStats.miss() {
+func learnInputFrom(jm *jmemo, line []byte, keyField string, rec InputRecord) {
+	if !inputShapeStats.miss(jm) {
 		return
 	}
-	jm, jm2 := newMemo(line), newMemo(line)
+	jm, jm2 := newMemo(line), newMemo(line) // the caller's is in use
 	defer jm.release()
 	defer jm2.release()
 	var walked, in inputParts

@@ -553,8 +553,8 @@ var (
 // line's last bytes costs up to a decode on top of the walk (in a file whose
 // lines take many shapes that differ inside, up to twice the walk alone).
 type shapeUse struct {
-	hits, fails, misses atomic.Int64
-	off                 atomic.Bool
+	hits, fails atomic.Int64
+	off         atomic.Bool
 }
 
 // hit counts a line a shape read, one line in 16 or so so that the cores
@@ -576,16 +576,18 @@ func (u *shapeUse) fail() {
 	}
 }
 
-// miss counts a line no shape read, and says whether to learn its shape:
-// one such line in 64 is tried.
-func (u *shapeUse) miss() (learn bool) {
-	return u.misses.Add(1)%64 == 1 && !u.off.Load()
+// miss counts a line no shape read in its memo, and says whether to learn
+// its shape: one such line in 64 is tried. The count is the memo's, not
+// shared: a file no shape fits (tool calls throughout) costs each line no
+// write to memory the cores share.
+func (u *shapeUse) miss(jm *jmemo) (learn bool) {
+	jm.shapeMisses++
+	return jm.shapeMisses%64 == 1 && !u.off.Load()
 }
 
 func (u *shapeUse) reset() {
 	u.hits.Store(0)
 	u.fails.Store(0)
-	u.misses.Store(0)
 	u.off.Store(false)
 }
 
@@ -623,7 +625,7 @@ func shapeDecode(line []byte, in *openaiResultLine) bool {
 // One line in 64 of those no shape matched is tried (shapeUse.miss), so
 // that lines whose shape is not kept cost little.
 func learnFrom(line []byte, walked *openaiResultLine) {
-	if !shapeStats.miss() {
+	if walked.memo == nil || !shapeStats.miss(walked.memo) {
 		return
 	}
 	if r := walked.Response; r != nil && len(r.Body) > 0 && r.Body[0] == '{' && r.decoded == nil {
