@@ -375,3 +375,57 @@ func TestShapesOffWhereTheyDoNotPay(t *testing.T) {
 		t.Fatalf("shapes still on after %d failed attempts, %d lines read (about)", shapeStats.fails.Load(), shapeStats.hits.Load())
 	}
 }
+
+// Lines near the generated ones, through the shapes of generated lines:
+// every line a shape reads must be read as the scanner and encoding/json
+// read it.
+func FuzzResultShape(f *testing.F) {
+	_, out, errs := generated(f, 60)
+	var learned []*resultShape
+	for _, l := range append(out, errs...) {
+		if s, ok := learnShape(l); ok && walkDecodes(l) && !containsShape(learned, s) {
+			learned = append(learned, s)
+		}
+		f.Add(l)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		for _, s := range learned {
+			got, gerr, ok := shapeRow(t, s, line)
+			if !ok {
+				continue
+			}
+			want, werr := generalParseResult(line)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("line %q\nby shape  %+v %v\nreference %+v %v", line, got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// The same for request lines and input shapes.
+func FuzzInputShape(f *testing.F) {
+	in, _, _ := generated(f, 60)
+	var learned []*inputShape
+	for _, l := range append(in, []byte(inputSeeds[2]), []byte(inputSeeds[3])) {
+		jm := newMemo(l)
+		var walked inputParts
+		if walked.walk(jm, l) {
+			if s, ok := learnInputShape(l, &walked); ok && !slices.ContainsFunc(learned, func(o *inputShape) bool { return reflect.DeepEqual(o, s) }) {
+				learned = append(learned, s)
+			}
+		}
+		jm.release()
+		f.Add(l)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		for _, s := range learned {
+			got, ok, has := inputShapeParts(t, s, line)
+			if !has || !ok {
+				continue
+			}
+			if want, werr := generalParseInput(line, ""); werr != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("line %q\nby shape  %+v\nreference %+v %v", line, got, want, werr)
+			}
+		}
+	})
+}
