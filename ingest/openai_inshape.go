@@ -121,35 +121,14 @@ func (l *inputLearner) body(i, depth int) (int, bool) {
 
 // any cuts out every scalar of the value at i with op.
 func (l *inputLearner) any(i, depth int, op shapeOp) (int, bool) {
-	b := l.line
-	if i >= len(b) {
+	if i >= len(l.line) {
 		return -1, false
 	}
-	switch b[i] {
+	switch l.line[i] {
 	case '{':
 		return l.members(i, depth, func(_ string, vs, depth int) (int, bool) { return l.any(vs, depth, op) })
 	case '[':
-		i = skipSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			end, ok := l.any(i, depth+1, op)
-			if !ok {
-				return -1, false
-			}
-			if i = skipSpace(b, end); i >= len(b) {
-				return -1, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipSpace(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return -1, false
-			}
-		}
+		return eachItem(l.line, i, func(vs int) (int, bool) { return l.any(vs, depth+1, op) })
 	}
 	return l.scalar(i, depth, op, 0)
 }
@@ -157,39 +136,7 @@ func (l *inputLearner) any(i, depth int, op shapeOp) (int, bool) {
 // members walks the object at i, cutting out each member's value with fn
 // (its key, where it starts, its depth).
 func (l *inputLearner) members(i, depth int, fn func(key string, vs, depth int) (int, bool)) (int, bool) {
-	b := l.line
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return -1, false
-		}
-		ke, kfl := scanString(b, i)
-		if ke < 0 || kfl != 0 {
-			return -1, false
-		}
-		j := skipSpace(b, ke)
-		if j >= len(b) || b[j] != ':' {
-			return -1, false
-		}
-		end, ok := fn(string(b[i+1:ke-1]), skipSpace(b, j+1), depth+1)
-		if !ok {
-			return -1, false
-		}
-		if i = skipSpace(b, end); i >= len(b) {
-			return -1, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return -1, false
-		}
-	}
+	return eachKey(l.line, i, func(key string, vs int) (int, bool) { return fn(key, vs, depth+1) })
 }
 
 // read reads the parts of line into in, if line has the shape.
@@ -285,18 +232,5 @@ func learnInputFrom(jm *jmemo, line []byte, keyField string, rec InputRecord) {
 	if !gok || !wok || !reflect.DeepEqual(got, want) || got.CustomID != rec.CustomID || got.ConfigHash != rec.ConfigHash {
 		return
 	}
-	for {
-		old := inputShapes.Load()
-		next := []*inputShape{s}
-		if old != nil {
-			for _, o := range *old {
-				if len(next) < maxShapes && !reflect.DeepEqual(o, s) {
-					next = append(next, o)
-				}
-			}
-		}
-		if inputShapes.CompareAndSwap(old, &next) {
-			return
-		}
-	}
+	publish(&inputShapes, s)
 }

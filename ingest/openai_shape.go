@@ -306,73 +306,108 @@ func (l *shapeLearner) object(i, depth int, path string) int {
 // container cuts out the values of an object or array the walk only
 // validates (every value in it is skipped).
 func (l *shapeLearner) container(i, depth int) int {
-	b := l.line
-	if b[i] == '{' {
-		return l.members(i, depth, func(string) (string, bool) { return "", false })
+	var end int
+	var ok bool
+	if l.line[i] == '{' {
+		end, ok = eachKey(l.line, i, func(_ string, vs int) (int, bool) {
+			e := l.value(vs, depth+1, "", false)
+			return e, e >= 0
+		})
+	} else {
+		end, ok = eachItem(l.line, i, func(vs int) (int, bool) {
+			e := l.value(vs, depth+1, "", false)
+			return e, e >= 0
+		})
 	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1
+	if !ok {
+		l.bad = true
+		return -1
 	}
-	for {
-		if i = l.value(i, depth+1, "", false); i < 0 {
-			return -1
-		}
-		if i = skipSpace(b, i); i >= len(b) {
-			l.bad = true
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1
-		default:
-			l.bad = true
-			return -1
-		}
-	}
+	return end
 }
 
 // members walks the object at i; child names a member's path and says
 // whether the walk knows its key.
 func (l *shapeLearner) members(i, depth int, child func(key string) (string, bool)) int {
-	b := l.line
-	i = skipSpace(b, i+1)
+	end, ok := eachKey(l.line, i, func(key string, vs int) (int, bool) {
+		path, known := child(key)
+		e := l.value(vs, depth+1, path, known)
+		return e, e >= 0
+	})
+	if !ok {
+		l.bad = true
+		return -1
+	}
+	return end
+}
+
+// eachKey walks the object at b[i] for a shape's learner: fn gets each key
+// (false for one with an escape or a non-ASCII byte, which the walk leaves
+// to encoding/json) and where its value starts, and returns where the value
+// ends.
+func eachKey(b []byte, i int, fn func(key string, vs int) (int, bool)) (int, bool) {
+	var fl jflags
+	i = space(b, i+1, &fl)
 	if i < len(b) && b[i] == '}' {
-		return i + 1
+		return i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			l.bad = true
-			return -1
+			return -1, false
 		}
 		ke, kfl := scanString(b, i)
 		if ke < 0 || kfl != 0 {
-			l.bad = true
-			return -1
+			return -1, false
 		}
-		path, known := child(string(b[i+1 : ke-1]))
 		j := skipSpace(b, ke)
 		if j >= len(b) || b[j] != ':' {
-			l.bad = true
-			return -1
+			return -1, false
 		}
-		if i = l.value(skipSpace(b, j+1), depth+1, path, known); i < 0 {
-			return -1
+		ve, ok := fn(string(b[i+1:ke-1]), skipSpace(b, j+1))
+		if !ok {
+			return -1, false
 		}
-		if i = skipSpace(b, i); i >= len(b) {
-			l.bad = true
-			return -1
+		var more bool
+		if i, more, ok = afterValue(b, ve, '}', &fl); !ok || !more {
+			return i, ok
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1
-		default:
-			l.bad = true
-			return -1
+	}
+}
+
+// eachItem walks the array at b[i] as eachKey walks an object.
+func eachItem(b []byte, i int, fn func(vs int) (int, bool)) (int, bool) {
+	var fl jflags
+	i = space(b, i+1, &fl)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		ve, ok := fn(i)
+		if !ok {
+			return -1, false
+		}
+		var more bool
+		if i, more, ok = afterValue(b, ve, ']', &fl); !ok || !more {
+			return i, ok
+		}
+	}
+}
+
+// publish puts s first among the shapes at p (at most maxShapes of them,
+// none twice).
+func publish[T any](p *atomic.Pointer[[]*T], s *T) {
+	for {
+		old := p.Load()
+		next := []*T{s}
+		if old != nil {
+			for _, o := range *old {
+				if len(next) < maxShapes && !reflect.DeepEqual(o, s) {
+					next = append(next, o)
+				}
+			}
+		}
+		if p.CompareAndSwap(old, &next) {
+			return
 		}
 	}
 }
@@ -645,18 +680,5 @@ func learnFrom(line []byte, walked *openaiResultLine) {
 	if werr != nil || gerr != nil || !reflect.DeepEqual(want, got) {
 		return
 	}
-	for {
-		old := shapes.Load()
-		next := []*resultShape{s}
-		if old != nil {
-			for _, o := range *old {
-				if len(next) < maxShapes && !reflect.DeepEqual(o, s) {
-					next = append(next, o)
-				}
-			}
-		}
-		if shapes.CompareAndSwap(old, &next) {
-			return
-		}
-	}
+	publish(&shapes, s)
 }
