@@ -128,7 +128,8 @@ func (l *inputLearner) any(i, depth int, op shapeOp) (int, bool) {
 	case '{':
 		return l.members(i, depth, func(_ string, vs, depth int) (int, bool) { return l.any(vs, depth, op) })
 	case '[':
-		return eachItem(l.line, i, func(vs int) (int, bool) { return l.any(vs, depth+1, op) })
+		end, _, ok := each(jval{l.line, i, depth}, func(el jval) (int, bool) { return l.any(el.i, el.depth, op) })
+		return end, ok
 	}
 	return l.scalar(i, depth, op, 0)
 }

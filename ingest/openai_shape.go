@@ -314,8 +314,8 @@ func (l *shapeLearner) container(i, depth int) int {
 			return e, e >= 0
 		})
 	} else {
-		end, ok = eachItem(l.line, i, func(vs int) (int, bool) {
-			e := l.value(vs, depth+1, "", false)
+		end, _, ok = each(jval{l.line, i, depth}, func(el jval) (int, bool) {
+			e := l.value(el.i, el.depth, "", false)
 			return e, e >= 0
 		})
 	}
@@ -341,7 +341,8 @@ func (l *shapeLearner) members(i, depth int, child func(key string) (string, boo
 	return end
 }
 
-// eachKey walks the object at b[i] for a shape's learner: fn gets each key
+// eachKey walks the object at b[i] for a shape's learner, as each walks an
+// array (fastjson.go): fn gets each key
 // (false for one with an escape or a non-ASCII byte, which the walk leaves
 // to encoding/json) and where its value starts, and returns where the value
 // ends.
@@ -369,25 +370,6 @@ func eachKey(b []byte, i int, fn func(key string, vs int) (int, bool)) (int, boo
 		}
 		var more bool
 		if i, more, ok = afterValue(b, ve, '}', &fl); !ok || !more {
-			return i, ok
-		}
-	}
-}
-
-// eachItem walks the array at b[i] as eachKey walks an object.
-func eachItem(b []byte, i int, fn func(vs int) (int, bool)) (int, bool) {
-	var fl jflags
-	i = space(b, i+1, &fl)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		ve, ok := fn(i)
-		if !ok {
-			return -1, false
-		}
-		var more bool
-		if i, more, ok = afterValue(b, ve, ']', &fl); !ok || !more {
 			return i, ok
 		}
 	}
