@@ -306,19 +306,13 @@ func (l *shapeLearner) object(i, depth int, path string) int {
 // container cuts out the values of an object or array the walk only
 // validates (every value in it is skipped).
 func (l *shapeLearner) container(i, depth int) int {
-	var end int
-	var ok bool
 	if l.line[i] == '{' {
-		end, ok = eachKey(l.line, i, func(_ string, vs int) (int, bool) {
-			e := l.value(vs, depth+1, "", false)
-			return e, e >= 0
-		})
-	} else {
-		end, _, ok = each(jval{l.line, i, depth}, func(el jval) (int, bool) {
-			e := l.value(el.i, el.depth, "", false)
-			return e, e >= 0
-		})
+		return l.members(i, depth, func(string) (string, bool) { return "", false })
 	}
+	end, _, ok := each(jval{l.line, i, depth}, func(el jval) (int, bool) {
+		e := l.value(el.i, el.depth, "", false)
+		return e, e >= 0
+	})
 	if !ok {
 		l.bad = true
 		return -1
