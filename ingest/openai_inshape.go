@@ -22,7 +22,7 @@ import (
 // scalars where the shape's line does: a line whose body differs in
 // nesting is left to the walk.
 
-// Input shape ops (shapeSeg.op; arg says which part).
+// Input shape ops (shapeSeg.op; shapeSeg.arg says which part).
 const (
 	inEnd    shapeOp = iota // no value: the line's last bytes
 	inSkip                  // outside the body, a key the walk does not know: any value
@@ -33,8 +33,6 @@ const (
 
 type inputShape struct {
 	segs []shapeSeg
-	// args[k] is segs[k]'s part (inTop, inMember).
-	args []int
 	// The body starts at byte bodyOff of segment bodySeg's bytes and ends
 	// at byte endOff of segment endSeg's.
 	bodySeg, bodyOff, endSeg, endOff int
@@ -66,8 +64,7 @@ type inputLearner struct {
 
 // seg ends the bytes gathered so far at i, before a value with op.
 func (l *inputLearner) seg(i int, op shapeOp, arg, depth int) {
-	l.s.segs = append(l.s.segs, shapeSeg{lit: slices.Clone(l.line[l.lit:i]), op: op, depth: depth})
-	l.s.args = append(l.s.args, arg)
+	l.s.segs = append(l.s.segs, shapeSeg{lit: slices.Clone(l.line[l.lit:i]), op: op, arg: arg, depth: depth})
 }
 
 // scalar cuts out the scalar at i; false if it is not one.
@@ -169,9 +166,9 @@ func (s *inputShape) read(jm *jmemo, line []byte, in *inputParts) bool {
 		}
 		switch sg.op {
 		case inTop:
-			in.v[s.args[k]], in.vf[s.args[k]] = line[pos:end], fl
+			in.v[sg.arg], in.vf[sg.arg] = line[pos:end], fl
 		case inMember:
-			m := &in.ms[s.args[k]]
+			m := &in.ms[sg.arg]
 			m.v, m.fl = line[pos:end], fl
 			if string(m.k) == "model" {
 				in.model = m.v

@@ -151,6 +151,7 @@ var (
 type shapeSeg struct {
 	lit   []byte
 	op    shapeOp
+	arg   int // an input shape's part (openai_inshape.go)
 	depth int
 	// first and last are lit's first and last eight bytes (first only
 	// lit's bytes where it is shorter, mask the bits they fill): most of a
@@ -596,12 +597,6 @@ func (u *shapeUse) miss(jm *jmemo) (learn bool) {
 	return jm.shapeMisses%64 == 1 && !u.off.Load()
 }
 
-func (u *shapeUse) reset() {
-	u.hits.Store(0)
-	u.fails.Store(0)
-	u.off.Store(false)
-}
-
 // endsWith reports whether line ends with the bytes after a shape's last
 // value. Tried first: a line of another shape often differs there (an
 // error's line from an answer's), and is then passed over at once.
@@ -636,7 +631,7 @@ func shapeDecode(line []byte, in *openaiResultLine) bool {
 // One line in 64 of those no shape matched is tried (shapeUse.miss), so
 // that lines whose shape is not kept cost little.
 func learnFrom(line []byte, walked *openaiResultLine) {
-	if walked.memo == nil || !shapeStats.miss(walked.memo) {
+	if !shapeStats.miss(walked.memo) {
 		return
 	}
 	if r := walked.Response; r != nil && len(r.Body) > 0 && r.Body[0] == '{' && r.decoded == nil {

@@ -215,6 +215,13 @@ func BenchmarkShapeDecode(b *testing.B) {
 	}
 }
 
+// reset forgets what u counted (each test learns its shapes afresh).
+func (u *shapeUse) reset() {
+	u.hits.Store(0)
+	u.fails.Store(0)
+	u.off.Store(false)
+}
+
 // inputShapeParts reads line by s; ok is false where the line does not have
 // the shape. What the shape reads must be what the walk reads.
 func inputShapeParts(t *testing.T, s *inputShape, line []byte) (InputRecord, bool, bool) {
