@@ -18,6 +18,7 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 )
 
 // State is a job or shard state (docs/contract.md).
@@ -170,34 +171,97 @@ func NewLedger(l *Lake, actor string) *Ledger {
 	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }, TakeoverMargin: DefaultTakeoverMargin}
 }
 
+// ledgerReads is how many ledger objects (events of one shard, or shards)
+// are read at a time. On a remote lake each read is a round trip (tens of
+// milliseconds to S3), and a job's ledger is a few objects a shard: read
+// one after another, a 20-shard reconcile spent seconds waiting on them.
+const ledgerReads = 8
+
 // Events returns the events of a shard in sequence order, checking that the
-// sequence has no gaps.
+// sequence has no gaps. The events are read ledgerReads at a time.
 func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event, error) {
 	keys, err := g.eventKeys(ctx, job, shard)
 	if err != nil {
 		return nil, err
 	}
-	evs := make([]Event, 0, len(keys))
-	for i, k := range keys {
-		var e Event
-		if err := g.Lake.GetJSON(ctx, k, FormatEvent, &e); err != nil {
-			return nil, err
-		}
-		if e.Seq != i+1 || LedgerKey(job, shard, e.Seq) != k {
-			return nil, fmt.Errorf("ledger %s/%s: event %s has seq %d, want %d (gap or misnamed event): %w", job.Hex(), shard, k, e.Seq, i+1, ErrCorrupt)
-		}
-		evs = append(evs, e)
+	if err := g.checkNames(job, shard, keys); err != nil {
+		return nil, err
+	}
+	evs := make([]Event, len(keys))
+	err = EachOf(ctx, len(keys), ledgerReads, func(ctx context.Context, i int) error {
+		var err error
+		evs[i], err = g.event(ctx, job, shard, keys[i], i+1)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return evs, nil
 }
 
+// EventsOf returns the events of each of shards (Events), read ledgerReads
+// shards at a time.
+func (g *Ledger) EventsOf(ctx context.Context, job Digest, shards []string) ([][]Event, error) {
+	out := make([][]Event, len(shards))
+	err := EachOf(ctx, len(shards), ledgerReads, func(ctx context.Context, i int) error {
+		var err error
+		out[i], err = g.Events(ctx, job, shards[i])
+		return err
+	})
+	return out, err
+}
+
 // Last returns the last event of a shard, or a zero Event (State "") if none.
+// It reads the shard's event names and only the last event: the names are
+// its sequence (a gap among them is ErrCorrupt), so no earlier event is
+// needed to know which one is last.
 func (g *Ledger) Last(ctx context.Context, job Digest, shard string) (Event, error) {
-	evs, err := g.Events(ctx, job, shard)
-	if err != nil || len(evs) == 0 {
+	keys, err := g.eventKeys(ctx, job, shard)
+	if err != nil || len(keys) == 0 {
 		return Event{}, err
 	}
-	return evs[len(evs)-1], nil
+	if err := g.checkNames(job, shard, keys); err != nil {
+		return Event{}, err
+	}
+	return g.event(ctx, job, shard, keys[len(keys)-1], len(keys))
+}
+
+// checkNames checks that a shard's sorted event keys are its events 1..n,
+// with no gap.
+func (g *Ledger) checkNames(job Digest, shard string, keys []string) error {
+	for i, k := range keys {
+		if LedgerKey(job, shard, i+1) != k {
+			return fmt.Errorf("ledger %s/%s: event %s where seq %d belongs (gap or misnamed event): %w", job.Hex(), shard, k, i+1, ErrCorrupt)
+		}
+	}
+	return nil
+}
+
+// event reads the event at key, which must hold sequence number seq.
+func (g *Ledger) event(ctx context.Context, job Digest, shard, key string, seq int) (Event, error) {
+	var e Event
+	if err := g.Lake.GetJSON(ctx, key, FormatEvent, &e); err != nil {
+		return Event{}, err
+	}
+	if e.Seq != seq {
+		return Event{}, fmt.Errorf("ledger %s/%s: event %s has seq %d, want %d (gap or misnamed event): %w", job.Hex(), shard, key, e.Seq, seq, ErrCorrupt)
+	}
+	return e, nil
+}
+
+// EachOf calls fn(ctx, i) for every i in [0, n), up to limit calls at a
+// time, and returns the first error (the others' ctx is then cancelled).
+// It is for independent round trips to the lake, such as one per shard.
+func EachOf(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
+	if n == 1 {
+		return fn(ctx, 0)
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(limit)
+	for i := range n {
+		eg.Go(func() error { return fn(ectx, i) })
+	}
+	return eg.Wait()
 }
 
 // Transition appends an event moving the shard to state `to`, after checking

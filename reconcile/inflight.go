@@ -23,11 +23,12 @@ func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, 
 	}
 	var flight, unsent []string
 	tracked := false
-	for _, s := range m.Shards {
-		evs, err := g.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
+	all, err := g.EventsOf(ctx, job, shardIDs(m))
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range m.Shards {
+		evs := all[i]
 		if len(evs) == 0 {
 			continue
 		}
@@ -78,4 +79,13 @@ var errAllowRunningPartition = &errkind.UsageError{Msg: "reconcile: --allow-runn
 // deliver them; the next reconcile decides.
 func holdMissing(ctx context.Context, e *Engine) error {
 	return e.ExecFile(ctx, "hold_missing.sql", nil)
+}
+
+// shardIDs lists a job's shards in the manifest's order.
+func shardIDs(m *lake.Manifest) []string {
+	ids := make([]string, len(m.Shards))
+	for i, s := range m.Shards {
+		ids[i] = s.ShardID
+	}
+	return ids
 }

@@ -143,14 +143,19 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	// Refuse a job a single reconcile would refuse (shards not yet
 	// submitted), so a fan-out fails early rather than at the merge.
 	g := lake.NewLedger(l, o.Actor)
-	for _, s := range in.m.Shards {
+	err = lake.EachOf(ctx, len(in.m.Shards), shardFanout, func(ctx context.Context, i int) error {
+		s := in.m.Shards[i]
 		last, err := g.Last(ctx, in.job, s.ShardID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !lake.CanTransition(last.State, lake.Reconciling) {
-			return nil, fmt.Errorf("reconcile %s: shard is %s, not ready to reconcile: %w", s.ShardID, last.State, lake.ErrIllegalTransition)
+			return fmt.Errorf("reconcile %s: shard is %s, not ready to reconcile: %w", s.ShardID, last.State, lake.ErrIllegalTransition)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	// A partition holds about 1/n of the job's records (p is valid: n >= 1).

@@ -178,27 +178,36 @@ type DuplicateBatch struct {
 // duplicateBatches lists every shard's recorded batches other than the one
 // its ledger binds.
 func duplicateBatches(ctx context.Context, g *lake.Ledger, job lake.Digest, m *lake.Manifest) ([]DuplicateBatch, error) {
+	// Each shard's batch records and last event: round trips to a remote
+	// lake, made for several shards at a time.
+	recs := make([][]lake.BatchRecord, len(m.Shards))
+	last := make([]lake.Event, len(m.Shards))
+	err := lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+		var err error
+		id := m.Shards[i].ShardID
+		if recs[i], err = g.BatchRecords(ctx, job, id); err != nil || len(recs[i]) == 0 {
+			return err
+		}
+		last[i], err = g.Last(ctx, job, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	var out []DuplicateBatch
-	for _, s := range m.Shards {
-		recs, err := g.BatchRecords(ctx, job, s.ShardID)
-		if err != nil || len(recs) == 0 {
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		last, err := g.Last(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			if last.ProviderJobID != "" && r.ProviderJobID != last.ProviderJobID {
-				out = append(out, DuplicateBatch{ShardID: s.ShardID, ProviderJobID: r.ProviderJobID, BoundTo: last.ProviderJobID, Why: r.Why})
+	for i, s := range m.Shards {
+		for _, r := range recs[i] {
+			if bound := last[i].ProviderJobID; bound != "" && r.ProviderJobID != bound {
+				out = append(out, DuplicateBatch{ShardID: s.ShardID, ProviderJobID: r.ProviderJobID, BoundTo: bound, Why: r.Why})
 			}
 		}
 	}
 	return out, nil
 }
+
+// shardFanout is how many shards' ledgers a reconcile reads or appends to at
+// a time: each is a few round trips to a remote lake.
+const shardFanout = 16
 
 // Files are the digests of every file the report accounts for.
 type Files struct {
@@ -253,26 +262,37 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 // shards to the report's state.
 func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledger, in *runInputs, o Options, rep *Report) (*Report, error) {
 	m, job, runKey := in.m, in.job, in.runKey
-	for _, s := range m.Shards {
+	// mine holds each shard's RECONCILING event of this run (Seq 0 for a
+	// held shard), which its final event follows (finishLedger).
+	mine := make([]lake.Event, len(m.Shards))
+	err := lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+		s := m.Shards[i]
 		if in.held[s.ShardID] {
-			continue // its batch is still in flight: status and collect go on with it
+			return nil // its batch is still in flight: status and collect go on with it
 		}
-		if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey}); err != nil {
-			return nil, fmt.Errorf("reconcile %s: %w", s.ShardID, err)
+		ev, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey})
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 		}
+		mine[i] = ev
 		failpoint.Hit(failpoint.ReconcileAfterReconciling)
+		return nil
+	})
+	if err == nil {
+		rep, err = reconcileLocked(ctx, e, l, m, job, o, rep, in)
 	}
-	rep, err := reconcileLocked(ctx, e, l, m, job, o, rep, in)
 	if err != nil {
-		// Give the lease back so the next run need not wait for it to expire.
-		for _, s := range m.Shards {
-			if !in.held[s.ShardID] {
-				g.Transition(context.WithoutCancel(ctx), job, s.ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
+		// Give the leases taken back so the next run need not wait for them
+		// to expire.
+		_ = lake.EachOf(context.WithoutCancel(ctx), len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+			if mine[i].Seq > 0 {
+				g.Transition(ctx, job, m.Shards[i].ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
 			}
-		}
+			return nil
+		})
 		return nil, err
 	}
-	if err := finishLedger(ctx, g, m, rep, in.held); err != nil {
+	if err := finishLedger(ctx, g, m, rep, in.held, mine); err != nil {
 		return nil, err
 	}
 	return rep, writeOut(ctx, l, o.OutDir, rep)
@@ -422,7 +442,7 @@ func storedReport(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Man
 	var stored Report
 	if err := l.GetJSON(ctx, runKey, lake.FormatReport, &stored); err == nil {
 		stored.Unchanged = true
-		if err := finishLedger(ctx, g, m, &stored, held); err != nil {
+		if err := finishLedger(ctx, g, m, &stored, held, nil); err != nil {
 			return nil, err
 		}
 		return &stored, nil
@@ -700,31 +720,57 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 }
 
 // finishLedger moves every shard still RECONCILING to the report's state,
-// leaving out the held shards (in flight, reconcile --allow-running).
-func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report, held map[string]bool) error {
+// leaving out the held shards (in flight, reconcile --allow-running). A
+// shard whose RECONCILING event this run appended (mine, by shard; nil for a
+// stored report's run) gets its final event right after it, without reading
+// its ledger again, unless anything was appended since.
+func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report, held map[string]bool, mine []lake.Event) error {
 	job, _ := lake.ParseDigest(m.JobKey)
-	for _, s := range m.Shards {
+	return lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+		s := m.Shards[i]
 		if held[s.ShardID] {
-			continue
+			return nil
 		}
-		last, err := g.Last(ctx, job, s.ShardID)
-		if err != nil {
-			return err
-		}
-		if last.State == r.State && last.Detail["report"] == r.Report {
-			continue
-		}
-		if last.State != lake.Reconciling || last.Actor != g.Actor {
-			// Reconciled again with the same inputs, or a crashed run's
-			// expired lease: (re)open as this actor, then close.
-			if _, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, time.Minute, "", map[string]string{"run": r.Report}); err != nil {
+		detail := map[string]string{"report": r.Report}
+		if i < len(mine) && mine[i].Seq > 0 {
+			failpoint.Hit(failpoint.ReconcileBeforeFinal)
+			_, err := g.AppendAfter(ctx, mine[i], r.State, 0, "", detail)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, lake.ErrConflict) {
 				return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 			}
+			// Another event came after ours (the lease expired and another
+			// run took the shard over): decide from the ledger as it is.
+			return finishShard(ctx, g, job, s.ShardID, r, detail, false)
 		}
+		return finishShard(ctx, g, job, s.ShardID, r, detail, true)
+	})
+}
+
+// finishShard moves one shard to the report's state after reading its last
+// event (hit: the failpoint before the final event is this shard's).
+func finishShard(ctx context.Context, g *lake.Ledger, job lake.Digest, shard string, r *Report, detail map[string]string, hit bool) error {
+	last, err := g.Last(ctx, job, shard)
+	if err != nil {
+		return err
+	}
+	if last.State == r.State && last.Detail["report"] == r.Report {
+		return nil
+	}
+	if last.State != lake.Reconciling || last.Actor != g.Actor {
+		// Reconciled again with the same inputs, or a crashed run's
+		// expired lease: (re)open as this actor, then close.
+		if _, err := g.Transition(ctx, job, shard, lake.Reconciling, time.Minute, "", map[string]string{"run": r.Report}); err != nil {
+			return fmt.Errorf("reconcile %s: %w", shard, err)
+		}
+	}
+	if hit {
 		failpoint.Hit(failpoint.ReconcileBeforeFinal)
-		if _, err := g.Transition(ctx, job, s.ShardID, r.State, 0, "", map[string]string{"report": r.Report}); err != nil && !errors.Is(err, lake.ErrConflict) {
-			return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
-		}
+	}
+	if _, err := g.Transition(ctx, job, shard, r.State, 0, "", detail); err != nil && !errors.Is(err, lake.ErrConflict) {
+		return fmt.Errorf("reconcile %s: %w", shard, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -77,11 +78,22 @@ func TestFlowOnS3(t *testing.T) {
 // when the test ends.
 func s3Lake(t *testing.T) *lake.Lake {
 	t.Helper()
+	return s3LakeWatched(t, nil)
+}
+
+// s3LakeWatched is s3Lake with its ledger requests watched by w (nil: not
+// watched).
+func s3LakeWatched(t *testing.T, w *testrun.LedgerWatch) *lake.Lake {
+	t.Helper()
 	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)
 	}
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	srv := httptest.NewServer(faker.Server())
+	var h http.Handler = faker.Server()
+	if w != nil {
+		h = w.Wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
 		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}

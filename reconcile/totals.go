@@ -46,11 +46,12 @@ type providerSources struct {
 func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, recs []lake.IngestRecord) (*providerSources, error) {
 	job, _ := lake.ParseDigest(m.JobKey)
 	ps := &providerSources{}
-	for _, s := range m.Shards {
-		evs, err := g.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
+	all, err := g.EventsOf(ctx, job, shardIDs(m))
+	if err != nil {
+		return nil, err
+	}
+	for k, s := range m.Shards {
+		evs := all[k]
 		for i := len(evs) - 1; i >= 0; i-- {
 			d := evs[i].Detail
 			if d[lake.DetailUsageInput] == "" {

@@ -1,0 +1,111 @@
+package reconcile
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batchlake/batchlake/internal/testrun"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// TestLedgerRoundTripsOnS3: on a remote lake every ledger read and append
+// is a round trip, so a reconcile moves its shards side by side, and a
+// shard's final event follows the run's own RECONCILING event without the
+// ledger read again: 20 shards cost two appends each, and no more than one
+// read of each event for the shards in flight, one for the provider totals
+// and one for the lease (five a shard: it has two events before).
+func TestLedgerRoundTripsOnS3(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLedgerWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(4, 4)), 200, 1, 0)
+	m := planAndIngest(t, l, dir, g, 10)
+	if len(m.Shards) != 20 {
+		t.Fatalf("%d shards, want 20", len(m.Shards))
+	}
+	w.Reset(http.MethodPut)
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets, puts, _ := w.Counts()
+	if puts != 2*len(m.Shards) {
+		t.Errorf("%d ledger events appended, want %d (RECONCILING and %s for each shard)", puts, 2*len(m.Shards), rep.State)
+	}
+	if want := 5 * len(m.Shards); gets > want {
+		t.Errorf("%d ledger events read, want at most %d", gets, want)
+	}
+	if !w.Overlapped() {
+		t.Error("the shards' ledger events were appended one after another")
+	}
+	job, _ := lake.ParseDigest(m.JobKey)
+	for _, s := range m.Shards {
+		evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(evs); n != 4 || evs[2].State != lake.Reconciling || evs[3].State != rep.State || evs[3].Detail["report"] != rep.Report || evs[3].Actor != evs[2].Actor {
+			t.Fatalf("shard %s ledger after reconcile: %+v", s.ShardID, evs)
+		}
+	}
+}
+
+// TestFinalEventAfterATakeover: a shard whose ledger got another event
+// after the run's RECONCILING (its lease expired and another actor took
+// the shard and let it go) is not closed by appending after the run's own
+// event: the run reads the ledger as it is, takes the shard again and
+// closes it.
+func TestFinalEventAfterATakeover(t *testing.T) {
+	ctx := context.Background()
+	l, err := lake.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(6, 6)), 40, 0, 0), 10)
+	job, _ := lake.ParseDigest(m.JobKey)
+	taken := m.Shards[1].ShardID
+	var once sync.Once
+	var takeErr error
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Actor: "A", Lease: time.Nanosecond, Engine: EngineOptions{Threads: 1}}
+	o.retryReadStart = func(string) {
+		once.Do(func() {
+			_, takeErr = lake.NewLedger(l, "B").Transition(ctx, job, taken, lake.Reconciling, -1, "", map[string]string{"took": "over"})
+		})
+	}
+	rep, err := Run(ctx, l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.RetryRecords == 0 {
+		t.Fatal("no retry: the takeover never ran")
+	}
+	if takeErr != nil {
+		t.Fatal(takeErr)
+	}
+	for _, s := range m.Shards {
+		evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
+			got = append(got, string(e.State)+"/"+e.Actor)
+		}
+		want := "RECONCILING/A " + string(rep.State) + "/A"
+		if s.ShardID == taken {
+			want = "RECONCILING/A RECONCILING/B RECONCILING/A " + string(rep.State) + "/A"
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
+		}
+	}
+}
