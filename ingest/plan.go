@@ -1257,13 +1257,17 @@ func (s *shardWriter) abort() { s.o.Abort() }
 
 // ensureValidated writes CREATED and VALIDATED for every shard that lacks them
 // (a plan killed after its manifest was written is completed by the next run).
+// Each append is a round trip to a remote lake: the shards are written
+// sixteen at a time, and a shard's VALIDATED follows the CREATED this plan
+// just wrote without reading its ledger again.
 func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error {
 	job, err := lake.ParseDigest(m.JobKey)
 	if err != nil {
 		return err
 	}
 	g := lake.NewLedger(l, "")
-	for _, s := range m.Shards {
+	return lake.EachOf(ctx, len(m.Shards), 16, func(ctx context.Context, i int) error {
+		s := m.Shards[i]
 		last, err := g.Last(ctx, job, s.ShardID)
 		if err != nil {
 			return err
@@ -1275,7 +1279,12 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 			if last.State == st {
 				continue
 			}
-			ev, err := g.Transition(ctx, job, s.ShardID, st, 0, "", nil)
+			var ev lake.Event
+			if last.Actor == g.Actor {
+				ev, err = g.AppendAfter(ctx, last, st, 0, "", nil)
+			} else {
+				ev, err = g.Transition(ctx, job, s.ShardID, st, 0, "", nil)
+			}
 			if errors.Is(err, lake.ErrConflict) || errors.Is(err, lake.ErrIllegalTransition) {
 				break // a concurrent plan wrote it
 			}
@@ -1285,8 +1294,8 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 			last = ev
 			failpoint.Hit(failpoint.PlanAfterLedger)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // hexMemo is d.Hex(), keeping the string of the digest it was last given:

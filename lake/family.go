@@ -27,14 +27,13 @@ func LatestReportKey(ctx context.Context, l *Lake, m *Manifest) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	g := NewLedger(l, "")
+	all, err := NewLedger(l, "").EventsOf(ctx, job, m.ShardIDs())
+	if err != nil {
+		return "", err
+	}
 	var key string
 	var at time.Time
-	for _, s := range m.Shards {
-		evs, err := g.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return "", err
-		}
+	for _, evs := range all {
 		for _, ev := range evs {
 			if k := ev.Detail["report"]; k != "" && !ev.At.Before(at) {
 				key, at = k, ev.At

@@ -91,6 +91,15 @@ func (m *Manifest) ExpectedTables() []TableFile {
 	return tableFiles(m.ExpectedFiles, m.ExpectedBuckets, m.ExpectedSplit)
 }
 
+// ShardIDs lists the job's shards in the manifest's order.
+func (m *Manifest) ShardIDs() []string {
+	ids := make([]string, len(m.Shards))
+	for i, s := range m.Shards {
+		ids[i] = s.ShardID
+	}
+	return ids
+}
+
 // Shard returns the shard with the given id.
 func (m *Manifest) Shard(id string) (ManifestShard, bool) {
 	for _, s := range m.Shards {

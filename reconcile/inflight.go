@@ -23,7 +23,7 @@ func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, 
 	}
 	var flight, unsent []string
 	tracked := false
-	all, err := g.EventsOf(ctx, job, shardIDs(m))
+	all, err := g.EventsOf(ctx, job, m.ShardIDs())
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +79,4 @@ var errAllowRunningPartition = &errkind.UsageError{Msg: "reconcile: --allow-runn
 // deliver them; the next reconcile decides.
 func holdMissing(ctx context.Context, e *Engine) error {
 	return e.ExecFile(ctx, "hold_missing.sql", nil)
-}
-
-// shardIDs lists a job's shards in the manifest's order.
-func shardIDs(m *lake.Manifest) []string {
-	ids := make([]string, len(m.Shards))
-	for i, s := range m.Shards {
-		ids[i] = s.ShardID
-	}
-	return ids
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // TestLedgerRoundTripsOnS3: on a remote lake every ledger read and append
-// is a round trip, so a reconcile moves its shards side by side, and a
+// is a round trip, so plan writes its shards' first events side by side,
+// a reconcile moves its shards side by side, and a
 // shard's final event follows the run's own RECONCILING event without the
 // ledger read again: 20 shards cost two appends each, and no more than one
 // read of each event for the shards in flight, one for the provider totals
@@ -26,9 +27,17 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 	l := s3LakeWatched(t, w)
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(4, 4)), 200, 1, 0)
+	w.Reset(http.MethodPut)
 	m := planAndIngest(t, l, dir, g, 10)
 	if len(m.Shards) != 20 {
 		t.Fatalf("%d shards, want 20", len(m.Shards))
+	}
+	// Plan: CREATED, then VALIDATED after it unread.
+	if gets, puts, _ := w.Counts(); puts != 2*len(m.Shards) || gets != 0 {
+		t.Errorf("plan and ingest appended %d ledger events and read %d, want %d and 0", puts, gets, 2*len(m.Shards))
+	}
+	if !w.Overlapped() {
+		t.Error("plan appended its shards' ledger events one after another")
 	}
 	w.Reset(http.MethodPut)
 	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})

@@ -46,7 +46,7 @@ type providerSources struct {
 func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, recs []lake.IngestRecord) (*providerSources, error) {
 	job, _ := lake.ParseDigest(m.JobKey)
 	ps := &providerSources{}
-	all, err := g.EventsOf(ctx, job, shardIDs(m))
+	all, err := g.EventsOf(ctx, job, m.ShardIDs())
 	if err != nil {
 		return nil, err
 	}
