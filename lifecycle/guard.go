@@ -41,12 +41,13 @@ func (d *Driver) wrongBindings(ctx context.Context, m *lake.Manifest) ([]wrongBi
 	if err != nil {
 		return nil, err
 	}
+	all, err := d.Ledger.EventsOf(ctx, job, m.ShardIDs())
+	if err != nil {
+		return nil, err
+	}
 	var out []wrongBinding
-	for _, s := range m.Shards {
-		evs, err := d.Ledger.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
+	for i, s := range m.Shards {
+		evs := all[i]
 		for _, ev := range evs {
 			if t := ev.Detail["target"]; (ev.State == lake.Submitting || ev.State == lake.Submitted) && t != "" && t != m.Provider {
 				last := evs[len(evs)-1]
