@@ -12,9 +12,9 @@ import (
 )
 
 // openWatchedS3 is openS3 with its ledger requests watched.
-func openWatchedS3(t *testing.T) (*Lake, *testrun.LedgerWatch) {
+func openWatchedS3(t *testing.T) (*Lake, *testrun.LakeWatch) {
 	t.Helper()
-	w := testrun.NewLedgerWatch()
+	w := testrun.NewLakeWatch()
 	srv := httptest.NewServer(w.Wrap(newFakeS3(t, "lake").Server()))
 	t.Cleanup(srv.Close)
 	return openLake(t, s3URL(srv.URL, "lake")), w
@@ -39,7 +39,7 @@ func TestLedgerReadsOnARemoteLake(t *testing.T) {
 		}
 	}
 
-	w.Reset("")
+	w.Reset("", "", "")
 	last, err := g.Last(ctx, job, "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestLedgerReadsOnARemoteLake(t *testing.T) {
 		t.Errorf("Last made %d event reads and %d listings, want 1 and 1", gets, lists)
 	}
 
-	w.Reset(http.MethodGet)
+	w.Reset(http.MethodGet, "ledger/", ".json")
 	evs, err := g.Events(ctx, job, "s2")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestLedgerReadsOnARemoteLake(t *testing.T) {
 		t.Error("Events read a shard's events one after another")
 	}
 
-	w.Reset(http.MethodGet)
+	w.Reset(http.MethodGet, "ledger/", ".json")
 	all, err := g.EventsOf(ctx, job, []string{"s0", "none", "s2"})
 	if err != nil {
 		t.Fatal(err)

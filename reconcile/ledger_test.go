@@ -23,11 +23,11 @@ import (
 // and one for the lease (five a shard: it has two events before).
 func TestLedgerRoundTripsOnS3(t *testing.T) {
 	ctx := context.Background()
-	w := testrun.NewLedgerWatch()
+	w := testrun.NewLakeWatch()
 	l := s3LakeWatched(t, w)
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(4, 4)), 200, 1, 0)
-	w.Reset(http.MethodPut)
+	w.Reset(http.MethodPut, "ledger/", ".json")
 	m := planAndIngest(t, l, dir, g, 10)
 	if len(m.Shards) != 20 {
 		t.Fatalf("%d shards, want 20", len(m.Shards))
@@ -39,7 +39,7 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("plan appended its shards' ledger events one after another")
 	}
-	w.Reset(http.MethodPut)
+	w.Reset(http.MethodPut, "ledger/", ".json")
 	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})
 	if err != nil {
 		t.Fatal(err)

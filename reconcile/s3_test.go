@@ -74,6 +74,47 @@ func TestFlowOnS3(t *testing.T) {
 	}
 }
 
+// TestRemoteFilesFetchedSideBySide: a reconcile on a remote lake fetches
+// the job's table files into its cache several at a time (each is a
+// request's wait and a download), and reads what a local lake gives.
+func TestRemoteFilesFetchedSideBySide(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(8, 8)), 120, 1, 0)
+	m := planAndIngest(t, l, dir, g, 20)
+	w.Reset(http.MethodGet, "tables/", ".parquet")
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("the job's table files were fetched one after another")
+	}
+	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	ldir := filepath.Join(dir, "l")
+	if err := os.Mkdir(ldir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lm := planAndIngest(t, local, ldir, g, 20)
+	want, err := Run(ctx, local, Options{JobKey: lm.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(r *Report) string {
+		return fmt.Sprintf("expected=%d succeeded=%d quality_failed=%d failed_retryable=%d failed_permanent=%d missing=%d unknown=%d duplicate=%d retry=%d cost=%s",
+			r.Expected, r.Succeeded, r.QualityFailed, r.FailedRetryable, r.FailedPermanent, r.Missing, r.Unknown, r.Duplicate, r.RetryRecords, r.CostUSD["total"])
+	}
+	if got, want := line(rep), line(want); got != want {
+		t.Fatalf("on s3: %s\non a local lake: %s", got, want)
+	}
+}
+
 // s3Lake opens an empty s3:// lake served by gofakes3 on loopback, closed
 // when the test ends.
 func s3Lake(t *testing.T) *lake.Lake {
@@ -83,7 +124,7 @@ func s3Lake(t *testing.T) *lake.Lake {
 
 // s3LakeWatched is s3Lake with its ledger requests watched by w (nil: not
 // watched).
-func s3LakeWatched(t *testing.T, w *testrun.LedgerWatch) *lake.Lake {
+func s3LakeWatched(t *testing.T, w *testrun.LakeWatch) *lake.Lake {
 	t.Helper()
 	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)

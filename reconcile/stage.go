@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -80,41 +82,61 @@ func (s *stager) local(ctx context.Context, key string) (string, error) {
 			s.onStage(key, size)
 		}
 	} else {
-		p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))
-		// A cache hit is re-hashed like any read of the lake: the cache is
-		// a plain folder that anything on the machine may have written.
-		got, _, err := lake.HashFile(p)
-		switch {
-		case err == nil && got == d:
-			t := time.Now()
-			os.Chtimes(p, t, t) // LRU by modification time
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			return "", fmt.Errorf("stage %s: cache: %w", key, err)
-		default:
-			if err == nil {
-				slog.Warn("cache: a cached table file does not match its digest; fetching it again from the lake",
-					"file", p, "want", d.String(), "got", got.String())
-				if err := os.Remove(p); err != nil {
-					return "", fmt.Errorf("stage %s: cache: %w", key, err)
-				}
-			}
-			if err := s.fetch(ctx, key, d, p); err != nil {
-				return "", err
-			}
+		var fetched bool
+		var err error
+		if p, fetched, err = s.cached(ctx, key, d); err != nil {
+			return "", err
+		}
+		if fetched {
+			s.evict()
 		}
 	}
 	s.checked[key] = p
 	return p, nil
 }
 
+// cached returns the path of a remote lake's file of key (digest d) in the
+// cache, fetching it there unless the cache holds its bytes (fetched). It
+// neither records the file as checked nor evicts: a caller staging several
+// files at once does both once they are all in place.
+func (s *stager) cached(ctx context.Context, key string, d lake.Digest) (p string, fetched bool, err error) {
+	p = filepath.Join(s.dir, d.Hex()+filepath.Ext(key))
+	// A cache hit is re-hashed like any read of the lake: the cache is a
+	// plain folder that anything on the machine may have written.
+	got, _, err := lake.HashFile(p)
+	switch {
+	case err == nil && got == d:
+		t := time.Now()
+		os.Chtimes(p, t, t) // LRU by modification time
+		return p, false, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return "", false, fmt.Errorf("stage %s: cache: %w", key, err)
+	}
+	if err == nil {
+		slog.Warn("cache: a cached table file does not match its digest; fetching it again from the lake",
+			"file", p, "want", d.String(), "got", got.String())
+		if err := os.Remove(p); err != nil {
+			return "", false, fmt.Errorf("stage %s: cache: %w", key, err)
+		}
+	}
+	if err := s.fetch(ctx, key, d, p); err != nil {
+		return "", false, err
+	}
+	return p, true, nil
+}
+
 // localAll is local for each of keys, in order. A local lake's files are
 // hashed several at a time: a reconcile checks some 50 table files of a
 // million-record job (131 MB) before DuckDB reads them, one core's work
-// otherwise. A remote lake's are fetched one at a time, as the cache's bound
-// is kept by each fetch.
+// otherwise. A remote lake's are fetched remoteFetches at a time: each is a
+// request's wait and a download.
 func (s *stager) localAll(ctx context.Context, keys []string) ([]string, error) {
 	if _, local := s.lake.LocalDir(); local && len(keys) > 1 {
 		if err := s.hashLocal(ctx, keys); err != nil {
+			return nil, err
+		}
+	} else if !local && len(keys) > 1 {
+		if err := s.fetchAll(ctx, keys); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +211,48 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// remoteFetches is how many of a remote lake's files a stage fetches at a
+// time.
+const remoteFetches = 8
+
+// fetchAll puts a remote lake's files of keys not yet checked into the
+// cache, remoteFetches at a time, and marks them checked in keys' order; the
+// cache's bound is kept once they are all in place (every one in use).
+func (s *stager) fetchAll(ctx context.Context, keys []string) error {
+	var todo []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := s.checked[k]; !ok && !seen[k] {
+			seen[k] = true
+			todo = append(todo, k)
+		}
+	}
+	paths := make([]string, len(todo))
+	var fetched atomic.Bool
+	err := lake.EachOf(ctx, len(todo), remoteFetches, func(ctx context.Context, i int) error {
+		d, ok := lake.ParseObjectKey(todo[i])
+		if !ok {
+			return fmt.Errorf("stage %s: not a content-addressed key", todo[i])
+		}
+		p, f, err := s.cached(ctx, todo[i], d)
+		if f {
+			fetched.Store(true)
+		}
+		paths[i] = p
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, k := range todo {
+		s.checked[k] = paths[i]
+	}
+	if fetched.Load() {
+		s.evict()
+	}
+	return nil
+}
+
 // corrupt is the error of a file of key whose bytes hash to got, not to the
 // digest its key names.
 func corrupt(key string, got lake.Digest) error {
@@ -233,11 +297,7 @@ func (s *stager) fetch(ctx context.Context, key string, d lake.Digest, p string)
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		return err
-	}
-	s.evict()
-	return nil
+	return os.Rename(f.Name(), p)
 }
 
 // evict removes the least recently used cache entries above the bound.
@@ -255,8 +315,8 @@ func (s *stager) evict() {
 	var total int64
 	for _, e := range ents {
 		info, err := e.Info()
-		if err != nil || e.IsDir() {
-			continue
+		if err != nil || e.IsDir() || strings.HasPrefix(e.Name(), ".fetch-") {
+			continue // a fetch in flight (this process's or another's)
 		}
 		all = append(all, ent{filepath.Join(s.dir, e.Name()), info.Size(), info.ModTime().UnixNano()})
 		total += info.Size()

@@ -1,0 +1,96 @@
+package testrun
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LakeWatch wraps an S3 server's handler and watches a lake's requests: how
+// many ledger event objects were read and written, how many listings of the
+// ledger were made, and whether two held requests (Reset: a method and the
+// objects it holds) were ever in flight at once. While holding, each such
+// request waits for a second one to arrive (or a quarter of a second), so
+// that code making its round trips one after another is seen doing so, and
+// fails a test instead of hanging it.
+type LakeWatch struct {
+	mu       sync.Mutex
+	gets     int
+	puts     int
+	lists    int
+	hold     string // method of the held requests
+	under    string // the folder their objects are under
+	ext      string // and how their names end
+	inFlight int
+	met      chan struct{}
+}
+
+// NewLakeWatch returns a watch that holds nothing.
+func NewLakeWatch() *LakeWatch {
+	return &LakeWatch{met: make(chan struct{})}
+}
+
+// Reset clears the counts and holds requests of method (http.MethodGet or
+// http.MethodPut) for objects under the lake's folder under whose names end
+// in ext ("ledger/", ".json": its ledger events; "tables/", ".parquet": its
+// table files); method "" holds nothing.
+func (w *LakeWatch) Reset(method, under, ext string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gets, w.puts, w.lists, w.hold, w.under, w.ext, w.met = 0, 0, 0, method, under, ext, make(chan struct{})
+}
+
+// Counts returns the event objects read and written and the ledger
+// listings since the last Reset.
+func (w *LakeWatch) Counts() (gets, puts, lists int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gets, w.puts, w.lists
+}
+
+// Overlapped reports whether two held requests were in flight at once
+// since the last Reset.
+func (w *LakeWatch) Overlapped() bool {
+	select {
+	case <-w.met:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wrap returns next watched.
+func (w *LakeWatch) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		event := strings.Contains(r.URL.Path, "/ledger/") && strings.HasSuffix(r.URL.Path, ".json")
+		w.mu.Lock()
+		switch {
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Query().Get("prefix"), "ledger/"):
+			w.lists++
+		case r.Method == http.MethodGet && event:
+			w.gets++
+		case r.Method == http.MethodPut && event:
+			w.puts++
+		}
+		held := strings.Contains(r.URL.Path, "/"+w.under) && strings.HasSuffix(r.URL.Path, w.ext)
+		hold, met := held && w.hold == r.Method, w.met
+		if hold {
+			w.inFlight++
+			if w.inFlight >= 2 && !w.Overlapped() {
+				close(met)
+			}
+		}
+		w.mu.Unlock()
+		if hold {
+			select {
+			case <-met:
+			case <-time.After(250 * time.Millisecond):
+			}
+			w.mu.Lock()
+			w.inFlight--
+			w.mu.Unlock()
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
