@@ -249,6 +249,10 @@ func (g *Ledger) event(ctx context.Context, job Digest, shard, key string, seq i
 	return e, nil
 }
 
+// ShardFanout is how many shards' ledgers a step reads or appends to at a
+// time: each is a few round trips to a remote lake.
+const ShardFanout = 16
+
 // EachOf calls fn(ctx, i) for every i in [0, n), up to limit calls at a
 // time, and returns the first error (the others' ctx is then cancelled).
 // It is for independent round trips to the lake, such as one per shard.

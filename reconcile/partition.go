@@ -143,7 +143,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	// Refuse a job a single reconcile would refuse (shards not yet
 	// submitted), so a fan-out fails early rather than at the merge.
 	g := lake.NewLedger(l, o.Actor)
-	err = lake.EachOf(ctx, len(in.m.Shards), shardFanout, func(ctx context.Context, i int) error {
+	err = lake.EachOf(ctx, len(in.m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
 		s := in.m.Shards[i]
 		last, err := g.Last(ctx, in.job, s.ShardID)
 		if err != nil {

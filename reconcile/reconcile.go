@@ -182,7 +182,7 @@ func duplicateBatches(ctx context.Context, g *lake.Ledger, job lake.Digest, m *l
 	// lake, made for several shards at a time.
 	recs := make([][]lake.BatchRecord, len(m.Shards))
 	last := make([]lake.Event, len(m.Shards))
-	err := lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+	err := lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
 		var err error
 		id := m.Shards[i].ShardID
 		if recs[i], err = g.BatchRecords(ctx, job, id); err != nil || len(recs[i]) == 0 {
@@ -204,10 +204,6 @@ func duplicateBatches(ctx context.Context, g *lake.Ledger, job lake.Digest, m *l
 	}
 	return out, nil
 }
-
-// shardFanout is how many shards' ledgers a reconcile reads or appends to at
-// a time: each is a few round trips to a remote lake.
-const shardFanout = 16
 
 // Files are the digests of every file the report accounts for.
 type Files struct {
@@ -265,7 +261,7 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 	// mine holds each shard's RECONCILING event of this run (Seq 0 for a
 	// held shard), which its final event follows (finishLedger).
 	mine := make([]lake.Event, len(m.Shards))
-	err := lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+	err := lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
 		s := m.Shards[i]
 		if in.held[s.ShardID] {
 			return nil // its batch is still in flight: status and collect go on with it
@@ -284,7 +280,7 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 	if err != nil {
 		// Give the leases taken back so the next run need not wait for them
 		// to expire.
-		_ = lake.EachOf(context.WithoutCancel(ctx), len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+		_ = lake.EachOf(context.WithoutCancel(ctx), len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
 			if mine[i].Seq > 0 {
 				g.Transition(ctx, job, m.Shards[i].ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
 			}
@@ -726,7 +722,7 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 // its ledger again, unless anything was appended since.
 func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report, held map[string]bool, mine []lake.Event) error {
 	job, _ := lake.ParseDigest(m.JobKey)
-	return lake.EachOf(ctx, len(m.Shards), shardFanout, func(ctx context.Context, i int) error {
+	return lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
 		s := m.Shards[i]
 		if held[s.ShardID] {
 			return nil

@@ -159,12 +159,8 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 		size      int64
 	}
 	var todo []file
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if _, ok := s.checked[k]; !ok && !seen[k] {
-			seen[k] = true
-			todo = append(todo, file{key: k})
-		}
+	for _, k := range s.unchecked(keys) {
+		todo = append(todo, file{key: k})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -211,6 +207,20 @@ func (s *stager) hashLocal(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// unchecked lists the keys not yet checked this session, each once, in
+// keys' order.
+func (s *stager) unchecked(keys []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := s.checked[k]; !ok && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // remoteFetches is how many of a remote lake's files a stage fetches at a
 // time.
 const remoteFetches = 8
@@ -219,14 +229,7 @@ const remoteFetches = 8
 // cache, remoteFetches at a time, and marks them checked in keys' order; the
 // cache's bound is kept once they are all in place (every one in use).
 func (s *stager) fetchAll(ctx context.Context, keys []string) error {
-	var todo []string
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if _, ok := s.checked[k]; !ok && !seen[k] {
-			seen[k] = true
-			todo = append(todo, k)
-		}
-	}
+	todo := s.unchecked(keys)
 	paths := make([]string, len(todo))
 	var fetched atomic.Bool
 	err := lake.EachOf(ctx, len(todo), remoteFetches, func(ctx context.Context, i int) error {
