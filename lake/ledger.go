@@ -178,7 +178,7 @@ func NewLedger(l *Lake, actor string) *Ledger {
 const ledgerReads = 8
 
 // Events returns the events of a shard in sequence order, checking that the
-// sequence has no gaps. The events are read ledgerReads at a time.
+// sequence has no gaps. A remote lake's events are read ledgerReads at a time.
 func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event, error) {
 	keys, err := g.eventKeys(ctx, job, shard)
 	if err != nil {
@@ -187,8 +187,13 @@ func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event,
 	if err := g.checkNames(job, shard, keys); err != nil {
 		return nil, err
 	}
+	// A local lake's reads do not wait: one after another, without goroutines.
+	limit := ledgerReads
+	if _, local := g.Lake.LocalDir(); local {
+		limit = 1
+	}
 	evs := make([]Event, len(keys))
-	err = EachOf(ctx, len(keys), ledgerReads, func(ctx context.Context, i int) error {
+	err = EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
 		var err error
 		evs[i], err = g.event(ctx, job, shard, keys[i], i+1)
 		return err
@@ -256,9 +261,16 @@ const ShardFanout = 16
 // EachOf calls fn(ctx, i) for every i in [0, n), up to limit calls at a
 // time, and returns the first error (the others' ctx is then cancelled).
 // It is for independent round trips to the lake, such as one per shard.
+// With one call at a time (n or limit 1) the calls run in order on the
+// caller's goroutine.
 func EachOf(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
-	if n == 1 {
-		return fn(ctx, 0)
+	if n == 1 || limit <= 1 {
+		for i := range n {
+			if err := fn(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(limit)
