@@ -11,7 +11,7 @@ import (
 	"github.com/batchlake/batchlake/internal/testrun"
 )
 
-// openWatchedS3 is openS3 with its ledger requests watched.
+// openWatchedS3 is openS3 with its requests watched.
 func openWatchedS3(t *testing.T) (*Lake, *testrun.LakeWatch) {
 	t.Helper()
 	w := testrun.NewLakeWatch()

@@ -15,20 +15,13 @@ import (
 // a shard still VALIDATED (not sent yet). Their records have no result
 // lines yet; reconciling now would call them missing and retry them while
 // they may still succeed. A job whose shards were never submitted (results
-// ingested from files) has none in flight.
-func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, error) {
-	job, err := lake.ParseDigest(m.JobKey)
-	if err != nil {
-		return nil, err
-	}
+// ingested from files) has none in flight. events are the shards' ledger
+// events, in the manifest's order (Ledger.EventsOf).
+func inFlight(m *lake.Manifest, events [][]lake.Event) []string {
 	var flight, unsent []string
 	tracked := false
-	all, err := g.EventsOf(ctx, job, m.ShardIDs())
-	if err != nil {
-		return nil, err
-	}
 	for i, s := range m.Shards {
-		evs := all[i]
+		evs := events[i]
 		if len(evs) == 0 {
 			continue
 		}
@@ -55,7 +48,7 @@ func inFlight(ctx context.Context, g *lake.Ledger, m *lake.Manifest) ([]string, 
 	if tracked {
 		flight = append(flight, unsent...)
 	}
-	return flight, nil
+	return flight
 }
 
 // notYetError is reconcile's answer for a job with batches in flight: exit

@@ -67,10 +67,11 @@ func TestInFlight(t *testing.T) {
 					}
 				}
 			}
-			got, err := inFlight(ctx, g, m)
+			events, err := g.EventsOf(ctx, job, m.ShardIDs())
 			if err != nil {
 				t.Fatal(err)
 			}
+			got := inFlight(m, events)
 			var want []string
 			for _, i := range tc.want {
 				want = append(want, m.Shards[i].ShardID)

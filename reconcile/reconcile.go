@@ -392,11 +392,13 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	if o.RetryNotBefore > 0 {
 		h.AddString("retry-not-before:" + o.RetryNotBefore.String())
 	}
-	g := lake.NewLedger(l, o.Actor)
-	flight, err := inFlight(ctx, g, m)
+	// The shards' ledgers, read once for the batches in flight and the
+	// provider totals.
+	events, err := lake.NewLedger(l, o.Actor).EventsOf(ctx, job, m.ShardIDs())
 	if err != nil {
 		return nil, err
 	}
+	flight := inFlight(m, events)
 	var held map[string]bool
 	if len(flight) > 0 {
 		if !o.AllowRunning {
@@ -414,7 +416,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		// Only when set, so runs without it keep their identity.
 		h.AddString("accept-truncated")
 	}
-	totals, err := gatherTotals(ctx, l, g, m, recs)
+	totals, err := gatherTotals(ctx, l, m, events, recs)
 	if err != nil {
 		return nil, err
 	}

@@ -122,7 +122,7 @@ func s3Lake(t *testing.T) *lake.Lake {
 	return s3LakeWatched(t, nil)
 }
 
-// s3LakeWatched is s3Lake with its ledger requests watched by w (nil: not
+// s3LakeWatched is s3Lake with its requests watched by w (nil: not
 // watched).
 func s3LakeWatched(t *testing.T, w *testrun.LakeWatch) *lake.Lake {
 	t.Helper()

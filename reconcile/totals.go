@@ -43,15 +43,12 @@ type providerSources struct {
 	identity []string
 }
 
-func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Manifest, recs []lake.IngestRecord) (*providerSources, error) {
-	job, _ := lake.ParseDigest(m.JobKey)
+// gatherTotals reads the provider totals of a job: from its shards' ledger
+// events (events, in the manifest's order) and its summary ingest records.
+func gatherTotals(ctx context.Context, l *lake.Lake, m *lake.Manifest, events [][]lake.Event, recs []lake.IngestRecord) (*providerSources, error) {
 	ps := &providerSources{}
-	all, err := g.EventsOf(ctx, job, m.ShardIDs())
-	if err != nil {
-		return nil, err
-	}
 	for k, s := range m.Shards {
-		evs := all[k]
+		evs := events[k]
 		for i := len(evs) - 1; i >= 0; i-- {
 			d := evs[i].Detail
 			if d[lake.DetailUsageInput] == "" {
@@ -64,6 +61,7 @@ func gatherTotals(ctx context.Context, l *lake.Lake, g *lake.Ledger, m *lake.Man
 				k string
 				v *int64
 			}{{lake.DetailUsageInput, &t.InputTokens}, {lake.DetailUsageCached, &cached}, {lake.DetailUsageOutput, &t.OutputTokens}} {
+				var err error
 				if *f.v, err = strconv.ParseInt(d[f.k], 10, 64); err != nil {
 					perr = fmt.Errorf("ledger %s/%s seq %d: %s %q: %w", m.JobKey[:12], s.ShardID, evs[i].Seq, f.k, d[f.k], err)
 				}
