@@ -87,7 +87,11 @@ type job struct {
 	finished int      // records processed when the job ended
 	done     bool     // ended after running: finished is final
 	skew     bool     // ManifestSkew applies to this job
-	stopFrom string   // the status a stop arrived in
+	// fate is how the job ends, drawn from the faults when it is made
+	// (failValidation, partial or expire; "" runs to Completed), as a
+	// real job's fate is its own, not the next one polled.
+	fate     string
+	stopFrom string // the status a stop arrived in
 }
 
 var (
@@ -182,6 +186,21 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	hours := cmp.Or(req.TimeoutDurationInHours, 24)
 	j.TimeoutDurationInHours = hours
 	j.JobExpirationTime = s.stamp(now.Add(time.Duration(hours) * time.Hour))
+	switch {
+	case s.faults.FailValidation > 0:
+		s.faults.FailValidation--
+		j.fate = fateFailValidation
+	case s.faults.Expire > 0:
+		s.faults.Expire--
+		j.fate = fateExpire
+	case s.faults.Partial > 0:
+		s.faults.Partial--
+		j.fate = fatePartial
+	}
+	if s.faults.ManifestSkew > 0 {
+		s.faults.ManifestSkew--
+		j.skew = true
+	}
 	s.jobs[j.JobArn] = j
 	if req.ClientRequestToken != "" {
 		s.tokens[req.ClientRequestToken] = j.JobArn
@@ -376,6 +395,13 @@ func (s *Server) setStatus(j *job, st string) {
 	}
 }
 
+// The ends Faults can give a job, drawn when it is made.
+const (
+	fateFailValidation = "fail_validation"
+	fatePartial        = "partial"
+	fateExpire         = "expire"
+)
+
 // advance moves a job on by one poll; s.mu must be held.
 func (s *Server) advance(ctx context.Context, j *job) {
 	switch j.Status {
@@ -390,8 +416,7 @@ func (s *Server) advance(ctx context.Context, j *job) {
 	case "Submitted":
 		s.setStatus(j, "Validating")
 	case "Validating":
-		if s.faults.FailValidation > 0 {
-			s.faults.FailValidation--
+		if j.fate == fateFailValidation {
 			s.fail(j, "Validation failed: the input data could not be validated. Check the input files' format and the service role's access to them.")
 			return
 		}
@@ -403,12 +428,10 @@ func (s *Server) advance(ctx context.Context, j *job) {
 	case "Scheduled":
 		s.setStatus(j, "InProgress")
 	case "InProgress":
-		switch {
-		case s.faults.Expire > 0:
-			s.faults.Expire--
+		switch j.fate {
+		case fateExpire:
 			s.finish(ctx, j, "Expired", s.partial(len(j.records)))
-		case s.faults.Partial > 0:
-			s.faults.Partial--
+		case fatePartial:
 			s.finish(ctx, j, "PartiallyCompleted", s.partial(len(j.records)))
 		default:
 			s.finish(ctx, j, "Completed", len(j.records))
@@ -470,10 +493,6 @@ func (s *Server) load(ctx context.Context, j *job) error {
 	j.records = recs
 	n := int64(len(recs))
 	j.TotalRecordCount = &n
-	if s.faults.ManifestSkew > 0 {
-		s.faults.ManifestSkew--
-		j.skew = true
-	}
 	return nil
 }
 

@@ -74,15 +74,17 @@ type Faults struct {
 	Throttle int
 	// ListFail answers the next N list requests with an InternalServerException.
 	ListFail int
-	// FailValidation makes the next N jobs fail validation (no output),
+	// FailValidation makes the next N jobs created fail validation (no output),
 	// whatever their input.
 	FailValidation int
-	// Partial makes the next N jobs end PartiallyCompleted.
+	// Partial makes the next N jobs created (after those FailValidation and
+	// Expire take) end PartiallyCompleted.
 	Partial int
-	// Expire makes the next N jobs end Expired while in progress.
+	// Expire makes the next N jobs created (after those FailValidation
+	// takes) end Expired while in progress.
 	Expire int
-	// ManifestSkew makes the next N manifests claim one success more than
-	// the lines hold.
+	// ManifestSkew makes the manifests of the next N jobs created claim one
+	// success more than the lines hold.
 	ManifestSkew int
 }
 

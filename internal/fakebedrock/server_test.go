@@ -204,3 +204,47 @@ func TestMinimumRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultsBelongToTheJobMade: FailValidation, Expire and Partial pick the
+// jobs in the order they are created, whatever order they are polled in (a
+// client may poll its jobs side by side).
+func TestFaultsBelongToTheJobMade(t *testing.T) {
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&in, `{"recordId":"R%05d","modelInput":{"messages":[{"role":"user","content":[{"text":"q"}]}]}}`+"\n", i)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "b", "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b", "in", "x.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, cl, _ := setup(t, fakebedrock.Options{MinRecords: -1, Faults: fakebedrock.Faults{FailValidation: 1, Expire: 1, Partial: 1},
+		OpenBucket: func(_ context.Context, name string) (*blob.Bucket, error) {
+			return fileblob.OpenBucket(filepath.Join(dir, name), nil)
+		}})
+	ctx := context.Background()
+	var arns []*string
+	for i := range 4 {
+		out, err := cl.CreateModelInvocationJob(ctx, createInput(fmt.Sprintf("job-%d", i), fmt.Sprintf("tok%d", i), fmt.Sprintf("s3://b/out%d/", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, out.JobArn)
+	}
+	want := []types.ModelInvocationJobStatus{types.ModelInvocationJobStatusFailed, types.ModelInvocationJobStatusExpired,
+		types.ModelInvocationJobStatusPartiallyCompleted, types.ModelInvocationJobStatusCompleted}
+	for i := len(arns) - 1; i >= 0; i-- { // last made first
+		var j *bedrock.GetModelInvocationJobOutput
+		for range 6 {
+			var err error
+			if j, err = cl.GetModelInvocationJob(ctx, &bedrock.GetModelInvocationJobInput{JobIdentifier: arns[i]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if j.Status != want[i] {
+			t.Errorf("job %d made: %s %q, want %s", i+1, j.Status, aws.ToString(j.Message), want[i])
+		}
+	}
+}

@@ -63,7 +63,7 @@ type Faults struct {
 	// and a client that gives up first leaves none.
 	UploadSlow  int
 	UploadDelay time.Duration // 2 s if 0
-	Expire      int           // the next N batches expire instead of running
+	Expire      int           // the next N batches created expire instead of running
 }
 
 // Request is one request received.
@@ -96,6 +96,9 @@ type batch struct {
 	outFile              string
 	inlined              []any
 	outcomes             []string
+	// expire is drawn from Faults.Expire when the batch is made, as a
+	// real batch's fate is its own, not the next one polled.
+	expire bool
 }
 
 // Server is a fake Gemini batch API; safe for concurrent use.
@@ -427,6 +430,10 @@ func (s *Server) newBatch(display, model string) *batch {
 	s.seq++
 	now := s.opts.Now().UTC()
 	b := &batch{name: fmt.Sprintf("batches/b%06d", s.seq), display: display, model: model, created: now, updated: now, state: "BATCH_STATE_PENDING"}
+	if s.faults.Expire > 0 {
+		s.faults.Expire--
+		b.expire = true
+	}
 	s.batches[b.name] = b
 	return b
 }
@@ -439,8 +446,7 @@ func (s *Server) poll(b *batch) {
 	b.polls = 0
 	switch b.state {
 	case "BATCH_STATE_PENDING":
-		if s.faults.Expire > 0 {
-			s.faults.Expire--
+		if b.expire {
 			b.state = "BATCH_STATE_EXPIRED"
 			return
 		}

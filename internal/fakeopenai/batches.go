@@ -136,6 +136,13 @@ type batch struct {
 	// tokens estimates the batch's prompt tokens (input bytes / 4) for
 	// Options.EnqueuedTokenLimit.
 	tokens int64
+	// failCode, when set, is the batch-level error code the batch fails
+	// validation with (Faults.FailValidation); expire makes it expire
+	// (Faults.Expire). Both are drawn from the faults when the batch is
+	// made, as a real batch's fate is its own: so which batches fail does
+	// not depend on the order a client polls them in.
+	failCode string
+	expire   bool
 }
 
 var batchEndpoints = map[string]bool{
@@ -191,6 +198,16 @@ func (s *Server) newBatch(ctx context.Context, in *file, endpoint string, meta m
 		b.result.Output = withAnswers(b.result.Output, s.opts.Answer)
 	}
 	b.outcome = outcomes(b.result)
+	switch {
+	case b.simErr != nil || len(b.ids) == 0:
+		// Fails validation anyway: the faults stay for the next batch.
+	case s.faults.FailValidation > 0:
+		s.faults.FailValidation--
+		b.failCode = cmp.Or(s.faults.FailCode, "token_limit_exceeded")
+	case s.faults.Expire > 0:
+		s.faults.Expire--
+		b.expire = true
+	}
 	return b, s.saveBatch(ctx, b)
 }
 
@@ -528,9 +545,8 @@ func (s *Server) advance(ctx context.Context, b *batch) error {
 		case s.opts.EnqueuedTokenLimit > 0 && enqueued > s.opts.EnqueuedTokenLimit:
 			s.fail(b, "token_limit_exceeded", fmt.Sprintf("Enqueued token limit reached for %s in organization org-fake. Limit: %d enqueued tokens. Please try again once some in_progress batches have been completed.",
 				cmp.Or(b.Model, "the model"), s.opts.EnqueuedTokenLimit))
-		case s.faults.FailValidation > 0:
-			s.faults.FailValidation--
-			code := cmp.Or(s.faults.FailCode, "token_limit_exceeded")
+		case b.failCode != "":
+			code := b.failCode
 			msg := "The batch failed validation."
 			if code == "token_limit_exceeded" {
 				msg = fmt.Sprintf("Enqueued token limit reached for %s in organization org-fake. Limit: 2,000,000 enqueued tokens. Please try again once some in_progress batches have been completed.", cmp.Or(b.Model, "the model"))
@@ -542,8 +558,7 @@ func (s *Server) advance(ctx context.Context, b *batch) error {
 			b.RequestCounts = RequestCounts{Total: int64(len(b.ids))}
 		}
 	case "in_progress":
-		if s.faults.Expire > 0 {
-			s.faults.Expire--
+		if b.expire {
 			b.ExpiredAt = ptr(now)
 			return s.finishPartial(ctx, b, "expired", s.partial(len(b.ids)), "batch_expired",
 				"This request could not be executed before the completion window expired.")

@@ -104,13 +104,15 @@ type Faults struct {
 	// UploadDelay is how long a slow upload takes (2 s if 0).
 	UploadDelay time.Duration
 
-	// FailValidation makes the next N batches fail when they leave
-	// validating, with errors.data [{code: FailCode}].
+	// FailValidation makes the next N batches created fail when they leave
+	// validating, with errors.data [{code: FailCode}]. A batch whose input
+	// fails validation anyway does not count.
 	FailValidation int
 	// FailCode is the batch-level error code ("token_limit_exceeded" if empty).
 	FailCode string
 
-	// Expire makes the next N batches expire instead of leaving in_progress:
+	// Expire makes the next N batches created (after those FailValidation
+	// takes) expire instead of leaving in_progress:
 	// finished lines stay in the output, the rest become batch_expired error lines.
 	Expire int
 

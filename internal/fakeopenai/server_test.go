@@ -342,3 +342,37 @@ func TestSharedBucket(t *testing.T) {
 		t.Errorf("after a cancel at the other server: status %q, want cancelled", got.Status)
 	}
 }
+
+// TestFaultsBelongToTheBatchMade checks that FailValidation and Expire pick
+// the batches in the order they are created, whatever order they are
+// polled in (a client may poll its batches side by side), and that a batch
+// kept in a bucket keeps its fate for another server polling it.
+func TestFaultsBelongToTheBatchMade(t *testing.T) {
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	faulty := fakeopenai.Options{Bucket: bucket, Prefix: "_state/", Faults: fakeopenai.Faults{FailValidation: 1, Expire: 1}}
+	_, a := start(t, faulty)
+	_, b := start(t, fakeopenai.Options{Bucket: bucket, Prefix: "_state/"})
+	f := a.upload("in.jsonl", []byte(line))
+	failing, expiring, plain := a.create(f.ID, nil), a.create(f.ID, nil), a.create(f.ID, nil)
+	// Polled last made first, and at the server without faults.
+	end := func(id string) fakeopenai.Batch {
+		for range 5 {
+			if got := b.get(id); got.Status == "completed" || got.Status == "failed" || got.Status == "expired" {
+				return got
+			}
+		}
+		t.Fatalf("batch %s not terminal after 5 polls", id)
+		return fakeopenai.Batch{}
+	}
+	if got := end(plain.ID); got.Status != "completed" {
+		t.Errorf("third batch made: %s, want completed", got.Status)
+	}
+	if got := end(expiring.ID); got.Status != "expired" {
+		t.Errorf("second batch made: %s, want expired", got.Status)
+	}
+	got := end(failing.ID)
+	if got.Status != "failed" || got.Errors == nil || len(got.Errors.Data) != 1 || got.Errors.Data[0].Code != "token_limit_exceeded" {
+		t.Errorf("first batch made: %s %+v, want failed with token_limit_exceeded", got.Status, got.Errors)
+	}
+}

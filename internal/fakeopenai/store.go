@@ -44,6 +44,8 @@ type storedBatch struct {
 	Finished int       `json:"finished"`
 	Listable time.Time `json:"listable"`
 	Tokens   int64     `json:"tokens"`
+	FailCode string    `json:"fail_code,omitempty"`
+	Expire   bool      `json:"expire,omitempty"`
 }
 
 // storedFile is a file object as a bucket keeps it (its bytes apart).
@@ -164,7 +166,7 @@ func (s *Server) saveBatch(ctx context.Context, b *batch) error {
 	}
 	sb := storedBatch{Batch: b.Batch, Seq: b.seq, IDs: b.ids, Output: b.result.Output, Errors: b.result.Errors,
 		Total: b.result.Total, Complete: b.result.Completed, Fail: b.result.Failed,
-		Polls: b.polls, Finished: b.finished, Listable: b.listable, Tokens: b.tokens}
+		Polls: b.polls, Finished: b.finished, Listable: b.listable, Tokens: b.tokens, FailCode: b.failCode, Expire: b.expire}
 	if b.simErr != nil {
 		sb.SimError = b.simErr.Error()
 	}
@@ -174,7 +176,8 @@ func (s *Server) saveBatch(ctx context.Context, b *batch) error {
 func (sb *storedBatch) batch() *batch {
 	b := &batch{Batch: sb.Batch, seq: sb.Seq, ids: sb.IDs,
 		result: Result{Output: sb.Output, Errors: sb.Errors, Total: sb.Total, Completed: sb.Complete, Failed: sb.Fail},
-		polls:  sb.Polls, finished: sb.Finished, listable: sb.Listable, tokens: sb.Tokens}
+		polls:  sb.Polls, finished: sb.Finished, listable: sb.Listable, tokens: sb.Tokens,
+		failCode: sb.FailCode, expire: sb.Expire}
 	if sb.SimError != "" {
 		b.simErr = errors.New(sb.SimError)
 	}

@@ -291,3 +291,30 @@ func TestFakeRefusesMIMEInTheServicesShape(t *testing.T) {
 		t.Fatalf("a refused upload stored files %v", got)
 	}
 }
+
+// TestExpiryBelongsToTheBatchMade: the fake's Expire picks the batches in
+// the order they are created, not the order they are polled in, as a real
+// batch's expiry is its own (status polls shards side by side).
+func TestExpiryBelongsToTheBatchMade(t *testing.T) {
+	t.Parallel()
+	e := setup(t, fakegemini.Options{PollsPerStep: 1, Faults: fakegemini.Faults{Expire: 1}}, 0)
+	r := e.submit(t, e.plan(t, 6, 3))
+	if len(r.Shards) != 2 {
+		t.Fatalf("%d shards submitted, want 2", len(r.Shards))
+	}
+	ctx := context.Background()
+	end := func(id string) string {
+		var b *providers.Batch
+		for range 3 {
+			b = must(e.c.Get(ctx, id))
+		}
+		return b.Status
+	}
+	// The second shard's batch is polled to its end first.
+	if got := end(r.Shards[1].ProviderJobID); got == "expired" {
+		t.Errorf("second batch made: %s, want not expired", got)
+	}
+	if got := end(r.Shards[0].ProviderJobID); got != "expired" {
+		t.Errorf("first batch made: %s, want expired", got)
+	}
+}
