@@ -54,88 +54,122 @@ func (d *Driver) Status(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err := d.checkBindings(ctx, m, true); err != nil {
 		return nil, err
 	}
-	res := &Result{JobKey: m.JobKey}
-	// A shard whose batch cannot be polled (the provider's client has
-	// already retried) does not stop the others: their changes are recorded,
-	// then the failures are the step's error.
-	var unpolled []error
-	for _, s := range m.Shards {
-		last, err := d.Ledger.Last(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
-		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus], Action: "unchanged"}
-		switch last.State {
-		case lake.Submitted, lake.Running:
-			if last.Detail[DetailMode] == ModeSync {
-				// Sent through the real-time API: no provider batch to poll.
-				res.Shards = append(res.Shards, sr)
-				continue
-			}
-		case lake.Validated, lake.Submitting:
-			sr.Action = "not_submitted"
-			res.Pending = true
-			res.Shards = append(res.Shards, sr)
-			continue
-		default:
-			res.Shards = append(res.Shards, sr)
-			continue
-		}
-		b, err := d.Client.Get(ctx, last.ProviderJobID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			unpolled = append(unpolled, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err))
-			continue
-		}
-		sr.ProviderStatus = b.Status
-		to := stateOf(b.Status)
-		counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
-		usage := UsageDetail(b.Usage)
-		changed := to != last.State || b.Status != last.Detail[lake.DetailProviderStatus] || usage[lake.DetailUsageInput] != last.Detail[lake.DetailUsageInput]
-		if !changed && counts != last.Detail["counts"] {
-			// Counts alone move on nearly every poll of a running batch:
-			// recorded once the batch is terminal, or as progress at most
-			// every progressEvery.
-			changed = b.Terminal() || d.Ledger.Now().Sub(last.At) >= progressEvery
-		}
-		if changed {
-			detail := map[string]string{"target": d.Target, lake.DetailProviderStatus: b.Status, "counts": counts,
-				"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
-			for k, v := range usage {
-				detail[k] = v
-			}
-			for i, e := range b.Errors {
-				detail["error_"+strconv.Itoa(i)] = e
-			}
-			ev, err := d.Ledger.Transition(ctx, job, s.ShardID, to, 0, "", detail)
-			if err != nil && !errors.Is(err, lake.ErrConflict) {
-				return nil, fmt.Errorf("status %s: %w", s.ShardID, err)
-			}
-			if err == nil {
-				sr.State, sr.Action = ev.State, "recorded"
-			}
-		}
-		if !b.Terminal() {
-			res.Pending = true
-		}
-		res.Shards = append(res.Shards, sr)
+	// Each shard's batch is polled, its change recorded and its duplicate
+	// batches polled side by side with the others' (ShardFanout at a
+	// time): each is a provider round trip or a few, and a large job has
+	// hundreds of shards. A shard whose batch cannot be polled (the
+	// provider's client has already retried) does not stop the others:
+	// their changes are recorded, then the failures are the step's error.
+	polls := make([]shardPoll, len(m.Shards))
+	err = lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+		var err error
+		polls[i], err = d.pollShard(ctx, job, m.Shards[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	for i := range res.Shards {
-		pending, err := d.pollDuplicates(ctx, job, &res.Shards[i])
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			unpolled = append(unpolled, fmt.Errorf("status %s: %w", res.Shards[i].ShardID, err))
-		}
-		res.Pending = res.Pending || pending
+	res := &Result{JobKey: m.JobKey}
+	var unpolled []error
+	for _, p := range polls {
+		res.Shards = append(res.Shards, p.result)
+		res.Pending = res.Pending || p.pending
+		unpolled = append(unpolled, p.unpolled...)
 	}
 	if len(unpolled) > 0 {
 		return nil, fmt.Errorf("%d of %d shards not polled (the others' changes are recorded): %w", len(unpolled), len(m.Shards), errors.Join(unpolled...))
 	}
 	return res, nil
+}
+
+// shardPoll is what polling one shard found: its result, whether it (or a
+// duplicate batch of it) is not terminal yet, and what could not be polled.
+type shardPoll struct {
+	result   ShardResult
+	pending  bool
+	unpolled []error
+}
+
+// pollShard polls a shard's bound batch and its duplicate batches once and
+// records a change in the shard's ledger. Its error (the ledger's, or ctx's)
+// stops the step; a batch the provider does not answer for is in unpolled.
+func (d *Driver) pollShard(ctx context.Context, job lake.Digest, s lake.ManifestShard) (shardPoll, error) {
+	last, err := d.Ledger.Last(ctx, job, s.ShardID)
+	if err != nil {
+		return shardPoll{}, err
+	}
+	p := shardPoll{result: ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus], Action: "unchanged"}}
+	sr := &p.result
+	poll := true
+	switch last.State {
+	case lake.Submitted, lake.Running:
+		// Sent through the real-time API: no provider batch to poll.
+		poll = last.Detail[DetailMode] != ModeSync
+	case lake.Validated, lake.Submitting:
+		sr.Action = "not_submitted"
+		p.pending = true
+		poll = false
+	default:
+		poll = false
+	}
+	if poll {
+		b, err := d.Client.Get(ctx, last.ProviderJobID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return shardPoll{}, err
+		case err != nil:
+			p.unpolled = append(p.unpolled, fmt.Errorf("status %s (%s): %w", s.ShardID, last.ProviderJobID, err))
+		default:
+			if err := d.record(ctx, job, s.ShardID, last, b, sr); err != nil {
+				return shardPoll{}, err
+			}
+			p.pending = !b.Terminal()
+		}
+	}
+	pending, err := d.pollDuplicates(ctx, job, sr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return shardPoll{}, err
+		}
+		p.unpolled = append(p.unpolled, fmt.Errorf("status %s: %w", s.ShardID, err))
+	}
+	p.pending = p.pending || pending
+	return p, nil
+}
+
+// record puts what a poll of a shard's batch found into its result and, when
+// it changed, into the shard's ledger.
+func (d *Driver) record(ctx context.Context, job lake.Digest, shard string, last lake.Event, b *providers.Batch, sr *ShardResult) error {
+	sr.ProviderStatus = b.Status
+	to := stateOf(b.Status)
+	counts := fmt.Sprintf("%d/%d/%d", b.Completed, b.Failed, b.Total)
+	usage := UsageDetail(b.Usage)
+	changed := to != last.State || b.Status != last.Detail[lake.DetailProviderStatus] || usage[lake.DetailUsageInput] != last.Detail[lake.DetailUsageInput]
+	if !changed && counts != last.Detail["counts"] {
+		// Counts alone move on nearly every poll of a running batch:
+		// recorded once the batch is terminal, or as progress at most
+		// every progressEvery.
+		changed = b.Terminal() || d.Ledger.Now().Sub(last.At) >= progressEvery
+	}
+	if !changed {
+		return nil
+	}
+	detail := map[string]string{"target": d.Target, lake.DetailProviderStatus: b.Status, "counts": counts,
+		"output_file_id": b.OutputFileID, "error_file_id": b.ErrorFileID}
+	for k, v := range usage {
+		detail[k] = v
+	}
+	for i, e := range b.Errors {
+		detail["error_"+strconv.Itoa(i)] = e
+	}
+	ev, err := d.Ledger.Transition(ctx, job, shard, to, 0, "", detail)
+	if err != nil && !errors.Is(err, lake.ErrConflict) {
+		return fmt.Errorf("status %s: %w", shard, err)
+	}
+	if err == nil {
+		sr.State, sr.Action = ev.State, "recorded"
+	}
+	return nil
 }
 
 // Collect downloads the output and error files of every shard whose batch is
