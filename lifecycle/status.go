@@ -201,28 +201,56 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 			return nil, &errkind.UsageError{Msg: fmt.Sprintf("collect: --shard %s is not a shard of job %s", d.Shard, m.JobKey)}
 		}
 	}
-	res := &Result{JobKey: m.JobKey}
+	var shards []lake.ManifestShard
 	for _, s := range m.Shards {
-		if d.Shard != "" && s.ShardID != d.Shard {
-			continue
+		if d.Shard == "" || s.ShardID == d.Shard {
+			shards = append(shards, s)
 		}
-		evs, err := d.Ledger.Events(ctx, job, s.ShardID)
-		if err != nil {
-			return nil, err
-		}
+	}
+	ids := make([]string, len(shards))
+	for i, s := range shards {
+		ids[i] = s.ShardID
+	}
+	events, err := d.Ledger.EventsOf(ctx, job, ids)
+	if err != nil {
+		return nil, err
+	}
+	// What each shard's bound batch left to collect, in the shards' order.
+	lasts := make([]lake.Event, len(shards))
+	var fetches []fetch
+	for i, evs := range events {
 		// The provider's view of the batch (status, file ids) is on the
 		// newest event that recorded it: reconcile's events carry none, and
 		// collecting again after reconcile must still find the files.
 		var last lake.Event
-		for i := len(evs) - 1; i >= 0; i-- {
-			if evs[i].Detail[lake.DetailProviderStatus] != "" {
-				last = evs[i]
+		for j := len(evs) - 1; j >= 0; j-- {
+			if evs[j].Detail[lake.DetailProviderStatus] != "" {
+				last = evs[j]
 				break
 			}
 		}
 		if len(evs) > 0 {
 			last.State = evs[len(evs)-1].State
 		}
+		lasts[i] = last
+		if last.ProviderJobID == "" || !(&providers.Batch{Status: last.Detail[lake.DetailProviderStatus]}).Terminal() {
+			continue
+		}
+		for _, f := range []struct{ id, channel string }{{last.Detail["output_file_id"], ingest.ChannelOutput}, {last.Detail["error_file_id"], ingest.ChannelError}} {
+			if f.id != "" && !have[last.ProviderJobID+"/"+f.channel] {
+				fetches = append(fetches, fetch{shard: i, batchID: last.ProviderJobID, fileID: f.id, channel: f.channel})
+			}
+		}
+	}
+	// The files are downloaded up to collectAhead ahead of the one being
+	// ingested, and ingested one at a time in order, as before: a
+	// download is mostly waiting on the provider, an ingest on the cores.
+	dl := d.startDownloads(ctx, fetches)
+	defer dl.stop()
+	res := &Result{JobKey: m.JobKey}
+	next := 0
+	for i, s := range shards {
+		last := lasts[i]
 		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, ProviderStatus: last.Detail[lake.DetailProviderStatus]}
 		// A duplicate batch (paid twice) is collected as soon as it ended,
 		// whatever the bound batch does.
@@ -238,15 +266,17 @@ func (d *Driver) Collect(ctx context.Context, job lake.Digest) (*Result, error) 
 			continue
 		}
 		var got []string
-		for _, f := range []struct{ id, channel string }{{last.Detail["output_file_id"], ingest.ChannelOutput}, {last.Detail["error_file_id"], ingest.ChannelError}} {
-			if f.id == "" || have[last.ProviderJobID+"/"+f.channel] {
-				continue
-			}
-			fr, sum, err := d.collectFile(ctx, m, s, last.ProviderJobID, f.id, f.channel)
+		for ; next < len(fetches) && fetches[next].shard == i; next++ {
+			f := fetches[next]
+			path, err := dl.wait(next)
 			if errors.Is(err, providers.ErrFileGone) {
-				sr.Detail += fmt.Sprintf("%s file %s is gone at the provider (retention); its records count as missing. ", f.channel, f.id)
+				sr.Detail += fmt.Sprintf("%s file %s is gone at the provider (retention); its records count as missing. ", f.channel, f.fileID)
 				continue
 			}
+			if err != nil {
+				return nil, fmt.Errorf("collect %s: %w", s.ShardID, err)
+			}
+			fr, sum, err := d.ingestDownloaded(ctx, m, s, f.batchID, f.fileID, f.channel, path)
 			if err != nil {
 				return nil, fmt.Errorf("collect %s: %w", s.ShardID, err)
 			}
@@ -279,21 +309,39 @@ type summarizer interface {
 	SummaryFileID(outputFileID string) string
 }
 
+// collectFile downloads one result file of a batch and ingests it.
 func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, fileID, channel string) (ingest.FileResult, *ingest.SummaryCheck, error) {
-	f, err := lake.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
+	path, err := d.download(ctx, fileID)
 	if err != nil {
 		return ingest.FileResult{}, nil, err
 	}
-	defer os.Remove(f.Name())
-	if err := d.Client.Download(ctx, fileID, f); err != nil {
-		f.Close()
-		return ingest.FileResult{}, nil, err
+	return d.ingestDownloaded(ctx, m, s, batchID, fileID, channel, path)
+}
+
+// download writes a provider file into a new file in TmpDir and returns its
+// path; the caller removes it.
+func (d *Driver) download(ctx context.Context, fileID string) (string, error) {
+	f, err := lake.CreateTemp(d.TmpDir, "batchlake-collect-*.jsonl")
+	if err != nil {
+		return "", err
 	}
-	if err := f.Close(); err != nil {
-		return ingest.FileResult{}, nil, err
+	err = d.Client.Download(ctx, fileID, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// ingestDownloaded ingests a downloaded result file (and removes it), then
+// checks the batch's job summary where the provider leaves one.
+func (d *Driver) ingestDownloaded(ctx context.Context, m *lake.Manifest, s lake.ManifestShard, batchID, fileID, channel, path string) (ingest.FileResult, *ingest.SummaryCheck, error) {
+	defer os.Remove(path)
 	failpoint.Hit(failpoint.CollectAfterDownload)
-	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: f.Name(), Owned: true, Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
+	fr, err := ingest.IngestFile(ctx, d.Lake, m, ingest.FileOptions{Path: path, Owned: true, Channel: channel, ProviderJobID: batchID, TmpDir: d.TmpDir})
 	if err != nil {
 		return fr, nil, err
 	}
@@ -302,7 +350,7 @@ func (d *Driver) collectFile(ctx context.Context, m *lake.Manifest, s lake.Manif
 	if !ok || channel != ingest.ChannelOutput {
 		return fr, nil, nil
 	}
-	sum, err := d.checkSummary(ctx, m, s, batchID, sz.SummaryFileID(fileID), f.Name())
+	sum, err := d.checkSummary(ctx, m, s, batchID, sz.SummaryFileID(fileID), path)
 	return fr, sum, err
 }
 

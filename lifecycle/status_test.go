@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,136 @@ func TestStatusPollsShardsSideBySide(t *testing.T) {
 	}
 	if !res.Pending {
 		t.Error("not pending with every batch running")
+	}
+}
+
+// overlapDownload is a provider whose Download waits, up to a quarter of a
+// second, for a second download to be in flight, counts the most in flight
+// at once, and fails for one file.
+type overlapDownload struct {
+	providers.Client
+	mu             sync.Mutex
+	inFlight, most int
+	failing        string
+}
+
+func (o *overlapDownload) Download(ctx context.Context, id string, w io.Writer) error {
+	o.mu.Lock()
+	o.inFlight++
+	o.most = max(o.most, o.inFlight)
+	o.mu.Unlock()
+	defer func() { o.mu.Lock(); o.inFlight--; o.mu.Unlock() }()
+	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		o.mu.Lock()
+		n := o.inFlight
+		o.mu.Unlock()
+		if n > 1 {
+			break
+		}
+	}
+	if id == o.failing {
+		return errors.New("503 Service Unavailable")
+	}
+	return o.Client.Download(ctx, id, w)
+}
+
+// TestCollectDownloadsAhead: collect downloads the next files while it
+// ingests one, at most collectAhead ahead, ingests every file once, and
+// leaves no downloaded file behind, also when a download fails.
+func TestCollectDownloadsAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	n := 8
+	d, job, _ := submittedSimJob(t, n)
+	for range 10 {
+		res, err := d.Status(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Pending {
+			break
+		}
+	}
+	leftovers := func() []string {
+		names, err := filepath.Glob(filepath.Join(d.TmpDir, "batchlake-collect-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+
+	// The fifth shard's output cannot be downloaded: the four before it are
+	// collected, the step fails, and no file is left in TmpDir.
+	od := &overlapDownload{Client: d.Client}
+	fifth, err := d.Ledger.Last(ctx, job, "part-00004")
+	if err != nil {
+		t.Fatal(err)
+	}
+	od.failing = fifth.Detail["output_file_id"]
+	if od.failing == "" {
+		t.Fatalf("shard part-00004 has no output file: %+v", fifth)
+	}
+	d.Client = od
+	if res, err := d.Collect(ctx, job); err == nil || !strings.Contains(err.Error(), "part-00004") {
+		t.Fatalf("collect = %+v, %v; want part-00004's download to fail it", res, err)
+	}
+	if left := leftovers(); len(left) > 0 {
+		t.Errorf("files left behind after a failed collect: %v", left)
+	}
+	if od.most < 2 || od.most > collectAhead+1 {
+		t.Errorf("at most %d downloads at once, want between 2 and %d", od.most, collectAhead+1)
+	}
+	recs, err := d.Lake.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collected := map[string]bool{}
+	for _, r := range recs {
+		collected[r.ProviderJobID] = true
+	}
+	for i := range n {
+		last, err := d.Ledger.Last(ctx, job, fmt.Sprintf("part-%05d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 4; collected[last.ProviderJobID] != want {
+			t.Errorf("shard %d's batch collected %v, want %v", i, collected[last.ProviderJobID], want)
+		}
+	}
+
+	// Again, with the provider answering: the rest are collected, each
+	// file once.
+	od.failing = ""
+	od.most = 0
+	res, err := d.Collect(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range res.Shards {
+		if want := map[bool]string{true: "already_collected", false: "collected"}[i < 4]; s.Action != want {
+			t.Errorf("shard %s: %s, want %s", s.ShardID, s.Action, want)
+		}
+	}
+	if od.most < 2 {
+		t.Errorf("at most %d downloads at once, want 2 or more", od.most)
+	}
+	if left := leftovers(); len(left) > 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+	recs, err = d.Lake.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]int{}
+	for _, r := range recs {
+		files[r.ProviderJobID+"/"+r.Channel]++
+	}
+	for f, k := range files {
+		if k != 1 {
+			t.Errorf("%s ingested %d times", f, k)
+		}
+	}
+	if len(files) < n {
+		t.Errorf("%d files ingested for %d shards", len(files), n)
 	}
 }
