@@ -317,3 +317,26 @@ func TestCollectDownloadsAhead(t *testing.T) {
 		t.Errorf("%d files ingested for %d shards", len(files), n)
 	}
 }
+
+// TestMaxInFlightPollsSideBySide: with --max-in-flight, submit counts the
+// job's unfinished batches by polling them side by side, up to
+// lake.ShardFanout at a time.
+func TestMaxInFlightPollsSideBySide(t *testing.T) {
+	t.Parallel()
+	n := lake.ShardFanout + 4
+	d, job, _ := submittedSimJob(t, n)
+	og := &overlapGet{Client: d.Client}
+	d.Client, d.MaxInFlight = og, 2*n
+	res, err := d.Submit(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if og.gets != n || og.most < 2 || og.most > lake.ShardFanout {
+		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.most, n, lake.ShardFanout)
+	}
+	for _, s := range res.Shards {
+		if s.Action != "already_bound" {
+			t.Errorf("shard %s: %s, want already_bound", s.ShardID, s.Action)
+		}
+	}
+}

@@ -137,21 +137,34 @@ func (d *Driver) inFlight(ctx context.Context, m *lake.Manifest) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, s := range m.Shards {
+	// One ledger read and at most one provider poll a shard, sixteen
+	// shards at a time.
+	busy := make([]bool, len(m.Shards))
+	err = lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+		s := m.Shards[i]
 		last, err := d.Ledger.Last(ctx, job, s.ShardID)
 		if err != nil {
-			return 0, fmt.Errorf("submit %s: %w", s.ShardID, err)
+			return fmt.Errorf("submit %s: %w", s.ShardID, err)
 		}
 		switch last.State {
 		case lake.Submitting:
-			n++
+			busy[i] = true
 		case lake.Submitted, lake.Running:
-			if b, err := d.Client.Get(ctx, last.ProviderJobID); err != nil {
-				return 0, fmt.Errorf("submit %s: status of %s: %w", s.ShardID, last.ProviderJobID, err)
-			} else if !b.Terminal() {
-				n++
+			b, err := d.Client.Get(ctx, last.ProviderJobID)
+			if err != nil {
+				return fmt.Errorf("submit %s: status of %s: %w", s.ShardID, last.ProviderJobID, err)
 			}
+			busy[i] = !b.Terminal()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range busy {
+		if b {
+			n++
 		}
 	}
 	return n, nil
