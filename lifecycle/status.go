@@ -388,13 +388,16 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{JobKey: m.JobKey}
-	for _, s := range m.Shards {
+	// Sixteen shards at a time: each is a ledger read and a provider call.
+	res := &Result{JobKey: m.JobKey, Shards: make([]ShardResult, len(m.Shards))}
+	err = lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+		s := m.Shards[i]
 		last, err := d.Ledger.Last(ctx, job, s.ShardID)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		sr := ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, Action: "nothing_to_cancel"}
+		sr := &res.Shards[i]
+		*sr = ShardResult{ShardID: s.ShardID, State: last.State, ProviderJobID: last.ProviderJobID, Action: "nothing_to_cancel"}
 		if w := bindingOf(wrong, s.ShardID); w != nil {
 			// Bound to another provider's batch: this job's client cannot
 			// reach it. Close the shard in the ledger so no step polls or
@@ -403,22 +406,24 @@ func (d *Driver) Cancel(ctx context.Context, job lake.Digest) (*Result, error) {
 				ev, err := d.Ledger.Transition(ctx, job, s.ShardID, lake.Cancelled, 0, "", map[string]string{"target": d.Target, "wrong_provider": w.target,
 					lake.DetailReason: "bound to a batch of " + w.target + ", not " + m.Provider})
 				if err != nil {
-					return nil, fmt.Errorf("cancel %s: %w", s.ShardID, err)
+					return fmt.Errorf("cancel %s: %w", s.ShardID, err)
 				}
 				sr.State, sr.Action = ev.State, "closed_wrong_provider"
 			}
 			sr.Detail = fmt.Sprintf("bound to %s batch %s, not a %s batch: not called; stop it at %s if it still runs, and plan the records again as a new job", w.target, w.batch, m.Provider, w.target)
-			res.Shards = append(res.Shards, sr)
-			continue
+			return nil
 		}
 		if (last.State == lake.Submitted || last.State == lake.Running) && !lake.ProviderStatusTerminal(last.Detail[lake.DetailProviderStatus]) {
 			b, err := d.Client.Cancel(ctx, last.ProviderJobID)
 			if err != nil {
-				return nil, fmt.Errorf("cancel %s: %w", s.ShardID, err)
+				return fmt.Errorf("cancel %s: %w", s.ShardID, err)
 			}
 			sr.ProviderStatus, sr.Action = b.Status, "cancel_requested"
 		}
-		res.Shards = append(res.Shards, sr)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The poll records what the cancel did; each shard reports its state
 	// after the step, not the one it had before.

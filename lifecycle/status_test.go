@@ -125,32 +125,47 @@ func TestStatusPollsEveryShard(t *testing.T) {
 	}
 }
 
-// overlapGet is a provider whose Get waits, up to a quarter of a second,
-// for a second Get to be in flight, and counts the most in flight at once:
-// a provider's round trip is tens to hundreds of milliseconds.
+// overlapGet is a provider whose Get and Cancel wait, up to a quarter of a
+// second, for a second call of their kind to be in flight, and count the
+// most in flight at once: a provider's round trip is tens to hundreds of
+// milliseconds.
 type overlapGet struct {
 	providers.Client
-	mu             sync.Mutex
-	inFlight, most int
-	gets           int
+	mu              sync.Mutex
+	get, cancel     overlap
+	gets, cancelled int // calls made
 }
 
+// overlap counts one kind of call in flight.
+type overlap struct{ inFlight, most int }
+
 func (o *overlapGet) Get(ctx context.Context, id string) (*providers.Batch, error) {
+	defer o.hold(&o.get, &o.gets)()
+	return o.Client.Get(ctx, id)
+}
+
+func (o *overlapGet) Cancel(ctx context.Context, id string) (*providers.Batch, error) {
+	defer o.hold(&o.cancel, &o.cancelled)()
+	return o.Client.Cancel(ctx, id)
+}
+
+// hold counts a call in, waits for a second one of its kind (or a quarter
+// of a second), and returns what counts it out.
+func (o *overlapGet) hold(k *overlap, calls *int) func() {
 	o.mu.Lock()
-	o.inFlight++
-	o.gets++
-	o.most = max(o.most, o.inFlight)
+	k.inFlight++
+	*calls++
+	k.most = max(k.most, k.inFlight)
 	o.mu.Unlock()
 	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		o.mu.Lock()
-		n := o.inFlight
+		n := k.inFlight
 		o.mu.Unlock()
 		if n > 1 {
 			break
 		}
 	}
-	defer func() { o.mu.Lock(); o.inFlight--; o.mu.Unlock() }()
-	return o.Client.Get(ctx, id)
+	return func() { o.mu.Lock(); k.inFlight--; o.mu.Unlock() }
 }
 
 // TestStatusPollsShardsSideBySide: status polls the shards' batches side by
@@ -167,8 +182,8 @@ func TestStatusPollsShardsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.gets != n || og.most < 2 || og.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.most, n, lake.ShardFanout)
+	if og.gets != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
+		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.get.most, n, lake.ShardFanout)
 	}
 	if len(res.Shards) != n {
 		t.Fatalf("%d shards reported, want %d", len(res.Shards), n)
@@ -331,12 +346,39 @@ func TestMaxInFlightPollsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.gets != n || og.most < 2 || og.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.most, n, lake.ShardFanout)
+	if og.gets != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
+		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.get.most, n, lake.ShardFanout)
 	}
 	for _, s := range res.Shards {
 		if s.Action != "already_bound" {
 			t.Errorf("shard %s: %s, want already_bound", s.ShardID, s.Action)
+		}
+	}
+}
+
+// TestCancelSideBySide: cancel asks the provider to cancel the shards'
+// batches side by side, up to lake.ShardFanout at a time, then records what
+// it did.
+func TestCancelSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	n := lake.ShardFanout + 4
+	d, job, m := submittedSimJob(t, n)
+	if _, err := d.Status(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	og := &overlapGet{Client: d.Client}
+	d.Client = og
+	res, err := d.Cancel(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if og.cancelled != n || og.cancel.most < 2 || og.cancel.most > lake.ShardFanout {
+		t.Errorf("%d batches cancelled, at most %d at once; want %d, between 2 and %d at once", og.cancelled, og.cancel.most, n, lake.ShardFanout)
+	}
+	for i, s := range res.Shards {
+		if s.ShardID != m.Shards[i].ShardID || s.Action != "cancel_requested" {
+			t.Errorf("shard %d: %+v, want %s cancel_requested", i, s, m.Shards[i].ShardID)
 		}
 	}
 }
