@@ -312,15 +312,29 @@ func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifes
 			out.abort()
 		}
 	}()
+	// A full retry shard is stored while the next is filled, up to
+	// retryStores at a time: on an object store each is an upload. The
+	// keys keep the shards' order.
+	stores, sctx := errgroup.WithContext(ctx)
+	stores.SetLimit(retryStores)
+	var keys []*string
+	// On an early return, the stores in flight end first (the shards they
+	// store are named by no report, as after a crash).
+	defer func() { _ = stores.Wait() }()
 	flush := func() error {
 		if out == nil {
 			return nil
 		}
-		key, err := out.commit(ctx, l)
-		if err != nil {
+		if err := sctx.Err(); err != nil {
 			return err
 		}
-		shards = append(shards, key)
+		key, f := new(string), out
+		keys = append(keys, key)
+		stores.Go(func() error {
+			var err error
+			*key, err = f.commit(sctx, l)
+			return err
+		})
 		out, outRecs, outBytes = nil, 0, 0
 		return nil
 	}
@@ -356,6 +370,15 @@ func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifes
 	if err := flush(); err != nil {
 		return nil, "", err
 	}
+	if err := stores.Wait(); err != nil {
+		return nil, "", err
+	}
+	for _, k := range keys {
+		shards = append(shards, *k)
+	}
 	lineage, err = lin.commit(ctx, l)
 	return shards, lineage, err
 }
+
+// retryStores is how many full retry shards are stored at a time.
+const retryStores = 4

@@ -248,3 +248,44 @@ func TestTamperedCacheIsRefetched(t *testing.T) {
 		t.Fatalf("verify: %v", vr.Problems)
 	}
 }
+
+// TestRetryShardsStoredSideBySide: on an object store a reconcile stores its
+// full retry shards side by side, and they are the shards (the same bytes,
+// so the same keys, in the same order) and lineage a local lake's
+// reconcile of the same job writes.
+func TestRetryShardsStoredSideBySide(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(9, 9)), 600, 1, 0)
+	m := planAndIngest(t, l, dir, g, 20)
+	w.Reset(http.MethodPut, "objects/", "")
+	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.RetryShards) < 3 {
+		t.Fatalf("%d retry shards, want 3 or more for this test", len(rep.RetryShards))
+	}
+	if !w.Overlapped() {
+		t.Error("the retry shards were stored one after another")
+	}
+	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	ldir := filepath.Join(dir, "l")
+	if err := os.Mkdir(ldir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lm := planAndIngest(t, local, ldir, g, 20)
+	want, err := Run(ctx, local, Options{JobKey: lm.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rep.RetryShards) != fmt.Sprint(want.RetryShards) || rep.RetryLineage != want.RetryLineage || rep.RetryLineage == "" {
+		t.Errorf("on s3: shards %v, lineage %s\non a local lake: shards %v, lineage %s", rep.RetryShards, rep.RetryLineage, want.RetryShards, want.RetryLineage)
+	}
+}
