@@ -580,6 +580,15 @@ func (in *runInputs) sources(ctx context.Context, e *Engine, p *lake.Partition) 
 	for i, f := range expected {
 		fileNo[f.Key] = i + 1
 	}
+	// Every table's files checked (fetched) together: side by side, on all
+	// cores, not a table at a time.
+	var all []string
+	for _, files := range lists {
+		all = append(all, tableKeys(files)...)
+	}
+	if err := e.stage.checkAll(ctx, append(all, quarantine...)); err != nil {
+		return "", nil, err
+	}
 	for name, files := range lists {
 		keys := tableKeys(files)
 		var paths []string

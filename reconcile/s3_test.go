@@ -289,3 +289,38 @@ func TestRetryShardsStoredSideBySide(t *testing.T) {
 		t.Errorf("on s3: shards %v, lineage %s\non a local lake: shards %v, lineage %s", rep.RetryShards, rep.RetryLineage, want.RetryShards, want.RetryLineage)
 	}
 }
+
+// TestTablesFetchedTogether: on an object store a reconcile fetches its
+// tables' files all together, not a table at a time: a job of one expected
+// file and one attempts file has the two fetched side by side.
+func TestTablesFetchedTogether(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(10, 10)), 40, 0, 0)
+	g.errors = nil
+	m := planAndIngest(t, l, dir, g, 0)
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	for _, r := range recs {
+		attempts += len(r.AttemptKeys())
+	}
+	if n := len(m.ExpectedTables()); n != 1 || attempts != 1 {
+		t.Fatalf("%d expected files and %d attempts files, want one each for this test", n, attempts)
+	}
+	w.Reset(http.MethodGet, "tables/", ".parquet")
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("the expected and attempts files were fetched one after another")
+	}
+}

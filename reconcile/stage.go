@@ -131,14 +131,8 @@ func (s *stager) cached(ctx context.Context, key string, d lake.Digest) (p strin
 // otherwise. A remote lake's are fetched remoteFetches at a time: each is a
 // request's wait and a download.
 func (s *stager) localAll(ctx context.Context, keys []string) ([]string, error) {
-	if _, local := s.lake.LocalDir(); local && len(keys) > 1 {
-		if err := s.hashLocal(ctx, keys); err != nil {
-			return nil, err
-		}
-	} else if !local && len(keys) > 1 {
-		if err := s.fetchAll(ctx, keys); err != nil {
-			return nil, err
-		}
+	if err := s.checkAll(ctx, keys); err != nil {
+		return nil, err
 	}
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
@@ -149,6 +143,19 @@ func (s *stager) localAll(ctx context.Context, keys []string) ([]string, error) 
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// checkAll checks (a remote lake's: fetches) the files of keys not yet
+// checked, several at a time, so that local finds each checked. A step
+// that reads several tables checks all their files at once.
+func (s *stager) checkAll(ctx context.Context, keys []string) error {
+	if len(keys) <= 1 {
+		return nil
+	}
+	if _, local := s.lake.LocalDir(); local {
+		return s.hashLocal(ctx, keys)
+	}
+	return s.fetchAll(ctx, keys)
 }
 
 // hashLocal checks the local lake's files of keys not yet checked against
