@@ -906,6 +906,8 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	var (
 		sw             *shardWriter
 		records, bytes int64 // cut into sw so far
+		cut            int   // shards cut before sw
+		stores         = lake.NewStores[lake.ManifestShard](ctx, l)
 		buf            []byte
 		flushed        = func() error {
 			if sw == nil {
@@ -914,13 +916,10 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			if sw.records != records || sw.bytes != bytes {
 				return fmt.Errorf("plan: internal error: shard %s holds %d records (%d bytes), cut at %d (%d)", sw.id, sw.records, sw.bytes, records, bytes)
 			}
-			s, err := sw.commit(ctx, l)
-			if err != nil {
-				return err
-			}
-			m.Shards = append(m.Shards, s)
+			w := sw
 			sw = nil
-			return nil
+			cut++
+			return stores.Go(func(ctx context.Context) (lake.ManifestShard, error) { return w.commit(ctx, l) })
 		}
 	)
 	var opened []*shardWriter // removed at the end (a committed one is gone already)
@@ -929,6 +928,9 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 			w.abort()
 		}
 	}()
+	// A full shard is stored while the next is filled (lake.Stores); the
+	// stores in flight end before the deferred aborts above remove files.
+	defer func() { _, _ = stores.Wait() }()
 	rd := &lineReader{f: src}
 	carried := 0
 	est := newEstimator(o.Estimate)
@@ -955,10 +957,10 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		size := int64(r.n) + 1
 		full := sw != nil && shardFull(records, bytes, size, int64(o.ShardMaxRecords), o.ShardMaxBytes)
 		if sw != nil && cuts != nil {
-			if len(m.Shards) >= len(cuts) {
+			if cut >= len(cuts) {
 				return fmt.Errorf("plan: internal error: more records than the %d shards cut hold", len(cuts))
 			}
-			full = records >= cuts[len(m.Shards)]
+			full = records >= cuts[cut]
 		}
 		if full {
 			if err := flushed(); err != nil {
@@ -967,12 +969,12 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 		}
 		if sw == nil {
 			if written != nil {
-				if len(m.Shards) >= len(written) {
+				if cut >= len(written) {
 					return fmt.Errorf("plan: internal error: %d shards written, more cut", len(written))
 				}
-				sw = written[len(m.Shards)]
+				sw = written[cut]
 			} else {
-				sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", len(m.Shards)), nil)
+				sw, err = newShardWriter(o.TmpDir, fmt.Sprintf("part-%05d", cut), nil)
 				if err != nil {
 					return err
 				}
@@ -1004,6 +1006,11 @@ func writeShards(ctx context.Context, l *lake.Lake, src *os.File, recs *planRuns
 	})
 	if err == nil {
 		err = flushed()
+	}
+	if err == nil {
+		var shards []lake.ManifestShard
+		shards, err = stores.Wait()
+		m.Shards = append(m.Shards, shards...)
 	}
 	if err == nil && written != nil && len(m.Shards) != len(written) {
 		err = fmt.Errorf("plan: internal error: %d shards written, %d cut", len(written), len(m.Shards))

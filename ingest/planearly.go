@@ -136,12 +136,19 @@ func (e *earlyExpected) commit(ctx context.Context, m *lake.Manifest, written []
 	if err != nil {
 		return err
 	}
-	var records int64
+	// Into a remote lake the shards are stored several at a time.
+	stores := lake.NewStores[lake.ManifestShard](ctx, e.l)
 	for _, sw := range written {
-		s, err := sw.commit(ctx, e.l)
-		if err != nil {
-			return err
+		if err := stores.Go(func(ctx context.Context) (lake.ManifestShard, error) { return sw.commit(ctx, e.l) }); err != nil {
+			break
 		}
+	}
+	shards, err := stores.Wait()
+	if err != nil {
+		return err
+	}
+	var records int64
+	for _, s := range shards {
 		m.Shards = append(m.Shards, s)
 		records += s.Records
 	}

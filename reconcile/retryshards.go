@@ -312,31 +312,18 @@ func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifes
 			out.abort()
 		}
 	}()
-	// A full retry shard is stored while the next is filled, up to
-	// retryStores at a time: on an object store each is an upload. The
-	// keys keep the shards' order.
-	stores, sctx := errgroup.WithContext(ctx)
-	stores.SetLimit(retryStores)
-	var keys []*string
-	// On an early return, the stores in flight end first (the shards they
+	// A full retry shard is stored while the next is filled (lake.Stores);
+	// on an early return, the stores in flight end first (the shards they
 	// store are named by no report, as after a crash).
-	defer func() { _ = stores.Wait() }()
+	stores := lake.NewStores[string](ctx, l)
+	defer func() { _, _ = stores.Wait() }()
 	flush := func() error {
 		if out == nil {
 			return nil
 		}
-		if err := sctx.Err(); err != nil {
-			return err
-		}
-		key, f := new(string), out
-		keys = append(keys, key)
-		stores.Go(func() error {
-			var err error
-			*key, err = f.commit(sctx, l)
-			return err
-		})
+		f := out
 		out, outRecs, outBytes = nil, 0, 0
-		return nil
+		return stores.Go(func(ctx context.Context) (string, error) { return f.commit(ctx, l) })
 	}
 	for sr := range order {
 		if err := <-sr.done; err != nil {
@@ -370,15 +357,9 @@ func writeRetryFiles(ctx, readers context.Context, l *lake.Lake, m *lake.Manifes
 	if err := flush(); err != nil {
 		return nil, "", err
 	}
-	if err := stores.Wait(); err != nil {
+	if shards, err = stores.Wait(); err != nil {
 		return nil, "", err
-	}
-	for _, k := range keys {
-		shards = append(shards, *k)
 	}
 	lineage, err = lin.commit(ctx, l)
 	return shards, lineage, err
 }
-
-// retryStores is how many full retry shards are stored at a time.
-const retryStores = 4

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -322,5 +323,41 @@ func TestTablesFetchedTogether(t *testing.T) {
 	}
 	if !w.Overlapped() {
 		t.Error("the expected and attempts files were fetched one after another")
+	}
+}
+
+// TestPlanShardsStoredSideBySide: plan stores its shards into an object
+// store several at a time, whether it wrote them while reading an input in
+// key order or cut them after, and they are the shards (ids, objects,
+// counts, in order) a local lake's plan of the same input has.
+func TestPlanShardsStoredSideBySide(t *testing.T) {
+	g := generate(rand.New(rand.NewPCG(11, 11)), 200, 0, 0)
+	reversed := g
+	reversed.input = slices.Clone(g.input)
+	slices.Reverse(reversed.input)
+	for name, g := range map[string]genBatch{"as generated": g, "reversed": reversed} {
+		t.Run(name, func(t *testing.T) {
+			w := testrun.NewLakeWatch()
+			l := s3LakeWatched(t, w)
+			dir := t.TempDir()
+			w.Reset(http.MethodPut, "objects/", "")
+			m := planAndIngest(t, l, dir, g, 20)
+			if !w.Overlapped() {
+				t.Error("the shards were stored one after another")
+			}
+			local, err := lake.Open(context.Background(), filepath.Join(dir, "local"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer local.Close()
+			ldir := filepath.Join(dir, "l")
+			if err := os.Mkdir(ldir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			lm := planAndIngest(t, local, ldir, g, 20)
+			if len(m.Shards) != 10 || fmt.Sprint(m.Shards) != fmt.Sprint(lm.Shards) {
+				t.Errorf("on s3: %v\non a local lake: %v", m.Shards, lm.Shards)
+			}
+		})
 	}
 }
