@@ -125,47 +125,48 @@ func TestStatusPollsEveryShard(t *testing.T) {
 	}
 }
 
-// overlapGet is a provider whose Get and Cancel wait, up to a quarter of a
-// second, for a second call of their kind to be in flight, and count the
-// most in flight at once: a provider's round trip is tens to hundreds of
-// milliseconds.
-type overlapGet struct {
-	providers.Client
-	mu              sync.Mutex
-	get, cancel     overlap
-	gets, cancelled int // calls made
+// overlap counts one kind of provider call: how many were made and the
+// most in flight at once. Each call waits, up to a quarter of a second, for
+// a second one to be in flight: a provider's round trip is tens to hundreds
+// of milliseconds, and calls made one after another must be seen so.
+type overlap struct {
+	mu                    sync.Mutex
+	calls, inFlight, most int
 }
 
-// overlap counts one kind of call in flight.
-type overlap struct{ inFlight, most int }
-
-func (o *overlapGet) Get(ctx context.Context, id string) (*providers.Batch, error) {
-	defer o.hold(&o.get, &o.gets)()
-	return o.Client.Get(ctx, id)
-}
-
-func (o *overlapGet) Cancel(ctx context.Context, id string) (*providers.Batch, error) {
-	defer o.hold(&o.cancel, &o.cancelled)()
-	return o.Client.Cancel(ctx, id)
-}
-
-// hold counts a call in, waits for a second one of its kind (or a quarter
-// of a second), and returns what counts it out.
-func (o *overlapGet) hold(k *overlap, calls *int) func() {
-	o.mu.Lock()
+// hold counts a call in, waits for a second one (or a quarter of a
+// second), and returns what counts it out.
+func (k *overlap) hold() func() {
+	k.mu.Lock()
+	k.calls++
 	k.inFlight++
-	*calls++
 	k.most = max(k.most, k.inFlight)
-	o.mu.Unlock()
+	k.mu.Unlock()
 	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		o.mu.Lock()
+		k.mu.Lock()
 		n := k.inFlight
-		o.mu.Unlock()
+		k.mu.Unlock()
 		if n > 1 {
 			break
 		}
 	}
-	return func() { o.mu.Lock(); k.inFlight--; o.mu.Unlock() }
+	return func() { k.mu.Lock(); k.inFlight--; k.mu.Unlock() }
+}
+
+// overlapGet is a provider whose Get and Cancel calls are watched.
+type overlapGet struct {
+	providers.Client
+	get, cancel overlap
+}
+
+func (o *overlapGet) Get(ctx context.Context, id string) (*providers.Batch, error) {
+	defer o.get.hold()()
+	return o.Client.Get(ctx, id)
+}
+
+func (o *overlapGet) Cancel(ctx context.Context, id string) (*providers.Batch, error) {
+	defer o.cancel.hold()()
+	return o.Client.Cancel(ctx, id)
 }
 
 // TestStatusPollsShardsSideBySide: status polls the shards' batches side by
@@ -182,8 +183,8 @@ func TestStatusPollsShardsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.gets != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.get.most, n, lake.ShardFanout)
+	if og.get.calls != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
+		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.get.calls, og.get.most, n, lake.ShardFanout)
 	}
 	if len(res.Shards) != n {
 		t.Fatalf("%d shards reported, want %d", len(res.Shards), n)
@@ -202,30 +203,16 @@ func TestStatusPollsShardsSideBySide(t *testing.T) {
 	}
 }
 
-// overlapDownload is a provider whose Download waits, up to a quarter of a
-// second, for a second download to be in flight, counts the most in flight
-// at once, and fails for one file.
+// overlapDownload is a provider whose Download calls are watched, and
+// which fails the download of one file.
 type overlapDownload struct {
 	providers.Client
-	mu             sync.Mutex
-	inFlight, most int
-	failing        string
+	download overlap
+	failing  string
 }
 
 func (o *overlapDownload) Download(ctx context.Context, id string, w io.Writer) error {
-	o.mu.Lock()
-	o.inFlight++
-	o.most = max(o.most, o.inFlight)
-	o.mu.Unlock()
-	defer func() { o.mu.Lock(); o.inFlight--; o.mu.Unlock() }()
-	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		o.mu.Lock()
-		n := o.inFlight
-		o.mu.Unlock()
-		if n > 1 {
-			break
-		}
-	}
+	defer o.download.hold()()
 	if id == o.failing {
 		return errors.New("503 Service Unavailable")
 	}
@@ -275,8 +262,8 @@ func TestCollectDownloadsAhead(t *testing.T) {
 	if left := leftovers(); len(left) > 0 {
 		t.Errorf("files left behind after a failed collect: %v", left)
 	}
-	if od.most < 2 || od.most > collectAhead+1 {
-		t.Errorf("at most %d downloads at once, want between 2 and %d", od.most, collectAhead+1)
+	if od.download.most < 2 || od.download.most > collectAhead+1 {
+		t.Errorf("at most %d downloads at once, want between 2 and %d", od.download.most, collectAhead+1)
 	}
 	recs, err := d.Lake.IngestRecords(ctx, job)
 	if err != nil {
@@ -299,7 +286,7 @@ func TestCollectDownloadsAhead(t *testing.T) {
 	// Again, with the provider answering: the rest are collected, each
 	// file once.
 	od.failing = ""
-	od.most = 0
+	od.download.most = 0
 	res, err := d.Collect(ctx, job)
 	if err != nil {
 		t.Fatal(err)
@@ -309,8 +296,8 @@ func TestCollectDownloadsAhead(t *testing.T) {
 			t.Errorf("shard %s: %s, want %s", s.ShardID, s.Action, want)
 		}
 	}
-	if od.most < 2 {
-		t.Errorf("at most %d downloads at once, want 2 or more", od.most)
+	if od.download.most < 2 {
+		t.Errorf("at most %d downloads at once, want 2 or more", od.download.most)
 	}
 	if left := leftovers(); len(left) > 0 {
 		t.Errorf("files left behind: %v", left)
@@ -346,8 +333,8 @@ func TestMaxInFlightPollsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.gets != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.gets, og.get.most, n, lake.ShardFanout)
+	if og.get.calls != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
+		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.get.calls, og.get.most, n, lake.ShardFanout)
 	}
 	for _, s := range res.Shards {
 		if s.Action != "already_bound" {
@@ -373,8 +360,8 @@ func TestCancelSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.cancelled != n || og.cancel.most < 2 || og.cancel.most > lake.ShardFanout {
-		t.Errorf("%d batches cancelled, at most %d at once; want %d, between 2 and %d at once", og.cancelled, og.cancel.most, n, lake.ShardFanout)
+	if og.cancel.calls != n || og.cancel.most < 2 || og.cancel.most > lake.ShardFanout {
+		t.Errorf("%d batches cancelled, at most %d at once; want %d, between 2 and %d at once", og.cancel.calls, og.cancel.most, n, lake.ShardFanout)
 	}
 	for i, s := range res.Shards {
 		if s.ShardID != m.Shards[i].ShardID || s.Action != "cancel_requested" {

@@ -11,8 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -93,16 +93,7 @@ func TestRemoteFilesFetchedSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("the job's table files were fetched one after another")
 	}
-	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	ldir := filepath.Join(dir, "l")
-	if err := os.Mkdir(ldir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lm := planAndIngest(t, local, ldir, g, 20)
+	local, lm := localTwin(t, dir, g, 20)
 	want, err := Run(ctx, local, Options{JobKey: lm.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +105,23 @@ func TestRemoteFilesFetchedSideBySide(t *testing.T) {
 	if got, want := line(rep), line(want); got != want {
 		t.Fatalf("on s3: %s\non a local lake: %s", got, want)
 	}
+}
+
+// localTwin plans and ingests g (shards of shardMax records) into a new
+// local lake under dir, to compare an object store's results with; the lake
+// is closed when the test ends.
+func localTwin(t *testing.T, dir string, g genBatch, shardMax int) (*lake.Lake, *lake.Manifest) {
+	t.Helper()
+	local, err := lake.Open(context.Background(), filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	ldir := filepath.Join(dir, "l")
+	if err := os.Mkdir(ldir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return local, planAndIngest(t, local, ldir, g, shardMax)
 }
 
 // s3Lake opens an empty s3:// lake served by gofakes3 on loopback, closed
@@ -272,16 +280,7 @@ func TestRetryShardsStoredSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("the retry shards were stored one after another")
 	}
-	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	ldir := filepath.Join(dir, "l")
-	if err := os.Mkdir(ldir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lm := planAndIngest(t, local, ldir, g, 20)
+	local, lm := localTwin(t, dir, g, 20)
 	want, err := Run(ctx, local, Options{JobKey: lm.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -345,16 +344,7 @@ func TestPlanShardsStoredSideBySide(t *testing.T) {
 			if !w.Overlapped() {
 				t.Error("the shards were stored one after another")
 			}
-			local, err := lake.Open(context.Background(), filepath.Join(dir, "local"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer local.Close()
-			ldir := filepath.Join(dir, "l")
-			if err := os.Mkdir(ldir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			lm := planAndIngest(t, local, ldir, g, 20)
+			_, lm := localTwin(t, dir, g, 20)
 			if len(m.Shards) != 10 || fmt.Sprint(m.Shards) != fmt.Sprint(lm.Shards) {
 				t.Errorf("on s3: %v\non a local lake: %v", m.Shards, lm.Shards)
 			}
