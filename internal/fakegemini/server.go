@@ -405,6 +405,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, model string, re
 		return
 	}
 	b := s.newBatch(body.Batch.DisplayName, model)
+	// A created batch's fate is drawn now (an injected foreign one's is not).
+	if s.faults.Expire > 0 {
+		s.faults.Expire--
+		b.expire = true
+	}
 	b.reqs, b.inline, b.inputFile = reqs, ic.FileName == "", ic.FileName
 	switch {
 	case s.faults.CreateLost > 0:
@@ -430,10 +435,6 @@ func (s *Server) newBatch(display, model string) *batch {
 	s.seq++
 	now := s.opts.Now().UTC()
 	b := &batch{name: fmt.Sprintf("batches/b%06d", s.seq), display: display, model: model, created: now, updated: now, state: "BATCH_STATE_PENDING"}
-	if s.faults.Expire > 0 {
-		s.faults.Expire--
-		b.expire = true
-	}
 	s.batches[b.name] = b
 	return b
 }
