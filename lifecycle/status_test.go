@@ -153,6 +153,15 @@ func (k *overlap) hold() func() {
 	return func() { k.mu.Lock(); k.inFlight--; k.mu.Unlock() }
 }
 
+// fannedOut fails t unless k counted n calls (what they did), at least two
+// and at most lake.ShardFanout of them at once.
+func fannedOut(t *testing.T, what string, k *overlap, n int) {
+	t.Helper()
+	if k.calls != n || k.most < 2 || k.most > lake.ShardFanout {
+		t.Errorf("%d %s, at most %d at once; want %d, between 2 and %d at once", k.calls, what, k.most, n, lake.ShardFanout)
+	}
+}
+
 // overlapGet is a provider whose Get and Cancel calls are watched.
 type overlapGet struct {
 	providers.Client
@@ -183,9 +192,7 @@ func TestStatusPollsShardsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.get.calls != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.get.calls, og.get.most, n, lake.ShardFanout)
-	}
+	fannedOut(t, "batches polled", &og.get, n)
 	if len(res.Shards) != n {
 		t.Fatalf("%d shards reported, want %d", len(res.Shards), n)
 	}
@@ -333,9 +340,7 @@ func TestMaxInFlightPollsSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.get.calls != n || og.get.most < 2 || og.get.most > lake.ShardFanout {
-		t.Errorf("%d batches polled, at most %d at once; want %d, between 2 and %d at once", og.get.calls, og.get.most, n, lake.ShardFanout)
-	}
+	fannedOut(t, "batches polled", &og.get, n)
 	for _, s := range res.Shards {
 		if s.Action != "already_bound" {
 			t.Errorf("shard %s: %s, want already_bound", s.ShardID, s.Action)
@@ -360,9 +365,7 @@ func TestCancelSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.cancel.calls != n || og.cancel.most < 2 || og.cancel.most > lake.ShardFanout {
-		t.Errorf("%d batches cancelled, at most %d at once; want %d, between 2 and %d at once", og.cancel.calls, og.cancel.most, n, lake.ShardFanout)
-	}
+	fannedOut(t, "batches cancelled", &og.cancel, n)
 	for i, s := range res.Shards {
 		if s.ShardID != m.Shards[i].ShardID || s.Action != "cancel_requested" {
 			t.Errorf("shard %d: %+v, want %s cancel_requested", i, s, m.Shards[i].ShardID)
