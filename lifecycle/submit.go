@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batchlake/batchlake/errkind"
@@ -47,6 +49,12 @@ type Driver struct {
 	// validation. It bounds one submitter; concurrent submitters of a job
 	// each count what the ledger and the provider show them.
 	MaxInFlight int
+	// Parallel is how many shards Submit works on at a time (one if < 2):
+	// each shard's protocol is its own (its ledger, its lease, its lookup,
+	// upload and create), so shards side by side upload side by side. With
+	// MaxInFlight set, Submit counts as it goes and works on one shard at a
+	// time.
+	Parallel int
 }
 
 // ShardResult is what a step did to one shard.
@@ -94,6 +102,9 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err := d.checkSubmit(ctx, m); err != nil {
 		return nil, err
 	}
+	if d.Parallel > 1 && d.MaxInFlight <= 0 {
+		return d.submitParallel(ctx, m)
+	}
 	res := &Result{JobKey: m.JobKey}
 	inFlight, err := d.inFlight(ctx, m)
 	if err != nil {
@@ -121,6 +132,53 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 			inFlight++
 		}
 		res.Shards = append(res.Shards, sr)
+	}
+	return res, nil
+}
+
+// submitParallel is Submit working on d.Parallel shards at a time. A
+// shard's failure lets the shards already started finish (a create in
+// flight is not cut off) and starts no more; the step then fails with the
+// first failure in the shards' order.
+func (d *Driver) submitParallel(ctx context.Context, m *lake.Manifest) (*Result, error) {
+	res := &Result{JobKey: m.JobKey, Shards: make([]ShardResult, len(m.Shards))}
+	errs := make([]error, len(m.Shards))
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		slots  = make(chan struct{}, d.Parallel)
+	)
+	for i, s := range m.Shards {
+		slots <- struct{}{}
+		if failed.Load() || ctx.Err() != nil {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			sr, err := d.submitShard(ctx, m, s)
+			if err != nil {
+				errs[i] = fmt.Errorf("submit %s: %w", s.ShardID, err)
+				failed.Store(true)
+				return
+			}
+			res.Shards[i] = sr
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, sr := range res.Shards {
+		if sr.State != lake.Submitted && sr.State != lake.Running && !terminalState(sr.State) {
+			res.Pending = true
+		}
 	}
 	return res, nil
 }

@@ -33,6 +33,8 @@ type providerFlags struct {
 	takeoverMargin, settle, lostLookup time.Duration
 	// maxInFlight bounds the job's unfinished batches (submit and run).
 	maxInFlight int
+	// parallel is how many shards submit works on at a time (submit and run).
+	parallel int
 }
 
 // providerHelp names the providers and where their credentials come from.
@@ -55,6 +57,7 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", envDuration("BATCHLAKE_LOST_LOOKUP", lifecycle.DefaultLostLookup), "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
 	if c.Name() == "submit" || c.Name() == "run" {
 		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", int(envInt64("BATCHLAKE_MAX_IN_FLIGHT", 0)), "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
+		c.Flags().IntVar(&p.parallel, "parallel", int(envInt64("BATCHLAKE_SUBMIT_PARALLEL", 1)), "how many shards to submit at a time, each with its own lease, lookup, upload and create: shards upload side by side (with --max-in-flight, one at a time; env BATCHLAKE_SUBMIT_PARALLEL)")
 	}
 	p.bedrock.register(c)
 }
@@ -63,6 +66,9 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 func (p *providerFlags) check() error {
 	if p.maxInFlight < 0 {
 		return &errkind.UsageError{Msg: fmt.Sprintf("--max-in-flight %d: want 0 (no limit) or a positive number of batches", p.maxInFlight)}
+	}
+	if p.parallel < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--parallel %d: want a number of shards at a time (0 or 1: one)", p.parallel)}
 	}
 	return nil
 }
@@ -182,7 +188,7 @@ func (p *providerFlags) driverWith(g *globals, l *lake.Lake, done *func()) (*lif
 	g2 := lake.NewLedger(l, "")
 	g2.TakeoverMargin = p.takeoverMargin
 	return &lifecycle.Driver{Lake: l, Ledger: g2, Client: c, Target: p.target, Lease: p.lease, TmpDir: g.tmpDir,
-		Settle: p.settle, LostLookup: p.lostLookupSetting(), MaxInFlight: p.maxInFlight}, nil
+		Settle: p.settle, LostLookup: p.lostLookupSetting(), MaxInFlight: p.maxInFlight, Parallel: p.parallel}, nil
 }
 
 const jobProviderHelp = `The provider is the job's: the one plan recorded in its manifest (plan

@@ -173,3 +173,37 @@ func TestLeaseRunsOutDuringSlowCreate(t *testing.T) {
 	}
 	h.assertOneBatchPerShard(p)
 }
+
+// TestParallelSubmitLostCreates: submit --parallel works on several shards
+// at a time; with create responses lost among them, the job still ends with
+// exactly one batch per shard and an exact report. A negative --parallel is
+// a usage error.
+func TestParallelSubmitLostCreates(t *testing.T) {
+	h := newHarness(t, fakeopenai.Options{Seed: 9, Faults: fakeopenai.Faults{CreateLost: 3}})
+	p := h.plan(60, 10)
+	if r := h.must([]int{exitUsage}, lifecycleArgs("submit", p.JobKey, "--parallel", "-1")...); h.creates() != 0 {
+		t.Fatalf("--parallel -1 created batches: %s", r)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := h.must([]int{0, exitTempFail}, lifecycleArgs("submit", p.JobKey, "--lease", "1s", "--parallel", "4")...)
+		if r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("submit --parallel 4 still pending after 30 s: %s", r)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if got := h.srv.Faults().CreateLost; got != 0 {
+		t.Fatalf("%d lost creates left unused: the fault never fired", got)
+	}
+	if got := h.creates(); got != len(p.Shards) {
+		t.Errorf("provider received %d creates for %d shards (lost ones looked up, never re-sent)", got, len(p.Shards))
+	}
+	h.assertOneBatchPerShard(p)
+	rep := h.finish(p)
+	if rep.Succeeded == 0 || len(rep.Files.Output) != len(p.Shards) {
+		t.Errorf("want successes from %d output files, got %s files %v", len(p.Shards), rep.counts(), rep.Files.Output)
+	}
+}
