@@ -150,6 +150,7 @@ def batchlake(args: list, provider: str = "", sensor: bool = False):
          # a child's run gets it from a rendered conf, as a string
          "partitions": Param(4, type=["integer", "string"], description="reconcile partitions"),
          "max_in_flight": Param(0, type=["integer", "string"], description="the job's batches unfinished at the provider at once (0: no limit; docs/backfill.md)"),
+         "parallel": Param(1, type=["integer", "string"], description="shards submit works on at a time, their uploads side by side (docs/submission.md)"),
      })
 def batchlake_job():
     @task(retries=3)
@@ -172,6 +173,7 @@ def batchlake_job():
     def submit(j: str, params=None) -> bool:
         return batchlake(["submit", "--lake", params["lake"], "--job", j, "--provider", params["provider"],
                           "--max-in-flight", str(params.get("max_in_flight", 0)),
+                          "--parallel", str(params.get("parallel", 1)),
                           "--log-format", "json"], provider=params["provider"], sensor=True) is not False
 
     # The sensor pokes status: exit 0 when every shard is terminal, 75 while not.
