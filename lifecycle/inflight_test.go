@@ -25,10 +25,12 @@ func TestMaxInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		maxInFlight int
+		parallel    int
 		wantFailed  bool
 	}{
-		{"no limit", 0, true},
-		{"two in flight", 2, false},
+		{"no limit", 0, 1, true},
+		{"two in flight", 2, 1, false},
+		{"two in flight, four shards at a time", 2, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,7 +68,7 @@ func TestMaxInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &lifecycle.Driver{Lake: l, Ledger: lake.NewLedger(l, "test"), Client: c, Target: "openai", Lease: time.Minute, TmpDir: tmp,
-				LostLookup: -1, MaxInFlight: tc.maxInFlight}
+				LostLookup: -1, MaxInFlight: tc.maxInFlight, Parallel: tc.parallel}
 			unfinished := func() int {
 				n := 0
 				for _, b := range srv.Batches() {

@@ -51,9 +51,7 @@ type Driver struct {
 	MaxInFlight int
 	// Parallel is how many shards Submit works on at a time (one if < 2):
 	// each shard's protocol is its own (its ledger, its lease, its lookup,
-	// upload and create), so shards side by side upload side by side. With
-	// MaxInFlight set, Submit counts as it goes and works on one shard at a
-	// time.
+	// upload and create), so shards side by side upload side by side.
 	Parallel int
 }
 
@@ -102,14 +100,14 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err := d.checkSubmit(ctx, m); err != nil {
 		return nil, err
 	}
-	if d.Parallel > 1 && d.MaxInFlight <= 0 {
-		return d.submitParallel(ctx, m)
-	}
-	res := &Result{JobKey: m.JobKey}
 	inFlight, err := d.inFlight(ctx, m)
 	if err != nil {
 		return nil, err
 	}
+	if d.Parallel > 1 {
+		return d.submitParallel(ctx, m, inFlight)
+	}
+	res := &Result{JobKey: m.JobKey}
 	for _, s := range m.Shards {
 		if d.MaxInFlight > 0 && inFlight >= d.MaxInFlight {
 			if last, err := d.Ledger.Last(ctx, job, s.ShardID); err != nil {
@@ -139,8 +137,15 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 // submitParallel is Submit working on d.Parallel shards at a time. A
 // shard's failure lets the shards already started finish (a create in
 // flight is not cut off) and starts no more; the step then fails with the
-// first failure in the shards' order.
-func (d *Driver) submitParallel(ctx context.Context, m *lake.Manifest) (*Result, error) {
+// first failure in the shards' order. Under MaxInFlight each VALIDATED
+// shard started takes one of the batches allowed besides the inFlight
+// counted: a shard that ends up creating nothing (bound meanwhile, leased)
+// does not hand its place on, so the next submit sends more.
+func (d *Driver) submitParallel(ctx context.Context, m *lake.Manifest, inFlight int) (*Result, error) {
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{JobKey: m.JobKey, Shards: make([]ShardResult, len(m.Shards))}
 	errs := make([]error, len(m.Shards))
 	var (
@@ -153,6 +158,23 @@ func (d *Driver) submitParallel(ctx context.Context, m *lake.Manifest) (*Result,
 		if failed.Load() || ctx.Err() != nil {
 			<-slots
 			break
+		}
+		if d.MaxInFlight > 0 {
+			last, err := d.Ledger.Last(ctx, job, s.ShardID)
+			if err != nil {
+				<-slots
+				errs[i] = fmt.Errorf("submit %s: %w", s.ShardID, err)
+				break
+			}
+			if last.State == lake.Validated {
+				if inFlight >= d.MaxInFlight {
+					<-slots
+					res.Shards[i] = ShardResult{ShardID: s.ShardID, State: last.State, Action: "waiting",
+						Detail: fmt.Sprintf("%d of the job's batches in flight (--max-in-flight %d): submit again when one has finished", inFlight, d.MaxInFlight)}
+					continue
+				}
+				inFlight++
+			}
 		}
 		wg.Add(1)
 		go func() {

@@ -57,7 +57,7 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", envDuration("BATCHLAKE_LOST_LOOKUP", lifecycle.DefaultLostLookup), "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
 	if c.Name() == "submit" || c.Name() == "run" {
 		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", int(envInt64("BATCHLAKE_MAX_IN_FLIGHT", 0)), "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
-		c.Flags().IntVar(&p.parallel, "parallel", int(envInt64("BATCHLAKE_SUBMIT_PARALLEL", 1)), "how many shards to submit at a time, each with its own lease, lookup, upload and create: shards upload side by side (with --max-in-flight, one at a time; env BATCHLAKE_SUBMIT_PARALLEL)")
+		c.Flags().IntVar(&p.parallel, "parallel", int(envInt64("BATCHLAKE_SUBMIT_PARALLEL", 1)), "how many shards to submit at a time, each with its own lease, lookup, upload and create: shards upload side by side (env BATCHLAKE_SUBMIT_PARALLEL)")
 	}
 	p.bedrock.register(c)
 }
