@@ -95,6 +95,30 @@ func TestCrashMatrix(t *testing.T) {
 		})
 	}
 
+	// Shards submitted side by side (--parallel): killed while several are
+	// in the protocol at once, the job still ends with one batch per shard,
+	// each create made once, and the same report.
+	for _, fp := range []string{
+		failpoint.SubmitAfterSubmitting + "@2",
+		failpoint.SubmitAfterCreate + "@2",
+	} {
+		t.Run("parallel/"+fp, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, fakeopenai.Options{Seed: seed})
+			p := h.plan(n, per)
+			h.crash(fp, lifecycleArgs("submit", p.JobKey, "--lease", "6s", "--parallel", "3")...)
+			if got := h.creates(); got > len(p.Shards) {
+				t.Fatalf("killed at %s: provider received %d creates for %d shards", fp, got, len(p.Shards))
+			}
+			h.submitUntilBound(p.JobKey, "6s")
+			if got := h.creates(); got != len(p.Shards) {
+				t.Errorf("provider received %d creates for %d shards", got, len(p.Shards))
+			}
+			h.assertOneBatchPerShard(p)
+			same(h, p, h.finish(p))
+		})
+	}
+
 	for _, fp := range []string{
 		failpoint.CollectAfterDownload,
 		failpoint.CollectAfterDownload + "@4",
