@@ -114,8 +114,7 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 				return nil, fmt.Errorf("submit %s: %w", s.ShardID, err)
 			} else if last.State == lake.Validated {
 				res.Pending = true
-				res.Shards = append(res.Shards, ShardResult{ShardID: s.ShardID, State: last.State, Action: "waiting",
-					Detail: fmt.Sprintf("%d of the job's batches in flight (--max-in-flight %d): submit again when one has finished", inFlight, d.MaxInFlight)})
+				res.Shards = append(res.Shards, d.waiting(s.ShardID, last.State, inFlight))
 				continue
 			}
 		}
@@ -132,6 +131,13 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 		res.Shards = append(res.Shards, sr)
 	}
 	return res, nil
+}
+
+// waiting is the result of a shard left for a later submit: inFlight of
+// the job's batches are in flight, MaxInFlight allowed.
+func (d *Driver) waiting(shard string, state lake.State, inFlight int) ShardResult {
+	return ShardResult{ShardID: shard, State: state, Action: "waiting",
+		Detail: fmt.Sprintf("%d of the job's batches in flight (--max-in-flight %d): submit again when one has finished", inFlight, d.MaxInFlight)}
 }
 
 // submitParallel is Submit working on d.Parallel shards at a time. A
@@ -169,8 +175,7 @@ func (d *Driver) submitParallel(ctx context.Context, m *lake.Manifest, inFlight 
 			if last.State == lake.Validated {
 				if inFlight >= d.MaxInFlight {
 					<-slots
-					res.Shards[i] = ShardResult{ShardID: s.ShardID, State: last.State, Action: "waiting",
-						Detail: fmt.Sprintf("%d of the job's batches in flight (--max-in-flight %d): submit again when one has finished", inFlight, d.MaxInFlight)}
+					res.Shards[i] = d.waiting(s.ShardID, last.State, inFlight)
 					continue
 				}
 				inFlight++
