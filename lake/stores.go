@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"cmp"
 	"context"
 
 	"golang.org/x/sync/errgroup"
@@ -43,7 +44,14 @@ func (s *Stores[T]) Go(store func(ctx context.Context) (T, error)) error {
 		return s.err
 	}
 	if err := s.ctx.Err(); err != nil {
-		return err
+		if s.g != nil {
+			// A background store failed (its error cancelled s.ctx), or the
+			// caller's ctx ended: the store's error says which file and why.
+			if werr := s.g.Wait(); werr != nil {
+				s.err = werr
+			}
+		}
+		return cmp.Or(s.err, err)
 	}
 	r := new(T)
 	s.out = append(s.out, r)
