@@ -175,11 +175,11 @@ func TestLeaseRunsOutDuringSlowCreate(t *testing.T) {
 }
 
 // TestParallelSubmitLostCreates: submit --parallel works on several shards
-// at a time; with create responses lost among them, the job still ends with
-// exactly one batch per shard and an exact report. A negative --parallel is
-// a usage error.
+// at a time (slow uploads overlap at the provider); with create responses
+// lost among them, the job still ends with exactly one batch per shard and
+// an exact report. A negative --parallel is a usage error.
 func TestParallelSubmitLostCreates(t *testing.T) {
-	h := newHarness(t, fakeopenai.Options{Seed: 9, Faults: fakeopenai.Faults{CreateLost: 3}})
+	h := newHarness(t, fakeopenai.Options{Seed: 9, Faults: fakeopenai.Faults{CreateLost: 3, UploadSlow: 6, UploadDelay: 300 * time.Millisecond}})
 	p := h.plan(60, 10)
 	if r := h.must([]int{exitUsage}, lifecycleArgs("submit", p.JobKey, "--parallel", "-1")...); h.creates() != 0 {
 		t.Fatalf("--parallel -1 created batches: %s", r)
@@ -200,6 +200,21 @@ func TestParallelSubmitLostCreates(t *testing.T) {
 	}
 	if got := h.creates(); got != len(p.Shards) {
 		t.Errorf("provider received %d creates for %d shards (lost ones looked up, never re-sent)", got, len(p.Shards))
+	}
+	var uploads []fakeopenai.Request
+	for _, r := range h.srv.Requests() {
+		if r.Method == "POST" && r.Path == "/v1/files" {
+			uploads = append(uploads, r)
+		}
+	}
+	overlapped := false
+	for i, a := range uploads {
+		for _, b := range uploads[i+1:] {
+			overlapped = overlapped || b.At.Before(a.Done) && a.At.Before(b.Done)
+		}
+	}
+	if len(uploads) < len(p.Shards) || !overlapped {
+		t.Errorf("%d uploads for %d shards, overlapping: %v; want the shards' uploads side by side", len(uploads), len(p.Shards), overlapped)
 	}
 	h.assertOneBatchPerShard(p)
 	rep := h.finish(p)

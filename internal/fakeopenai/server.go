@@ -139,7 +139,8 @@ type Request struct {
 	Status int
 	// Fault names the fault injected into this request, if any.
 	Fault string
-	At    time.Time
+	// At is when the request arrived, Done when its answer was written.
+	At, Done time.Time
 }
 
 // Server is a fake OpenAI Files + Batch API. Its methods are safe for
@@ -317,6 +318,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests[idx].Status = rw.status
 		s.requests[idx].Fault = rw.fault
+		s.requests[idx].Done = time.Now()
 		s.mu.Unlock()
 	}()
 
