@@ -211,6 +211,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err != nil {
 		return nil, err
 	}
+	// A plan appends its shards' first events: the store's conditional-write
+	// check runs while the input is read and the shards are stored.
+	l.ProbeAhead(ctx)
 	name := filepath.Base(o.Input)
 	input, err := providerInput(f, o.Input, o.TmpDir)
 	if err != nil {

@@ -43,6 +43,8 @@ type Lake struct {
 	Retry RetryPolicy
 	// manifests caches the manifests ReadFamily read (write-once objects).
 	manifests manifestCache
+	// probe is the check that the store refuses to overwrite (probe.go).
+	probe probeState
 }
 
 // Open opens the lake at u: a gocloud.dev/blob URL, or a plain path for a
@@ -89,8 +91,12 @@ func redactURL(u string) string {
 	return u
 }
 
-// Close closes the bucket.
-func (l *Lake) Close() error { return l.Bucket.Close() }
+// Close waits for a conditional-write probe in flight (ProbeAhead) and
+// closes the bucket.
+func (l *Lake) Close() error {
+	l.probe.wait()
+	return l.Bucket.Close()
+}
 
 // LocalDir returns the root folder of a local lake and true, or "", false.
 func (l *Lake) LocalDir() (string, bool) { return l.dir, l.dir != "" }

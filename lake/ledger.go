@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"gocloud.dev/blob"
@@ -152,12 +151,6 @@ type Ledger struct {
 	// expiry another actor waits to take over (NewLedger sets
 	// DefaultTakeoverMargin; 0 means none).
 	TakeoverMargin time.Duration
-
-	// probed is the outcome of ProbeConditionalWrites once it had one (a
-	// store failure is not an outcome: the next append probes again).
-	probeMu  sync.Mutex
-	probed   bool
-	probeErr error
 }
 
 // NewLedger returns a ledger acting as actor (host:pid:random by default: the
@@ -450,7 +443,7 @@ func (g *Ledger) append(ctx context.Context, job Digest, shard string, e Event) 
 	if dir, ok := g.Lake.LocalDir(); ok {
 		return linkCreate(filepath.Join(dir, filepath.FromSlash(key)), data)
 	}
-	if err := g.probe(ctx); err != nil {
+	if err := g.Lake.conditionalWrites(ctx); err != nil {
 		return fmt.Errorf("ledger append %s: %w", key, err)
 	}
 	created, err := g.Lake.PutOnce(ctx, key, data)
@@ -521,19 +514,6 @@ func ProbeConditionalWrites(ctx context.Context, l *Lake) error {
 		return fmt.Errorf("a second conditional create of the probe key %s succeeded: %w; the ledger cannot run on it (two submitters could both win one sequence number and pay twice): use a store that honours If-None-Match: * (Amazon S3, or a local folder)", key, ErrNoConditionalWrites)
 	}
 	return nil
-}
-
-func (g *Ledger) probe(ctx context.Context) error {
-	g.probeMu.Lock()
-	defer g.probeMu.Unlock()
-	if g.probed {
-		return g.probeErr
-	}
-	err := ProbeConditionalWrites(ctx, g.Lake)
-	if err == nil || errors.Is(err, ErrNoConditionalWrites) {
-		g.probed, g.probeErr = true, err
-	}
-	return err
 }
 
 // linkCreate creates the event file at path with createOnce: exactly one

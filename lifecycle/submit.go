@@ -100,6 +100,9 @@ func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if err := d.checkSubmit(ctx, m); err != nil {
 		return nil, err
 	}
+	// The store's conditional-write check, which the first SUBMITTING event
+	// waits for, runs while the shards' ledgers are read.
+	d.Lake.ProbeAhead(ctx)
 	inFlight, err := d.inFlight(ctx, m)
 	if err != nil {
 		return nil, err

@@ -135,6 +135,13 @@ func s3Lake(t *testing.T) *lake.Lake {
 // watched).
 func s3LakeWatched(t *testing.T, w *testrun.LakeWatch) *lake.Lake {
 	t.Helper()
+	return openS3Lake(t, s3LakeURL(t, w))
+}
+
+// s3LakeURL starts an S3 server on loopback, its requests watched by w (nil:
+// not watched), and returns the URL of a lake in it.
+func s3LakeURL(t *testing.T, w *testrun.LakeWatch) string {
+	t.Helper()
 	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)
 	}
@@ -147,7 +154,13 @@ func s3LakeWatched(t *testing.T, w *testrun.LakeWatch) *lake.Lake {
 	t.Cleanup(srv.Close)
 	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
 		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
-	l, err := lake.Open(context.Background(), fmt.Sprintf("s3://lake/prefix?%s", q.Encode()))
+	return fmt.Sprintf("s3://lake/prefix?%s", q.Encode())
+}
+
+// openS3Lake opens the lake at u (s3LakeURL), as a new process would.
+func openS3Lake(t *testing.T, u string) *lake.Lake {
+	t.Helper()
+	l, err := lake.Open(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +335,55 @@ func TestTablesFetchedTogether(t *testing.T) {
 	}
 	if !w.Overlapped() {
 		t.Error("the expected and attempts files were fetched one after another")
+	}
+}
+
+// TestProbedAhead: on an object store, plan and reconcile start the check
+// that the store refuses to overwrite (four round trips before the first
+// ledger event) while they do their other work: plan's before it stores the
+// manifest, reconcile's, in a process of its own, before it fetches the
+// table files. One probe each, and none left behind.
+func TestProbedAhead(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	u := s3LakeURL(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(12, 12)), 60, 0, 0)
+	// first returns the place of the first request of method under folder.
+	first := func(arrived []string, method, folder string) int {
+		return slices.IndexFunc(arrived, func(a string) bool { return strings.HasPrefix(a, method+" /lake/"+folder) })
+	}
+	check := func(step, before string, arrived []string, at int) {
+		t.Helper()
+		probe := first(arrived, http.MethodPut, lake.LedgerProbePrefix)
+		var probes int
+		for _, a := range arrived {
+			if strings.HasPrefix(a, http.MethodPut+" /lake/"+lake.LedgerProbePrefix) {
+				probes++
+			}
+		}
+		if probe < 0 || at < 0 || probe > at || probes != 2 {
+			t.Errorf("%s: the probe's first create is request %d (%d creates), %s is request %d: want the probe (two creates) first", step, probe, probes, before, at)
+		}
+	}
+
+	w.Reset("", "", "")
+	planned := openS3Lake(t, u)
+	m := planAndIngest(t, planned, dir, g, 20)
+	planned.Close()
+	arrived := w.Arrived()
+	check("plan", "the manifest's store", arrived, first(arrived, http.MethodPut, "manifests/"))
+
+	w.Reset("", "", "")
+	l := openS3Lake(t, u)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	arrived = w.Arrived()
+	check("reconcile", "the first table file's fetch", arrived, first(arrived, http.MethodGet, "tables/"))
+	if keys, err := openS3Lake(t, u).List(ctx, lake.LedgerProbePrefix); err != nil || len(keys) != 0 {
+		t.Errorf("probe keys left behind: %v (%v)", keys, err)
 	}
 }
 

@@ -24,6 +24,7 @@ type LakeWatch struct {
 	ext      string // and how their names end
 	inFlight int
 	met      chan struct{}
+	arrived  []string // "METHOD path" of each request, in arrival order
 }
 
 // NewLakeWatch returns a watch that holds nothing.
@@ -39,6 +40,15 @@ func (w *LakeWatch) Reset(method, under, ext string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gets, w.puts, w.lists, w.hold, w.under, w.ext, w.met = 0, 0, 0, method, under, ext, make(chan struct{})
+	w.arrived = nil
+}
+
+// Arrived returns "METHOD path" of each request since the last Reset, in the
+// order they arrived.
+func (w *LakeWatch) Arrived() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.arrived...)
 }
 
 // Counts returns the event objects read and written and the ledger
@@ -65,6 +75,7 @@ func (w *LakeWatch) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		event := strings.Contains(r.URL.Path, "/ledger/") && strings.HasSuffix(r.URL.Path, ".json")
 		w.mu.Lock()
+		w.arrived = append(w.arrived, r.Method+" "+r.URL.Path)
 		switch {
 		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Query().Get("prefix"), "ledger/"):
 			w.lists++
