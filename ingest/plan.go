@@ -1293,7 +1293,7 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 			if last.Actor == g.Actor {
 				ev, err = g.AppendAfter(ctx, last, st, 0, "", nil)
 			} else {
-				ev, err = g.Transition(ctx, job, s.ShardID, st, 0, "", nil)
+				ev, err = g.TransitionFrom(ctx, job, s.ShardID, last, st, 0, "", nil)
 			}
 			if errors.Is(err, lake.ErrConflict) || errors.Is(err, lake.ErrIllegalTransition) {
 				break // a concurrent plan wrote it

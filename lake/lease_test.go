@@ -209,3 +209,35 @@ func TestBatchRecords(t *testing.T) {
 		t.Errorf("events beside batch records: %d, %v; want the 2 events", len(evs), err)
 	}
 }
+
+// TestTransitionFrom: a transition from a last event the caller read appends
+// after it without reading the ledger again, and one from a stale read fails
+// with ErrConflict, never overwriting the event that came in between.
+func TestTransitionFrom(t *testing.T) {
+	ctx := context.Background()
+	l := openLake(t, t.TempDir())
+	job := Sum([]byte("job"))
+	a, b := NewLedger(l, "A"), NewLedger(l, "B")
+	none, err := a.Last(ctx, job, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := a.TransitionFrom(ctx, job, "s0", none, Created, 0, "", nil)
+	if err != nil || created.Seq != 1 {
+		t.Fatalf("CREATED from no event: %+v, %v", created, err)
+	}
+	if _, err := b.TransitionFrom(ctx, job, "s0", none, Created, 0, "", nil); !errors.Is(err, ErrConflict) {
+		t.Errorf("CREATED from a stale read: %v, want ErrConflict", err)
+	}
+	validated, err := b.TransitionFrom(ctx, job, "s0", created, Validated, 0, "", nil)
+	if err != nil || validated.Seq != 2 {
+		t.Fatalf("VALIDATED from CREATED: %+v, %v", validated, err)
+	}
+	if _, err := a.TransitionFrom(ctx, job, "s0", created, Validated, 0, "", nil); !errors.Is(err, ErrConflict) {
+		t.Errorf("VALIDATED again from a stale read: %v, want ErrConflict", err)
+	}
+	events, err := a.Events(ctx, job, "s0")
+	if err != nil || len(events) != 2 || events[0].Actor != "A" || events[1].Actor != "B" {
+		t.Errorf("events %+v (%v), want A's CREATED then B's VALIDATED", events, err)
+	}
+}

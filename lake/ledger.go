@@ -282,6 +282,14 @@ func (g *Ledger) Transition(ctx context.Context, job Digest, shard string, to St
 	if err != nil {
 		return Event{}, err
 	}
+	return g.TransitionFrom(ctx, job, shard, last, to, lease, providerJobID, detail)
+}
+
+// TransitionFrom is Transition from last, the shard's last event as the
+// caller has just read it (Last; the zero Event for a shard with none),
+// which saves reading it again. The append is conditional on its sequence
+// number, so if another event came after last it fails with ErrConflict.
+func (g *Ledger) TransitionFrom(ctx context.Context, job Digest, shard string, last Event, to State, lease time.Duration, providerJobID string, detail map[string]string) (Event, error) {
 	now := g.Now()
 	if !CanTransition(last.State, to) {
 		return Event{}, fmt.Errorf("ledger %s/%s: %s -> %s: %w", job.Hex()[:12], shard, orNone(last.State), to, ErrIllegalTransition)

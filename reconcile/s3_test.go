@@ -18,6 +18,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/batchlake/batchlake/lake"
 	_ "gocloud.dev/blob/s3blob" // s3:// lakes on the test S3 server
@@ -384,6 +385,34 @@ func TestProbedAhead(t *testing.T) {
 	check("reconcile", "the first table file's fetch", arrived, first(arrived, http.MethodGet, "tables/"))
 	if keys, err := openS3Lake(t, u).List(ctx, lake.LedgerProbePrefix); err != nil || len(keys) != 0 {
 		t.Errorf("probe keys left behind: %v (%v)", keys, err)
+	}
+}
+
+// TestPlanListsEachLedgerOnce: a plan of a new job lists each shard's ledger
+// once (a round trip each on an object store) before it appends the shard's
+// CREATED and VALIDATED events, and planning it again lists each once more
+// and appends nothing.
+func TestPlanListsEachLedgerOnce(t *testing.T) {
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(13, 13)), 60, 0, 0)
+	input := writeLines(t, dir, "input.jsonl", g.input)
+	for _, again := range []bool{false, true} {
+		w.Reset("", "", "")
+		res, err := ingest.Plan(context.Background(), l, ingest.PlanOptions{Provider: "openai", Input: input,
+			Tenant: "t1", PromptVersion: "p1", ShardMaxRecords: 20, TmpDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, puts, lists := w.Counts()
+		wantPuts := 2 * len(res.Shards)
+		if again {
+			wantPuts = 0
+		}
+		if len(res.Shards) != 3 || lists != len(res.Shards) || puts != wantPuts {
+			t.Errorf("plan (again: %v) of %d shards: %d ledger listings and %d events written, want %d and %d", again, len(res.Shards), lists, puts, len(res.Shards), wantPuts)
+		}
 	}
 }
 
