@@ -1268,7 +1268,7 @@ func (s *shardWriter) abort() { s.o.Abort() }
 // ensureValidated writes CREATED and VALIDATED for every shard that lacks them
 // (a plan killed after its manifest was written is completed by the next run).
 // Each append is a round trip to a remote lake: the shards are written
-// lake.ShardFanout at a time, and a shard's VALIDATED follows the CREATED
+// lake.LedgerFanout at a time, and a shard's VALIDATED follows the CREATED
 // this plan just wrote without reading its ledger again.
 func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error {
 	job, err := lake.ParseDigest(m.JobKey)
@@ -1276,7 +1276,7 @@ func ensureValidated(ctx context.Context, l *lake.Lake, m *lake.Manifest) error 
 		return err
 	}
 	g := lake.NewLedger(l, "")
-	return lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+	return lake.EachOf(ctx, len(m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 		s := m.Shards[i]
 		last, err := g.Last(ctx, job, s.ShardID)
 		if err != nil {

@@ -164,15 +164,23 @@ func NewLedger(l *Lake, actor string) *Ledger {
 	return &Ledger{Lake: l, Actor: actor, Now: func() time.Time { return time.Now().UTC() }, TakeoverMargin: DefaultTakeoverMargin}
 }
 
-// ledgerReads is how many ledger objects (events of one shard, or shards)
-// are read at a time. On a remote lake each read is a round trip (tens of
-// milliseconds to S3), and a job's ledger is a few objects a shard: read
-// one after another, a 20-shard reconcile spent seconds waiting on them.
+// ledgerReads is how many events of one shard are read at a time. On a
+// remote lake each read is a round trip (tens of milliseconds to S3), and a
+// job's ledger is a few objects a shard: read one after another, a 20-shard
+// reconcile spent seconds waiting on them.
 const ledgerReads = 8
+
+// shardEventReads is how many events of each shard EventsOf reads at a time,
+// LedgerFanout shards at a time: at most 128 requests in flight.
+const shardEventReads = 4
 
 // Events returns the events of a shard in sequence order, checking that the
 // sequence has no gaps. A remote lake's events are read ledgerReads at a time.
 func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event, error) {
+	return g.events(ctx, job, shard, ledgerReads)
+}
+
+func (g *Ledger) events(ctx context.Context, job Digest, shard string, limit int) ([]Event, error) {
 	keys, err := g.eventKeys(ctx, job, shard)
 	if err != nil {
 		return nil, err
@@ -181,7 +189,6 @@ func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event,
 		return nil, err
 	}
 	// A local lake's reads do not wait: one after another, without goroutines.
-	limit := ledgerReads
 	if _, local := g.Lake.LocalDir(); local {
 		limit = 1
 	}
@@ -197,13 +204,13 @@ func (g *Ledger) Events(ctx context.Context, job Digest, shard string) ([]Event,
 	return evs, nil
 }
 
-// EventsOf returns the events of each of shards (Events), read ledgerReads
+// EventsOf returns the events of each of shards (Events), read LedgerFanout
 // shards at a time.
 func (g *Ledger) EventsOf(ctx context.Context, job Digest, shards []string) ([][]Event, error) {
 	out := make([][]Event, len(shards))
-	err := EachOf(ctx, len(shards), ledgerReads, func(ctx context.Context, i int) error {
+	err := EachOf(ctx, len(shards), LedgerFanout, func(ctx context.Context, i int) error {
 		var err error
-		out[i], err = g.Events(ctx, job, shards[i])
+		out[i], err = g.events(ctx, job, shards[i], shardEventReads)
 		return err
 	})
 	return out, err
@@ -247,9 +254,16 @@ func (g *Ledger) event(ctx context.Context, job Digest, shard, key string, seq i
 	return e, nil
 }
 
-// ShardFanout is how many shards' ledgers a step reads or appends to at a
-// time: each is a few round trips to a remote lake.
+// ShardFanout is how many shards a step works on at a time where each is a
+// call to the provider (a batch polled, cancelled, counted in flight) as well
+// as a few round trips to a remote lake: the provider's rate limits bound it.
 const ShardFanout = 16
+
+// LedgerFanout is how many shards' ledgers a step reads or appends to at a
+// time where nothing else is called: each is a few round trips to a remote
+// lake, and an object store answers many at once (a 20-shard job's in one
+// round, not two).
+const LedgerFanout = 32
 
 // EachOf calls fn(ctx, i) for every i in [0, n), up to limit calls at a
 // time, and returns the first error (the others' ctx is then cancelled).

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -78,6 +79,23 @@ func TestLedgerReadsOnARemoteLake(t *testing.T) {
 	}
 	if !w.Overlapped() {
 		t.Error("EventsOf read one event at a time")
+	}
+
+	// A job's shards' ledgers are read LedgerFanout at a time: 20 shards'
+	// events in one round.
+	many := make([]string, 20)
+	for i := range many {
+		many[i] = fmt.Sprintf("m%02d", i)
+		if _, err := g.Transition(ctx, job, many[i], Created, 0, "", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.ResetN(http.MethodGet, "ledger/", ".json", len(many))
+	if all, err = g.EventsOf(ctx, job, many); err != nil || len(all) != len(many) || len(all[19]) != 1 {
+		t.Fatalf("EventsOf of %d shards: %v, %v", len(many), all, err)
+	}
+	if !w.Overlapped() {
+		t.Errorf("EventsOf did not read %d shards' events at once", len(many))
 	}
 }
 

@@ -27,7 +27,8 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 	l := s3LakeWatched(t, w)
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(4, 4)), 200, 1, 0)
-	w.Reset(http.MethodPut, "ledger/", ".json")
+	// All 20 shards' CREATED events in flight at once (lake.LedgerFanout).
+	w.ResetN(http.MethodPut, "ledger/", ".json", 20)
 	m := planAndIngest(t, l, dir, g, 10)
 	if len(m.Shards) != 20 {
 		t.Fatalf("%d shards, want 20", len(m.Shards))
@@ -37,22 +38,25 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 		t.Errorf("plan and ingest appended %d ledger events and read %d, want %d and 0", puts, gets, 2*len(m.Shards))
 	}
 	if !w.Overlapped() {
-		t.Error("plan appended its shards' ledger events one after another")
+		t.Error("plan did not append its 20 shards' ledger events at once")
 	}
-	w.Reset(http.MethodPut, "ledger/", ".json")
+	w.ResetN(http.MethodPut, "ledger/", ".json", 20)
 	rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gets, puts, _ := w.Counts()
+	gets, puts, lists := w.Counts()
 	if puts != 2*len(m.Shards) {
 		t.Errorf("%d ledger events appended, want %d (RECONCILING and %s for each shard)", puts, 2*len(m.Shards), rep.State)
 	}
-	if want := 3 * len(m.Shards); gets > want {
-		t.Errorf("%d ledger events read, want at most %d", gets, want)
+	// Each shard's events (CREATED, VALIDATED) read once, and its ledger and
+	// batch records listed once: the RECONCILING event follows the events
+	// read at the start, the final event the RECONCILING one.
+	if gets != 2*len(m.Shards) || lists != 2*len(m.Shards) {
+		t.Errorf("%d ledger events read and %d listings, want %d and %d", gets, lists, 2*len(m.Shards), 2*len(m.Shards))
 	}
 	if !w.Overlapped() {
-		t.Error("the shards' ledger events were appended one after another")
+		t.Error("the 20 shards' ledger events were not appended at once")
 	}
 	job, _ := lake.ParseDigest(m.JobKey)
 	for _, s := range m.Shards {
@@ -62,6 +66,53 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 		}
 		if n := len(evs); n != 4 || evs[2].State != lake.Reconciling || evs[3].State != rep.State || evs[3].Detail["report"] != rep.Report || evs[3].Actor != evs[2].Actor {
 			t.Fatalf("shard %s ledger after reconcile: %+v", s.ShardID, evs)
+		}
+	}
+}
+
+// TestReconcilingAfterAnotherEvent: a shard whose ledger got another event
+// after the run read it (a status recording a change, here another actor's
+// released RECONCILING) gets its RECONCILING event after that one: the
+// append from the run's read is refused as a conflict, and the run reads
+// the ledger again, never overwriting or skipping the event in between.
+func TestReconcilingAfterAnotherEvent(t *testing.T) {
+	ctx := context.Background()
+	l, err := lake.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(7, 7)), 40, 0, 0), 10)
+	job, _ := lake.ParseDigest(m.JobKey)
+	other := m.Shards[2].ShardID
+	var appendErr error
+	o := Options{JobKey: m.JobKey, TmpDir: dir, Actor: "A", Engine: EngineOptions{Threads: 1}}
+	o.beforeReconciling = func() {
+		_, appendErr = lake.NewLedger(l, "B").Transition(ctx, job, other, lake.Reconciling, -1, "", map[string]string{"by": "B"})
+	}
+	rep, err := Run(ctx, l, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if appendErr != nil {
+		t.Fatal(appendErr)
+	}
+	for _, s := range m.Shards {
+		evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
+			got = append(got, string(e.State)+"/"+e.Actor)
+		}
+		want := "RECONCILING/A " + string(rep.State) + "/A"
+		if s.ShardID == other {
+			want = "RECONCILING/B RECONCILING/A " + string(rep.State) + "/A"
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
 		}
 	}
 }

@@ -143,7 +143,7 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 	// Refuse a job a single reconcile would refuse (shards not yet
 	// submitted), so a fan-out fails early rather than at the merge.
 	g := lake.NewLedger(l, o.Actor)
-	err = lake.EachOf(ctx, len(in.m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+	err = lake.EachOf(ctx, len(in.m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 		s := in.m.Shards[i]
 		last, err := g.Last(ctx, in.job, s.ShardID)
 		if err != nil {
@@ -340,6 +340,7 @@ func Merge(ctx context.Context, l *lake.Lake, o Options, n int) (*Report, error)
 		}
 		return stored, writeOut(ctx, l, o.OutDir, stored)
 	}
+	l.ProbeAhead(ctx) // as Run's
 	rep := in.newReport(o)
 	if rep.DuplicateBatches, err = duplicateBatches(ctx, g, in.job, in.m); err != nil {
 		return nil, err

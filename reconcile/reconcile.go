@@ -67,6 +67,10 @@ type Options struct {
 	// reads and fail the query).
 	retryReadStart  func(shardID string)
 	retryQueryShard func(shardID string) error
+	// beforeReconciling, if set, is called after the run read the shards'
+	// ledgers and before it appends their RECONCILING events (tests append
+	// in between).
+	beforeReconciling func()
 	// retryWholeShards reads each input shard whole for the retry, as for
 	// expected rows that do not say where their lines start (tests compare
 	// the two reads).
@@ -182,7 +186,7 @@ func duplicateBatches(ctx context.Context, g *lake.Ledger, job lake.Digest, m *l
 	// lake, made for several shards at a time.
 	recs := make([][]lake.BatchRecord, len(m.Shards))
 	last := make([]lake.Event, len(m.Shards))
-	err := lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+	err := lake.EachOf(ctx, len(m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 		var err error
 		id := m.Shards[i].ShardID
 		if recs[i], err = g.BatchRecords(ctx, job, id); err != nil || len(recs[i]) == 0 {
@@ -264,12 +268,20 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 	// mine holds each shard's RECONCILING event of this run (Seq 0 for a
 	// held shard), which its final event follows (finishLedger).
 	mine := make([]lake.Event, len(m.Shards))
-	err := lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+	if o.beforeReconciling != nil {
+		o.beforeReconciling()
+	}
+	err := lake.EachOf(ctx, len(m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 		s := m.Shards[i]
 		if in.held[s.ShardID] {
 			return nil // its batch is still in flight: status and collect go on with it
 		}
-		ev, err := g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", map[string]string{"run": runKey})
+		detail := map[string]string{"run": runKey}
+		ev, err := g.TransitionFrom(ctx, job, s.ShardID, in.last[i], lake.Reconciling, o.Lease, "", detail)
+		if errors.Is(err, lake.ErrConflict) {
+			// Appended to since prepare read it: read it again.
+			ev, err = g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", detail)
+		}
 		if err != nil {
 			return fmt.Errorf("reconcile %s: %w", s.ShardID, err)
 		}
@@ -283,7 +295,7 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 	if err != nil {
 		// Give the leases taken back so the next run need not wait for them
 		// to expire.
-		_ = lake.EachOf(context.WithoutCancel(ctx), len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+		_ = lake.EachOf(context.WithoutCancel(ctx), len(m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 			if mine[i].Seq > 0 {
 				g.Transition(ctx, job, m.Shards[i].ShardID, lake.Reconciling, -1, "", map[string]string{"error": err.Error()})
 			}
@@ -323,6 +335,10 @@ type runInputs struct {
 	// held are the shards in flight that reconcile --allow-running leaves
 	// alone in the ledger; their missing records are held (pending).
 	held map[string]bool
+	// last is each shard's last event as prepare read it, in the
+	// manifest's order: its RECONCILING event follows it unless anything
+	// was appended since.
+	last []lake.Event
 }
 
 // prepare checks the options, fills in defaults and computes the run's identity.
@@ -427,6 +443,12 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		h.AddString(s)
 	}
 	in := &runInputs{m: m, job: job, rules: rules, gate: gate, recs: recs, retracted: retracted, run: h.Sum(), prior: prior, totals: totals, held: held}
+	in.last = make([]lake.Event, len(events))
+	for i, evs := range events {
+		if len(evs) > 0 {
+			in.last[i] = evs[len(evs)-1]
+		}
+	}
 	in.runKey = lake.ReportKey(job, in.run)
 	for _, r := range recs {
 		in.attempts = append(in.attempts, r.AttemptTables()...)
@@ -727,7 +749,7 @@ func costs(ctx context.Context, e *Engine) (map[string]json.Number, error) {
 // its ledger again, unless anything was appended since.
 func finishLedger(ctx context.Context, g *lake.Ledger, m *lake.Manifest, r *Report, held map[string]bool, mine []lake.Event) error {
 	job, _ := lake.ParseDigest(m.JobKey)
-	return lake.EachOf(ctx, len(m.Shards), lake.ShardFanout, func(ctx context.Context, i int) error {
+	return lake.EachOf(ctx, len(m.Shards), lake.LedgerFanout, func(ctx context.Context, i int) error {
 		s := m.Shards[i]
 		if held[s.ShardID] {
 			return nil

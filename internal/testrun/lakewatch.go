@@ -10,10 +10,10 @@ import (
 // LakeWatch wraps an S3 server's handler and watches a lake's requests: how
 // many ledger event objects were read and written, how many listings of the
 // ledger were made, and whether two held requests (Reset: a method and the
-// objects it holds) were ever in flight at once. While holding, each such
-// request waits for a second one to arrive (or a quarter of a second), so
-// that code making its round trips one after another is seen doing so, and
-// fails a test instead of hanging it.
+// objects it holds) were ever in flight at once (ResetN: n of them). While
+// holding, each such request waits for the others to arrive (or a quarter
+// of a second), so that code making its round trips one after another, or
+// fewer at a time, is seen doing so, and fails a test instead of hanging it.
 type LakeWatch struct {
 	mu       sync.Mutex
 	gets     int
@@ -23,23 +23,29 @@ type LakeWatch struct {
 	under    string // the folder their objects are under
 	ext      string // and how their names end
 	inFlight int
+	n        int // held requests in flight at once that close met
 	met      chan struct{}
 	arrived  []string // "METHOD path" of each request, in arrival order
 }
 
 // NewLakeWatch returns a watch that holds nothing.
 func NewLakeWatch() *LakeWatch {
-	return &LakeWatch{met: make(chan struct{})}
+	return &LakeWatch{met: make(chan struct{}), n: 2}
 }
 
 // Reset clears the counts and holds requests of method (http.MethodGet or
 // http.MethodPut) for objects under the lake's folder under whose names end
 // in ext ("ledger/", ".json": its ledger events; "tables/", ".parquet": its
 // table files); method "" holds nothing.
-func (w *LakeWatch) Reset(method, under, ext string) {
+func (w *LakeWatch) Reset(method, under, ext string) { w.ResetN(method, under, ext, 2) }
+
+// ResetN is Reset with Overlapped reporting whether n held requests were in
+// flight at once.
+func (w *LakeWatch) ResetN(method, under, ext string, n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gets, w.puts, w.lists, w.hold, w.under, w.ext, w.met = 0, 0, 0, method, under, ext, make(chan struct{})
+	w.n = n
 	w.arrived = nil
 }
 
@@ -59,8 +65,8 @@ func (w *LakeWatch) Counts() (gets, puts, lists int) {
 	return w.gets, w.puts, w.lists
 }
 
-// Overlapped reports whether two held requests were in flight at once
-// since the last Reset.
+// Overlapped reports whether two held requests (ResetN: n) were in flight
+// at once since the last Reset.
 func (w *LakeWatch) Overlapped() bool {
 	select {
 	case <-w.met:
@@ -88,7 +94,7 @@ func (w *LakeWatch) Wrap(next http.Handler) http.Handler {
 		hold, met := held && w.hold == r.Method, w.met
 		if hold {
 			w.inFlight++
-			if w.inFlight >= 2 && !w.Overlapped() {
+			if w.inFlight >= w.n && !w.Overlapped() {
 				close(met)
 			}
 		}
