@@ -97,7 +97,11 @@ func startRetryPrefetch(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Ma
 		// one shard after another, one read at a time, read 11 or 12 of a 1M
 		// job's 20 shards while its tables were written.
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(prefetchShards)
+		if _, local := l.LocalDir(); local {
+			g.SetLimit(prefetchShards)
+		} else {
+			g.SetLimit(remoteRetryReads) // each read a round trip or more
+		}
 		for _, w := range want {
 			s, ok := m.Shard(w.id)
 			if !ok || gctx.Err() != nil {
@@ -120,7 +124,7 @@ func startRetryPrefetch(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Ma
 	return p, nil
 }
 
-// prefetchShards is how many shards are read ahead at once.
+// prefetchShards is how many shards of a local lake are read ahead at once.
 const prefetchShards = 4
 
 // errPrefetchStopped ends the read ahead at a shard it could not take whole.

@@ -21,6 +21,11 @@ import (
 // its bytes, plus the new custom ids.
 const defaultRetryReadBytes = 128 << 20
 
+// remoteRetryReads is how many input shards of a remote lake the retry reads
+// ahead of the one it writes (within the bytes of RetryReadBytes): each read
+// is a round trip or more to the object store.
+const remoteRetryReads = 16
+
 // shardRetry is one input shard's part of the retry set, in shard_line
 // order, and once a worker has read the shard its retry lines and lineage.
 type shardRetry struct {
@@ -64,7 +69,13 @@ func writeRetry(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manifest, 
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	budget := semaphore.NewWeighted(budgetBytes)
-	order := make(chan *shardRetry, runtime.GOMAXPROCS(0))
+	// Shards read ahead of the one written: as many as there are cores, or
+	// on a remote lake, where a read is mostly waiting, remoteRetryReads.
+	ahead := runtime.GOMAXPROCS(0)
+	if _, local := l.LocalDir(); !local {
+		ahead = max(ahead, remoteRetryReads)
+	}
+	order := make(chan *shardRetry, ahead)
 	g.Go(func() error {
 		defer close(order)
 		return eachRetryShard(gctx, e, m, o.retryQueryShard, func(sr *shardRetry) error {

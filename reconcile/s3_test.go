@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -301,6 +302,61 @@ func TestRetryShardsStoredSideBySide(t *testing.T) {
 	}
 	if fmt.Sprint(rep.RetryShards) != fmt.Sprint(want.RetryShards) || rep.RetryLineage != want.RetryLineage || rep.RetryLineage == "" {
 		t.Errorf("on s3: shards %v, lineage %s\non a local lake: shards %v, lineage %s", rep.RetryShards, rep.RetryLineage, want.RetryShards, want.RetryLineage)
+	}
+}
+
+// TestRetryReadsSideBySide: on an object store the retry reads its lines
+// from many input shards at once (remoteRetryReads), whether it reads them
+// ahead while the tables are written or after: eight shards' reads in
+// flight together, where a local lake reads four, or as many as it has
+// cores. The retry shards are a local lake's.
+func TestRetryReadsSideBySide(t *testing.T) {
+	ctx := context.Background()
+	g := generate(rand.New(rand.NewPCG(9, 9)), 600, 1, 0)
+	dir := t.TempDir()
+	local, lm := localTwin(t, dir, g, 20)
+	want, err := Run(ctx, local, Options{JobKey: lm.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		prefetchBytes int
+	}{{"read ahead", 0}, {"read after the tables", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testrun.NewLakeWatch()
+			l := s3LakeWatched(t, w)
+			dir := t.TempDir()
+			m := planAndIngest(t, l, dir, g, 20)
+			w.ResetN(http.MethodGet, "objects/", "", 8)
+			o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}
+			o.retryPrefetchBytes = c.prefetchBytes
+			// Read ahead, the retry waits for every line to be read, so
+			// the reads seen are the read ahead's alone.
+			o.retryPrefetchFinish = c.prefetchBytes >= 0
+			var ahead atomic.Int64
+			o.retryPrefetched = &ahead
+			rep, err := Run(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantAhead := int64(rep.RetryRecords)
+			if c.prefetchBytes < 0 {
+				wantAhead = 0
+			}
+			if ahead.Load() != wantAhead {
+				t.Errorf("%d lines read ahead, want %d", ahead.Load(), wantAhead)
+			}
+			if rep.RetryRecords == 0 || len(m.Shards) < 20 {
+				t.Fatalf("%d records to retry in %d shards, want some in 20 or more for this test", rep.RetryRecords, len(m.Shards))
+			}
+			if !w.Overlapped() {
+				t.Error("fewer than eight input shards were read at once")
+			}
+			if fmt.Sprint(rep.RetryShards) != fmt.Sprint(want.RetryShards) || rep.RetryLineage != want.RetryLineage {
+				t.Errorf("on s3: shards %v, lineage %s\non a local lake: shards %v, lineage %s", rep.RetryShards, rep.RetryLineage, want.RetryShards, want.RetryLineage)
+			}
+		})
 	}
 }
 
