@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,5 +142,43 @@ func TestLedgerGapIsCorrupt(t *testing.T) {
 				t.Errorf("Transition after the gap: %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// TestIngestRecordsSideBySide: a job's ingest markers (one a result file)
+// are read side by side from a remote lake, twenty at once, and come back
+// in their keys' order, each as written.
+func TestIngestRecordsSideBySide(t *testing.T) {
+	ctx := context.Background()
+	l, w := openWatchedS3(t)
+	job := Sum([]byte("job"))
+	var keys []string
+	written := map[string]IngestRecord{}
+	for i := range 20 {
+		raw := Sum([]byte(fmt.Sprint("file ", i)))
+		r := IngestRecord{Version: 1, JobKey: job.Hex(), Provider: "openai", Channel: "output", Raw: raw, FileName: fmt.Sprintf("out-%d.jsonl", i), Lines: int64(i)}
+		k := IngestKey(job, r.Channel, raw)
+		if _, err := l.PutJSON(ctx, k, FormatIngest, r); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+		written[raw.Hex()] = r
+	}
+	slices.Sort(keys)
+	w.ResetN(http.MethodGet, "ingests/", ".json", len(keys))
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Errorf("the %d markers were not read at once", len(keys))
+	}
+	if len(recs) != len(keys) {
+		t.Fatalf("%d records, want %d", len(recs), len(keys))
+	}
+	for i, r := range recs {
+		if IngestKey(job, r.Channel, r.Raw) != keys[i] || !reflect.DeepEqual(r, written[r.Raw.Hex()]) {
+			t.Errorf("record %d: %+v (key %s), want %+v (key %s)", i, r, IngestKey(job, r.Channel, r.Raw), written[r.Raw.Hex()], keys[i])
+		}
 	}
 }

@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 )
@@ -184,19 +185,27 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 	if err != nil {
 		return nil, err
 	}
-	out := make([]IngestRecord, 0, len(keys))
-	for _, k := range keys {
-		if !strings.HasSuffix(k, ".json") {
-			continue // a concurrent write's temp file (fileblob)
+	keys = slices.DeleteFunc(keys, func(k string) bool {
+		return !strings.HasSuffix(k, ".json") // a concurrent write's temp file (fileblob)
+	})
+	// A job has a marker per result file (two a shard, collected): on a
+	// remote lake each is a round trip, read LedgerFanout at a time.
+	limit := LedgerFanout
+	if _, local := l.LocalDir(); local {
+		limit = 1
+	}
+	out := make([]IngestRecord, len(keys))
+	err = EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
+		if err := l.GetJSON(ctx, keys[i], FormatIngest, &out[i]); err != nil {
+			return err
 		}
-		var r IngestRecord
-		if err := l.GetJSON(ctx, k, FormatIngest, &r); err != nil {
-			return nil, err
+		if !knownIngestVersion(out[i].Version) {
+			return errUnknownVersion(keys[i], out[i].Version)
 		}
-		if !knownIngestVersion(r.Version) {
-			return nil, errUnknownVersion(k, r.Version)
-		}
-		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -504,12 +506,16 @@ func (in *runInputs) newReport(o Options) *Report {
 // of retracted raw files, which it returns apart (sorted digests). Their
 // lines stay in the lake, but no reconcile reads them.
 func countedIngests(ctx context.Context, l *lake.Lake, job lake.Digest) ([]lake.IngestRecord, []string, error) {
-	recs, err := l.IngestRecords(ctx, job)
-	if err != nil {
-		return nil, nil, err
-	}
-	gone, err := l.Retractions(ctx, job)
-	if err != nil || len(gone) == 0 {
+	// Two listings and their markers: round trips to a remote lake, made
+	// side by side.
+	var (
+		recs []lake.IngestRecord
+		gone map[lake.Digest]lake.Retraction
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { recs, err = l.IngestRecords(gctx, job); return err })
+	g.Go(func() (err error) { gone, err = l.Retractions(gctx, job); return err })
+	if err := g.Wait(); err != nil || len(gone) == 0 {
 		return recs, nil, err
 	}
 	kept := recs[:0]
