@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lake/failpoint"
@@ -248,7 +250,40 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	case err == nil && src.n != size:
 		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: the file changed while it was ingested (%d bytes hashed, %d parsed); nothing was committed: ingest it again once it is complete", name, size, src.n)}
 	}
-	if aerr := archiveErr(); aerr != nil {
+	// The attempts and quarantine tables are stored while the raw file's
+	// archive may still be uploading (into a remote lake, side by side):
+	// the marker, stored last, makes the three visible together.
+	rec = lake.IngestRecord{Version: lake.IngestVersion}
+	var (
+		qkey    string
+		commits *errgroup.Group
+	)
+	if err == nil {
+		if err = aw.Write(rows...); err == nil {
+			aw.Fill(job, res.RawSHA256)
+			var cctx context.Context
+			commits, cctx = errgroup.WithContext(ctx)
+			commits.Go(func() (err error) {
+				if m.ExpectedSplit > 1 {
+					rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, m.ExpectedSplit
+					rec.AttemptsFiles, rec.AttemptsBuckets, err = aw.CommitSplit(cctx)
+				} else {
+					rec.AttemptsFile, err = aw.Commit(cctx)
+				}
+				return err
+			})
+			commits.Go(func() (err error) {
+				qkey, err = qw.Commit(cctx)
+				return err
+			})
+		}
+	}
+	aerr := archiveErr()
+	var cerr error
+	if commits != nil {
+		cerr = commits.Wait()
+	}
+	if aerr != nil {
 		return res, aerr
 	}
 	failpoint.Hit(failpoint.IngestAfterRaw)
@@ -262,25 +297,10 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		}
 		return res, fmt.Errorf("ingest %s: %w", name, err)
 	}
-	if err := aw.Write(rows...); err != nil {
-		return res, err
-	}
-	aw.Fill(job, res.RawSHA256)
-	rec = lake.IngestRecord{Version: lake.IngestVersion}
-	if m.ExpectedSplit > 1 {
-		rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, m.ExpectedSplit
-		rec.AttemptsFiles, rec.AttemptsBuckets, err = aw.CommitSplit(ctx)
-	} else {
-		rec.AttemptsFile, err = aw.Commit(ctx)
-	}
-	if err != nil {
-		return res, err
+	if cerr != nil {
+		return res, cerr
 	}
 	failpoint.Hit(failpoint.IngestAfterAttempts)
-	qkey, err := qw.Commit(ctx)
-	if err != nil {
-		return res, err
-	}
 	now := time.Now().UTC()
 	if o.Now != nil {
 		now = o.Now()

@@ -360,6 +360,61 @@ func TestRetryReadsSideBySide(t *testing.T) {
 	}
 }
 
+// TestIngestStoresSideBySide: on an object store ingest stores a result
+// file's attempts and quarantine tables while its raw archive uploads, and
+// its marker after the three: the same records (the same table files) as a
+// local lake's ingest of the same files.
+func TestIngestStoresSideBySide(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(14, 14)), 80, 1, 0)
+	g.output = append(g.output, "not json") // a quarantined line: a quarantine table too
+	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _ := lake.ParseDigest(res.JobKey)
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Reset(http.MethodPut, "", "")
+	fr, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("the raw file, its attempts and its quarantine were stored one after another")
+	}
+	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if _, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	onS3, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := local.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr.Quarantined != 1 || len(onS3) != 1 || len(onDisk) != 1 || onS3[0].AttemptsFile == "" || onS3[0].QuarantineFile == "" ||
+		onS3[0].AttemptsFile != onDisk[0].AttemptsFile || onS3[0].QuarantineFile != onDisk[0].QuarantineFile || onS3[0].Raw != onDisk[0].Raw {
+		t.Errorf("on s3: %+v\non a local lake: %+v (%d quarantined)", onS3, onDisk, fr.Quarantined)
+	}
+}
+
 // TestTablesFetchedTogether: on an object store a reconcile fetches its
 // tables' files all together, not a table at a time: a job of one expected
 // file and one attempts file has the two fetched side by side.
