@@ -66,6 +66,10 @@ type splitBatchOf[T any] struct {
 	rows []T
 }
 
+// splitStores is how many of a split table's files are stored at a time into
+// a remote lake (a sixteenth of a table each).
+const splitStores = 8
+
 // splitBatch is how many rows a split writer collects per bucket before it
 // writes them.
 const splitBatch = 512
@@ -290,10 +294,15 @@ func (t *TableWriter[T]) CommitSplit(ctx context.Context) (keys []string, bucket
 		}
 	}
 	// Closing a bucket's file encodes its last pages: the files are closed
-	// and stored on every core, as their batches were encoded.
+	// and stored on every core, as their batches were encoded, and into a
+	// remote lake, where a store is mostly waiting, splitStores at a time.
 	bucketKeys := make([]string, t.split)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
+	limit := runtime.GOMAXPROCS(0)
+	if _, local := t.lake.LocalDir(); !local {
+		limit = max(limit, splitStores)
+	}
+	g.SetLimit(limit)
 	for b, w := range t.buckets {
 		if w == nil {
 			continue

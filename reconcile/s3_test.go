@@ -415,6 +415,67 @@ func TestIngestStoresSideBySide(t *testing.T) {
 	}
 }
 
+// TestSplitTablesStoredSideBySide: on an object store a job's tables split
+// by partition (sixteen files a table) are stored eight at a time, plan's
+// expected files as ingest's attempts files, and they are a local lake's.
+func TestSplitTablesStoredSideBySide(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	l := s3LakeWatched(t, w)
+	dir := t.TempDir()
+	g := generate(rand.New(rand.NewPCG(15, 15)), 400, 1, 0)
+	w.ResetN(http.MethodPut, "tables/expected/", ".parquet", 8)
+	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("fewer than eight of plan's expected files were stored at once")
+	}
+	job, _ := lake.ParseDigest(res.JobKey)
+	m, err := l.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ResetN(http.MethodPut, "tables/attempts/", ".parquet", 8)
+	if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("fewer than eight of ingest's attempts files were stored at once")
+	}
+	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	lres, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := local.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.IngestFile(ctx, local, lm, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	onS3, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := local.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lres.JobKey != res.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
+		len(onS3) != 1 || len(onDisk) != 1 || len(onS3[0].AttemptsFiles) < 8 || fmt.Sprint(onS3[0].AttemptsFiles) != fmt.Sprint(onDisk[0].AttemptsFiles) {
+		t.Errorf("on s3: expected %v, attempts %+v\non a local lake: expected %v, attempts %+v", m.ExpectedFiles, onS3, lm.ExpectedFiles, onDisk)
+	}
+}
+
 // TestTablesFetchedTogether: on an object store a reconcile fetches its
 // tables' files all together, not a table at a time: a job of one expected
 // file and one attempts file has the two fetched side by side.
