@@ -417,7 +417,8 @@ func TestIngestStoresSideBySide(t *testing.T) {
 
 // TestSplitTablesStoredSideBySide: on an object store a job's tables split
 // by partition (sixteen files a table) are stored eight at a time, plan's
-// expected files as ingest's attempts files, and they are a local lake's.
+// expected files as ingest's attempts files, and they are a local lake's;
+// a reconcile fetches them 32 at a time.
 func TestSplitTablesStoredSideBySide(t *testing.T) {
 	ctx := context.Background()
 	w := testrun.NewLakeWatch()
@@ -469,6 +470,13 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 	onDisk, err := local.IngestRecords(ctx, job)
 	if err != nil {
 		t.Fatal(err)
+	}
+	w.ResetN(http.MethodGet, "tables/", ".parquet", 24)
+	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Overlapped() {
+		t.Error("fewer than 24 of the job's table files were fetched at once")
 	}
 	if lres.JobKey != res.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
 		len(onS3) != 1 || len(onDisk) != 1 || len(onS3[0].AttemptsFiles) < 8 || fmt.Sprint(onS3[0].AttemptsFiles) != fmt.Sprint(onDisk[0].AttemptsFiles) {

@@ -229,8 +229,9 @@ func (s *stager) unchecked(keys []string) []string {
 }
 
 // remoteFetches is how many of a remote lake's files a stage fetches at a
-// time.
-const remoteFetches = 8
+// time: a job's tables split by partition are sixteen files each, and its
+// attempts sixteen a result file.
+const remoteFetches = 32
 
 // fetchAll puts a remote lake's files of keys not yet checked into the
 // cache, remoteFetches at a time, and marks them checked in keys' order; the
