@@ -211,9 +211,6 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err != nil {
 		return nil, err
 	}
-	// A plan appends its shards' first events: the store's conditional-write
-	// check runs while the input is read and the shards are stored.
-	l.ProbeAhead(ctx)
 	name := filepath.Base(o.Input)
 	input, err := providerInput(f, o.Input, o.TmpDir)
 	if err != nil {
@@ -227,6 +224,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan: %v", err)}
 	}
 	defer file.Close()
+	// A plan appends its shards' first events: the store's conditional-write
+	// check runs while the input is read and the shards are stored.
+	l.ProbeAhead(ctx)
 
 	in, err := readInput(ctx, l, f, file, name, &o, true)
 	if errors.Is(err, errRestart) {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
@@ -70,50 +71,68 @@ func TestLedgerRoundTripsOnS3(t *testing.T) {
 	}
 }
 
-// TestReconcilingAfterAnotherEvent: a shard whose ledger got another event
-// after the run read it (a status recording a change, here another actor's
-// released RECONCILING) gets its RECONCILING event after that one: the
-// append from the run's read is refused as a conflict, and the run reads
-// the ledger again, never overwriting or skipping the event in between.
+// TestReconcilingAfterAnotherEvent: a shard whose ledger changed after the
+// run read it gets its RECONCILING event after the change, never over it:
+// another actor's event appended since (the append from the run's read is
+// refused as a conflict), or another actor's lease, live when the run read
+// the ledger, let go since (refused by what the run read). Either way the run
+// reads the ledger again and decides from it as it is.
 func TestReconcilingAfterAnotherEvent(t *testing.T) {
-	ctx := context.Background()
-	l, err := lake.Open(ctx, "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	dir := t.TempDir()
-	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(7, 7)), 40, 0, 0), 10)
-	job, _ := lake.ParseDigest(m.JobKey)
-	other := m.Shards[2].ShardID
-	var appendErr error
-	o := Options{JobKey: m.JobKey, TmpDir: dir, Actor: "A", Engine: EngineOptions{Threads: 1}}
-	o.beforeReconciling = func() {
-		_, appendErr = lake.NewLedger(l, "B").Transition(ctx, job, other, lake.Reconciling, -1, "", map[string]string{"by": "B"})
-	}
-	rep, err := Run(ctx, l, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if appendErr != nil {
-		t.Fatal(appendErr)
-	}
-	for _, s := range m.Shards {
-		evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
-			got = append(got, string(e.State)+"/"+e.Actor)
-		}
-		want := "RECONCILING/A " + string(rep.State) + "/A"
-		if s.ShardID == other {
-			want = "RECONCILING/B RECONCILING/A " + string(rep.State) + "/A"
-		}
-		if strings.Join(got, " ") != want {
-			t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
-		}
+	for _, c := range []struct {
+		name   string
+		before time.Duration // B's RECONCILING lease when the run starts (0: no event)
+		want   string        // the shard's events after plan's, by actor
+	}{
+		{"an event since", 0, "RECONCILING/B RECONCILING/A %s/A"},
+		{"a lease let go since", time.Hour, "RECONCILING/B RECONCILING/B RECONCILING/A %s/A"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			l, err := lake.Open(ctx, "mem://")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			dir := t.TempDir()
+			m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(7, 7)), 40, 0, 0), 10)
+			job, _ := lake.ParseDigest(m.JobKey)
+			other := m.Shards[2].ShardID
+			b := lake.NewLedger(l, "B")
+			if c.before != 0 {
+				if _, err := b.Transition(ctx, job, other, lake.Reconciling, c.before, "", map[string]string{"by": "B"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var appendErr error
+			o := Options{JobKey: m.JobKey, TmpDir: dir, Actor: "A", Engine: EngineOptions{Threads: 1}}
+			o.beforeReconciling = func() { // B appends a released RECONCILING
+				_, appendErr = b.Transition(ctx, job, other, lake.Reconciling, -1, "", map[string]string{"by": "B"})
+			}
+			rep, err := Run(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if appendErr != nil {
+				t.Fatal(appendErr)
+			}
+			for _, s := range m.Shards {
+				evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
+					got = append(got, string(e.State)+"/"+e.Actor)
+				}
+				want := "RECONCILING/A " + string(rep.State) + "/A"
+				if s.ShardID == other {
+					want = fmt.Sprintf(c.want, rep.State)
+				}
+				if strings.Join(got, " ") != want {
+					t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
+				}
+			}
+		})
 	}
 }
 

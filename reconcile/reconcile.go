@@ -280,8 +280,10 @@ func lockAndReconcile(ctx context.Context, e *Engine, l *lake.Lake, g *lake.Ledg
 		}
 		detail := map[string]string{"run": runKey}
 		ev, err := g.TransitionFrom(ctx, job, s.ShardID, in.last[i], lake.Reconciling, o.Lease, "", detail)
-		if errors.Is(err, lake.ErrConflict) {
-			// Appended to since prepare read it: read it again.
+		if errors.Is(err, lake.ErrConflict) || errors.Is(err, lake.ErrLeased) || errors.Is(err, lake.ErrIllegalTransition) {
+			// Appended to since prepare read it, or refused by what it read
+			// then (another actor's lease, since let go): nothing was
+			// appended; decide from the ledger as it is now.
 			ev, err = g.Transition(ctx, job, s.ShardID, lake.Reconciling, o.Lease, "", detail)
 		}
 		if err != nil {
