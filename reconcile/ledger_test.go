@@ -116,20 +116,12 @@ func TestReconcilingAfterAnotherEvent(t *testing.T) {
 				t.Fatal(appendErr)
 			}
 			for _, s := range m.Shards {
-				evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got []string
-				for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
-					got = append(got, string(e.State)+"/"+e.Actor)
-				}
 				want := "RECONCILING/A " + string(rep.State) + "/A"
 				if s.ShardID == other {
 					want = fmt.Sprintf(c.want, rep.State)
 				}
-				if strings.Join(got, " ") != want {
-					t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
+				if got := shardEventsAfterPlan(t, l, job, s.ShardID); got != want {
+					t.Errorf("shard %s ledger: %s, want %s", s.ShardID, got, want)
 				}
 			}
 		})
@@ -171,20 +163,27 @@ func TestFinalEventAfterATakeover(t *testing.T) {
 		t.Fatal(takeErr)
 	}
 	for _, s := range m.Shards {
-		evs, err := lake.NewLedger(l, "check").Events(ctx, job, s.ShardID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, e := range evs[min(2, len(evs)):] { // after plan's CREATED and VALIDATED
-			got = append(got, string(e.State)+"/"+e.Actor)
-		}
 		want := "RECONCILING/A " + string(rep.State) + "/A"
 		if s.ShardID == taken {
 			want = "RECONCILING/A RECONCILING/B RECONCILING/A " + string(rep.State) + "/A"
 		}
-		if strings.Join(got, " ") != want {
-			t.Errorf("shard %s ledger: %s, want %s", s.ShardID, strings.Join(got, " "), want)
+		if got := shardEventsAfterPlan(t, l, job, s.ShardID); got != want {
+			t.Errorf("shard %s ledger: %s, want %s", s.ShardID, got, want)
 		}
 	}
+}
+
+// shardEventsAfterPlan returns a shard's events after plan's CREATED and
+// VALIDATED, each as STATE/actor.
+func shardEventsAfterPlan(t *testing.T, l *lake.Lake, job lake.Digest, shard string) string {
+	t.Helper()
+	evs, err := lake.NewLedger(l, "check").Events(context.Background(), job, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs[min(2, len(evs)):] {
+		got = append(got, string(e.State)+"/"+e.Actor)
+	}
+	return strings.Join(got, " ")
 }

@@ -389,26 +389,11 @@ func TestIngestStoresSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("the raw file, its attempts and its quarantine were stored one after another")
 	}
-	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	if _, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
-		t.Fatal(err)
-	}
 	onS3, err := l.IngestRecords(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDisk, err := local.IngestRecords(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, onDisk := ingestedLocally(t, dir, g, 0)
 	if fr.Quarantined != 1 || len(onS3) != 1 || len(onDisk) != 1 || onS3[0].AttemptsFile == "" || onS3[0].QuarantineFile == "" ||
 		onS3[0].AttemptsFile != onDisk[0].AttemptsFile || onS3[0].QuarantineFile != onDisk[0].QuarantineFile || onS3[0].Raw != onDisk[0].Raw {
 		t.Errorf("on s3: %+v\non a local lake: %+v (%d quarantined)", onS3, onDisk, fr.Quarantined)
@@ -446,31 +431,11 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("fewer than eight of ingest's attempts files were stored at once")
 	}
-	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	lres, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lm, err := local.GetManifest(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.IngestFile(ctx, local, lm, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
-		t.Fatal(err)
-	}
 	onS3, err := l.IngestRecords(ctx, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDisk, err := local.IngestRecords(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lm, onDisk := ingestedLocally(t, dir, g, 1)
 	w.ResetN(http.MethodGet, "tables/", ".parquet", 24)
 	if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
 		t.Fatal(err)
@@ -478,10 +443,41 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("fewer than 24 of the job's table files were fetched at once")
 	}
-	if lres.JobKey != res.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
+	if lm.JobKey != res.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
 		len(onS3) != 1 || len(onDisk) != 1 || len(onS3[0].AttemptsFiles) < 8 || fmt.Sprint(onS3[0].AttemptsFiles) != fmt.Sprint(onDisk[0].AttemptsFiles) {
 		t.Errorf("on s3: expected %v, attempts %+v\non a local lake: expected %v, attempts %+v", m.ExpectedFiles, onS3, lm.ExpectedFiles, onDisk)
 	}
+}
+
+// ingestedLocally plans g's input (split by partition from splitMin records
+// on, 0 for the default) and ingests its output as one file into a new local
+// lake under dir, and returns the job's manifest and ingest records there.
+func ingestedLocally(t *testing.T, dir string, g genBatch, splitMin int64) (*lake.Manifest, []lake.IngestRecord) {
+	t.Helper()
+	ctx := context.Background()
+	local, err := lake.Open(ctx, filepath.Join(dir, "local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	res, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: splitMin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _ := lake.ParseDigest(res.JobKey)
+	m, err := local.GetManifest(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := local.IngestRecords(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, recs
 }
 
 // TestTablesFetchedTogether: on an object store a reconcile fetches its
