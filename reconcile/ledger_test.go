@@ -88,14 +88,7 @@ func TestReconcilingAfterAnotherEvent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			l, err := lake.Open(ctx, "mem://")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			dir := t.TempDir()
-			m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(7, 7)), 40, 0, 0), 10)
-			job, _ := lake.ParseDigest(m.JobKey)
+			l, dir, m, job := memJob(t, 7)
 			other := m.Shards[2].ShardID
 			b := lake.NewLedger(l, "B")
 			if c.before != 0 {
@@ -135,14 +128,7 @@ func TestReconcilingAfterAnotherEvent(t *testing.T) {
 // closes it.
 func TestFinalEventAfterATakeover(t *testing.T) {
 	ctx := context.Background()
-	l, err := lake.Open(ctx, "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	dir := t.TempDir()
-	m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(6, 6)), 40, 0, 0), 10)
-	job, _ := lake.ParseDigest(m.JobKey)
+	l, dir, m, job := memJob(t, 6)
 	taken := m.Shards[1].ShardID
 	var once sync.Once
 	var takeErr error
@@ -186,4 +172,19 @@ func shardEventsAfterPlan(t *testing.T, l *lake.Lake, job lake.Digest, shard str
 		got = append(got, string(e.State)+"/"+e.Actor)
 	}
 	return strings.Join(got, " ")
+}
+
+// memJob plans and ingests 40 generated records (seed) in shards of 10 into
+// a new mem:// lake, closed when the test ends.
+func memJob(t *testing.T, seed uint64) (l *lake.Lake, dir string, m *lake.Manifest, job lake.Digest) {
+	t.Helper()
+	l, err := lake.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dir = t.TempDir()
+	m = planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(seed, seed)), 40, 0, 0), 10)
+	job, _ = lake.ParseDigest(m.JobKey)
+	return l, dir, m, job
 }

@@ -245,7 +245,7 @@ func Run(ctx context.Context, l *lake.Lake, o Options) (*Report, error) {
 		return stored, writeOut(ctx, l, o.OutDir, stored)
 	}
 	// Every shard gets a RECONCILING event: the store's conditional-write
-	// check runs while the tables are fetched and the ledger read.
+	// check runs while the batch records are listed and the tables fetched.
 	l.ProbeAhead(ctx)
 
 	e, err := OpenEngine(l, o.Engine.forRecords(m.ExpectedRecords))
