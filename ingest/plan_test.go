@@ -442,7 +442,8 @@ func TestIngestHashedWhileParsed(t *testing.T) {
 			if c.split {
 				// The job's expected rows and attempts as a large job's:
 				// in buckets (the expected rows stay one file, which the
-				// attempts' split does not read).
+				// attempts' split does not read), the file's attempts
+				// split as a large file's are.
 				m.ExpectedSplit = lake.SplitBuckets
 			}
 			release := make(chan struct{})
@@ -451,7 +452,7 @@ func TestIngestHashedWhileParsed(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				var err error
-				fr, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Hash: h})
+				fr, err = IngestFile(ctx, l, m, FileOptions{Path: out, Channel: ChannelOutput, Hash: h, SplitMinBytes: -1})
 				done <- err
 			}()
 			// The digest comes once the parse is over: the ingest waits

@@ -52,11 +52,55 @@ type FileOptions struct {
 	Mode string
 	// Progress, if set, is told the bytes of the file parsed so far.
 	Progress Progress
+	// SplitMinBytes is the size of a result file's part in each of its
+	// attempts files when the job's expected table is split (AttemptsSplit;
+	// 0: DefaultSplitMinBytes; negative: every file split as the expected
+	// table is).
+	SplitMinBytes int64
 	// Hash, if set, is the file's sha256 as the caller takes it (ingest
 	// hashes a file while it checks its ids); otherwise IngestFile takes it.
 	// Either way the lines are parsed meanwhile, and a file whose bytes
 	// parsed are not the bytes hashed fails before anything is committed.
 	Hash *Hashing
+}
+
+// DefaultSplitMinBytes is the default of FileOptions.SplitMinBytes.
+const DefaultSplitMinBytes = 8 << 20
+
+// SizedSplitMaxRecords bounds the jobs whose result files' attempts are split
+// by size (AttemptsSplit): reconcile classifies a larger job in groups of its
+// buckets (of about 1,250,000 records each by default), and a group reads
+// whole only the attempts files split as the job's records are.
+const SizedSplitMaxRecords = 2_500_000
+
+// AttemptsSplit is how many files by partition the attempts of a result file
+// of size bytes are split into in job m (0: one file of any rows). A job whose
+// expected table is split gets them split the same way, a line going with the
+// record of its custom_id; but every table file costs each reconcile statement
+// that scans the attempts about half a millisecond, so in a job of up to
+// SizedSplitMaxRecords records a file gets a split file per minBytes of its
+// size (0: DefaultSplitMinBytes; negative: no bound), rounded down to a power
+// of two: a provider batch of 50,000 answers (some 40 MB) four files, a file
+// of a thousand errors one. A partition of n reads the split files its share
+// of the ids falls in: about 1/n of a large file's attempts, all of a small
+// one's.
+func AttemptsSplit(m *lake.Manifest, size, minBytes int64) int {
+	switch {
+	case m.ExpectedSplit < 2:
+		return 0
+	case minBytes < 0 || m.ExpectedRecords > SizedSplitMaxRecords:
+		return m.ExpectedSplit
+	case minBytes == 0:
+		minBytes = DefaultSplitMinBytes
+	}
+	n := 1
+	for n*2 <= m.ExpectedSplit && int64(n*2)*minBytes <= size {
+		n *= 2
+	}
+	if n < 2 {
+		return 0
+	}
+	return n
 }
 
 // Hashing is a file's sha256 and size, taken on a goroutine of its own.
@@ -149,11 +193,21 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		return err
 	}
 	defer archiveErr()
-	// A job whose expected table is split by partition gets its attempts
-	// split the same way (a line goes with the record of its custom_id).
+	file, err := os.Open(o.Path)
+	if err != nil {
+		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+	}
+	// The attempts are split by partition as the job's records are, a small
+	// file's in fewer files (AttemptsSplit).
+	split := AttemptsSplit(m, fi.Size(), o.SplitMinBytes)
 	var aw *lake.TableWriter[lake.AttemptRow]
-	if m.ExpectedSplit > 1 {
-		aw = lake.NewSplitTableWriter(l, o.TmpDir, "attempts", m.Tenant, job, m.ExpectedSplit,
+	if split > 1 {
+		aw = lake.NewSplitTableWriter(l, o.TmpDir, "attempts", m.Tenant, job, split,
 			func(r *lake.AttemptRow) string { return r.CustomID })
 	} else if aw, err = lake.NewTableWriter[lake.AttemptRow](l, o.TmpDir, "attempts", m.Tenant, job); err != nil {
 		return res, err
@@ -167,11 +221,6 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		return res, err
 	}
 	defer qw.Abort()
-	file, err := os.Open(o.Path)
-	if err != nil {
-		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
-	}
-	defer file.Close()
 	var (
 		rows  = prefault(make([]lake.AttemptRow, 0, 1024))
 		heldQ []lake.QuarantineRow
@@ -264,8 +313,8 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 			var cctx context.Context
 			commits, cctx = errgroup.WithContext(ctx)
 			commits.Go(func() (err error) {
-				if m.ExpectedSplit > 1 {
-					rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, m.ExpectedSplit
+				if split > 1 {
+					rec.Version, rec.AttemptsSplit = lake.IngestSplitVersion, split
 					rec.AttemptsFiles, rec.AttemptsBuckets, err = aw.CommitSplit(cctx)
 				} else {
 					rec.AttemptsFile, err = aw.Commit(cctx)

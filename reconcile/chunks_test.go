@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -229,5 +230,82 @@ func TestGroupCount(t *testing.T) {
 		if got := groupCount(c.n, c.split, c.per); got != c.want {
 			t.Errorf("groupCount(%d, %d, %d) = %d, want %d", c.n, c.split, c.per, got, c.want)
 		}
+	}
+}
+
+// TestGroupsOverAttemptsSplitBySize: a job whose result files' attempts are
+// split by their size is still classified a few buckets at a time when every
+// attempts file is split in a multiple of the groups (each group reads its
+// files whole), and whole when one file is not; either way its tables are
+// those of the job classified whole.
+func TestGroupsOverAttemptsSplitBySize(t *testing.T) {
+	t.Parallel()
+	g := generate(rand.New(rand.NewPCG(5, 11)), 120, 3, 1)
+	size := func(lines []string) int64 { return int64(len(strings.Join(lines, "\n"))) + 1 }
+	smaller, larger := min(size(g.output), size(g.errors)), max(size(g.output), size(g.errors))
+	dir := t.TempDir()
+	ctx := context.Background()
+	run := func(name string, splitMinBytes, group int64) (*Report, map[string][]byte, int, []lake.TableFile) {
+		t.Helper()
+		l, err := lake.Open(ctx, filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		m := planAndIngestSized(t, l, dir, g, 40, 1, splitMinBytes)
+		recs, err := l.IngestRecords(ctx, mustDigest(m.JobKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var files []lake.TableFile
+		for _, r := range recs {
+			files = append(files, r.AttemptTables()...)
+		}
+		var e *Engine
+		rep, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, CacheDir: filepath.Join(dir, "cache-"+name),
+			GroupRecords: group, OnOpen: func(s *Engine) { e = s }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, objectsOf(t, l, rep), e.groups, files
+	}
+	want, wantObjs, _, _ := run("whole", -1, 1<<40)
+	for _, c := range []struct {
+		name          string
+		splitMinBytes int64
+		groups        int
+	}{
+		{"every file in four or more", smaller / 4, 4},
+		{"files of any rows", larger + 1, 0},
+	} {
+		got, objs, groups, files := run(c.name, c.splitMinBytes, 40)
+		for _, f := range files {
+			if f.Split == lake.SplitBuckets || c.groups > 0 && (f.Split < 4 || f.Split%4 != 0) || c.groups == 0 && f.Split != 0 {
+				t.Fatalf("%s: an attempts file split in %d", c.name, f.Split)
+			}
+		}
+		if groups != c.groups {
+			t.Errorf("%s: classified in %d groups (0: whole), want %d", c.name, groups, c.groups)
+		}
+		if got.OutcomesFile != want.OutcomesFile || got.CostsFile != want.CostsFile || got.counts() != want.counts() {
+			t.Errorf("%s: tables %s, %s, counts %s; classified whole %s, %s, %s", c.name, got.OutcomesFile, got.CostsFile, got.counts(), want.OutcomesFile, want.CostsFile, want.counts())
+		}
+		for k, b := range wantObjs {
+			if !bytes.Equal(objs[k], b) {
+				t.Errorf("%s: object %s differs", c.name, k)
+			}
+		}
+	}
+}
+
+// TestSizedSplitBelowGroups: the jobs whose result files' attempts ingest
+// splits by size are those reconcile classifies whole by default; a larger
+// job's are split as its records are, so that its groups read them whole.
+func TestSizedSplitBelowGroups(t *testing.T) {
+	if g := groupCount(ingest.SizedSplitMaxRecords, lake.SplitBuckets, defaultGroupRecords); g != 1 {
+		t.Errorf("a job of %d records is classified in %d groups, but ingest splits its result files by size", ingest.SizedSplitMaxRecords, g)
+	}
+	if g := groupCount(ingest.SizedSplitMaxRecords+1, lake.SplitBuckets, defaultGroupRecords); g < 2 {
+		t.Errorf("a job of %d records is classified whole: ingest could split its result files by size", ingest.SizedSplitMaxRecords+1)
 	}
 }

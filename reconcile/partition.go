@@ -628,18 +628,21 @@ type sourceSet struct {
 // buckets, each group about records records or fewer, followed by the whole
 // job's sources; nil for any other job, which classify takes whole. A group
 // is a partition of the job (lake.Partition) whose bounds are its buckets'
-// own, so it reads its files whole and no other. A job with a result file
-// whose attempts are not split as its records are (ingested by an older
-// batchlake) is taken whole too: each group would read all of that file's
-// rows and hash every custom_id to keep its own.
+// own, so it reads its files whole and no other. A job with an attempts file
+// that some group would read only in part (one of any rows, as ingest writes
+// for a small result file of a job of up to ingest.SizedSplitMaxRecords
+// records, or one older batchlake wrote) is taken whole too: each group would
+// read all of that file's rows and hash every custom_id to keep its own.
 func (in *runInputs) sourceGroups(ctx context.Context, e *Engine, records int64) ([]sourceSet, error) {
 	n := groupCount(in.m.ExpectedRecords, in.m.ExpectedSplit, records)
 	if n <= 1 {
 		return nil, nil
 	}
 	for _, f := range in.attempts {
-		if f.Split != in.m.ExpectedSplit {
-			return nil, nil
+		for k := range n {
+			if read, whole := (lake.Partition{K: k, N: n}).Reads(f); read && !whole {
+				return nil, nil
+			}
 		}
 	}
 	sets := make([]sourceSet, 0, n+1)

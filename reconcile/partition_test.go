@@ -98,7 +98,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 			dir := t.TempDir()
 			// Every lake plans and ingests the same files, so the job, its
 			// files and the run's identity are the same in each.
-			newLake := func(name string, splitMin int64) (*lake.Lake, *lake.Manifest) {
+			newLake := func(name string, splitMin, splitMinBytes int64) (*lake.Lake, *lake.Manifest) {
 				url := filepath.Join(dir, name)
 				if seed%2 == 1 {
 					url = "mem://" // a remote-style lake: DuckDB reads through the cache
@@ -108,7 +108,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { l.Close() })
-				m := planAndIngestSplit(t, l, dir, g, shardMax, splitMin)
+				m := planAndIngestSized(t, l, dir, g, shardMax, splitMin, splitMinBytes)
 				if split := m.ExpectedSplit > 0; split != (splitMin > 0) {
 					t.Fatalf("lake %s: expected table split %d, planned with split minimum %d", name, m.ExpectedSplit, splitMin)
 				}
@@ -122,7 +122,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 				}
 				return o
 			}
-			single, sm := newLake("single", -1)
+			single, sm := newLake("single", -1, -1)
 			want, err := Run(ctx, single, opts(sm))
 			if err != nil {
 				t.Fatal(err)
@@ -138,7 +138,7 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 			// The outcomes table follows the order of the job's expected
 			// files, so a merge over split files is compared with a single
 			// run over the same split files.
-			splitSingle, ssm := newLake("single-split", 1)
+			splitSingle, ssm := newLake("single-split", 1, -1)
 			wantSplit, err := Run(ctx, splitSingle, opts(ssm))
 			if err != nil {
 				t.Fatal(err)
@@ -158,12 +158,26 @@ func TestPartitionMergeEqualsSingleRun(t *testing.T) {
 				t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
 					// The tables split by partition (read only in part, 7
 					// partitions straddling the 16 files), but for n 3: an
-					// unsplit job, every partition filtering all of it.
-					splitMin := int64(1)
-					if n == 3 {
+					// unsplit job, every partition filtering all of it; for
+					// n 2 the result files' attempts split by their size,
+					// each read whole or filtered.
+					splitMin, splitMinBytes := int64(1), int64(-1)
+					switch n {
+					case 2:
+						splitMinBytes = int64(len(strings.Join(g.output, "\n"))) / 4
+					case 3:
 						splitMin = -1
 					}
-					l, m := newLake(fmt.Sprintf("part%d", n), splitMin)
+					l, m := newLake(fmt.Sprintf("part%d", n), splitMin, splitMinBytes)
+					if splitMinBytes > 0 {
+						recs, err := l.IngestRecords(ctx, mustDigest(m.JobKey))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(recs) == 0 || recs[0].AttemptsSplit != 4 && recs[len(recs)-1].AttemptsSplit != 4 {
+							t.Fatalf("no result file's attempts split in four by its size: %+v", recs)
+						}
+					}
 					o := opts(m)
 					results := make([]*PartitionResult, n)
 					errs := make([]error, n)
@@ -630,7 +644,9 @@ func TestPartitionResultJSON(t *testing.T) {
 // stages (hashes, and gives DuckDB) only the split files of its own buckets —
 // with 8 partitions of 16 buckets, 2 of 16 of the expected and attempts
 // files, and no file another partition reads — while a job planned unsplit
-// (an older lake's layout) is read whole by every partition. The merge
+// (an older lake's layout) is read whole by every partition, and result
+// files whose attempts are split by their size (in two, or in one) are read
+// by the partitions whose ids each holds (four, or all). The merge
 // still equals the single run (TestPartitionMergeEqualsSingleRun).
 func TestPartitionReadsItsShare(t *testing.T) {
 	t.Parallel()
@@ -646,21 +662,44 @@ func TestPartitionReadsItsShare(t *testing.T) {
 			staged[key] = size
 		}
 	}}
+	var outputBytes int64
+	for _, line := range g.output {
+		outputBytes += int64(len(line)) + 1
+	}
 	for _, c := range []struct {
-		name     string
-		splitMin int64
-	}{{"split", 1}, {"unsplit", -1}} {
+		name          string
+		splitMin      int64
+		splitMinBytes int64
+	}{
+		{"split", 1, -1},
+		{"unsplit", -1, -1},
+		// The output's attempts in two files, the errors' (under half
+		// the output's size) in one.
+		{"split by size", 1, outputBytes / 2},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, dir := testLake(t)
-			m := planAndIngestSplit(t, l, dir, g, 1000, c.splitMin)
+			m := planAndIngestSized(t, l, dir, g, 1000, c.splitMin, c.splitMinBytes)
 			job, _ := lake.ParseDigest(m.JobKey)
 			recs, err := l.IngestRecords(ctx, job)
 			if err != nil {
 				t.Fatal(err)
 			}
 			files := append([]string(nil), m.ExpectedFiles...)
+			readers := map[string]int{} // how many partitions read each file
+			for _, f := range m.ExpectedFiles {
+				readers[f] = max(1, n/max(1, m.ExpectedSplit))
+			}
+			splits := map[int]int{} // attempts files by split
 			for _, r := range recs {
-				files = append(files, r.AttemptKeys()...)
+				for _, f := range r.AttemptTables() {
+					files = append(files, f.Key)
+					readers[f.Key] = max(1, n/max(1, f.Split))
+					splits[f.Split]++
+				}
+			}
+			if c.splitMinBytes > 0 && (splits[2] != 2 || splits[0] != 1 || len(splits) != 2) {
+				t.Fatalf("attempts files by split: %v, want two of 2 (the output's) and one of any rows (the errors')", splits)
 			}
 			var total int64
 			for _, f := range files {
@@ -686,19 +725,15 @@ func TestPartitionReadsItsShare(t *testing.T) {
 					readBy[key]++
 				}
 				switch {
-				case c.splitMin > 0 && bytes*4 > total:
+				case c.splitMin > 0 && c.splitMinBytes < 0 && bytes*4 > total:
 					t.Errorf("partition %d/%d read %d of the %d bytes of the job's expected and attempts files, want at most a quarter", k, n, bytes, total)
 				case c.splitMin < 0 && bytes != total:
 					t.Errorf("partition %d/%d of an unsplit job read %d of %d bytes, want all", k, n, bytes, total)
 				}
 			}
 			for _, f := range files {
-				want := 1
-				if c.splitMin < 0 {
-					want = n
-				}
-				if readBy[f] != want {
-					t.Errorf("%s read by %d partitions, want %d", f, readBy[f], want)
+				if readBy[f] != readers[f] {
+					t.Errorf("%s read by %d partitions, want %d", f, readBy[f], readers[f])
 				}
 			}
 			if c.splitMin > 0 && len(m.ExpectedFiles) != lake.SplitBuckets {

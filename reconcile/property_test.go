@@ -177,8 +177,16 @@ func planAndIngest(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax 
 }
 
 // planAndIngestSplit is planAndIngest with the job's tables split by
-// partition from splitMin records on (ingest.PlanOptions.SplitMinRecords).
+// partition from splitMin records on (ingest.PlanOptions.SplitMinRecords),
+// every result file's attempts split as a large file's are.
 func planAndIngestSplit(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin int64) *lake.Manifest {
+	t.Helper()
+	return planAndIngestSized(t, l, dir, g, shardMax, splitMin, -1)
+}
+
+// planAndIngestSized is planAndIngestSplit with each result file's attempts
+// split by its size (ingest.FileOptions.SplitMinBytes).
+func planAndIngestSized(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin, splitMinBytes int64) *lake.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
@@ -195,7 +203,7 @@ func planAndIngestSplit(t testing.TB, l *lake.Lake, dir string, g genBatch, shar
 		name, channel string
 		lines         []string
 	}{{"output.jsonl", ingest.ChannelOutput, g.output}, {"errors.jsonl", ingest.ChannelError, g.errors}} {
-		if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, f.name, f.lines), Channel: f.channel, TmpDir: dir}); err != nil {
+		if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, f.name, f.lines), Channel: f.channel, TmpDir: dir, SplitMinBytes: splitMinBytes}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -401,7 +401,8 @@ func TestIngestStoresSideBySide(t *testing.T) {
 }
 
 // TestSplitTablesStoredSideBySide: on an object store a job's tables split
-// by partition (sixteen files a table) are stored eight at a time, plan's
+// by partition (sixteen files a table, a large result file's attempts too)
+// are stored eight at a time, plan's
 // expected files as ingest's attempts files, and they are a local lake's;
 // a reconcile fetches them 32 at a time.
 func TestSplitTablesStoredSideBySide(t *testing.T) {
@@ -425,7 +426,7 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.ResetN(http.MethodPut, "tables/attempts/", ".parquet", 8)
-	if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+	if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir, SplitMinBytes: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if !w.Overlapped() {
@@ -450,8 +451,8 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 }
 
 // ingestedLocally plans g's input (split by partition from splitMin records
-// on, 0 for the default) and ingests its output as one file into a new local
-// lake under dir, and returns the job's manifest and ingest records there.
+// on, 0 for the default) and ingests its output as one file (its attempts
+// split as a large file's are) into a new local lake under dir, and returns the job's manifest and ingest records there.
 func ingestedLocally(t *testing.T, dir string, g genBatch, splitMin int64) (*lake.Manifest, []lake.IngestRecord) {
 	t.Helper()
 	ctx := context.Background()
@@ -470,7 +471,7 @@ func ingestedLocally(t *testing.T, dir string, g genBatch, splitMin int64) (*lak
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir}); err != nil {
+	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir, SplitMinBytes: -1}); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := local.IngestRecords(ctx, job)
