@@ -120,6 +120,11 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	db := sql.OpenDB(c)
 	// Temp views and tables live in one connection.
 	db.SetMaxOpenConns(1)
+	if err := execFile(context.Background(), db, "parquet_cache.sql", nil); err != nil {
+		db.Close()
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	if o.Database != "" {
 		if err := execFile(context.Background(), db, "attach_database.sql", map[string]string{"Path": quote(o.Database)}); err != nil {
 			db.Close()
