@@ -113,6 +113,82 @@ func (c *ExpectedCursor) Next(n int, dst *ExpectedCols) error {
 // Close closes the file.
 func (c *ExpectedCursor) Close() error { return c.f.Close() }
 
+// ScanCustomIDs calls fn with each custom_id of the local expected table
+// file at path, in row order. id is valid only during the call: the values
+// are not copied out of parquet-go's page buffers (a dictionary page's values
+// once), for a reader that only looks them up.
+func ScanCustomIDs(path string, fn func(id []byte)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
+	if err != nil {
+		return fmt.Errorf("expected file %s: %w", path, err)
+	}
+	cc, err := newColumnCursor(pf, path, "custom_id", parquet.ByteArray)
+	if err != nil {
+		return err
+	}
+	var seen int64
+	for _, chunk := range cc.chunks {
+		pages := chunk.Pages()
+		var dict [][]byte // the chunk's dictionary, once read
+		for {
+			pg, err := pages.ReadPage()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				pages.Close()
+				return fmt.Errorf("expected file %s: column custom_id: %w", path, err)
+			}
+			if pg.NumNulls() != 0 {
+				parquet.Release(pg)
+				pages.Close()
+				return fmt.Errorf("expected file %s: column custom_id has NULLs", path)
+			}
+			data := pg.Data()
+			if d := pg.Dictionary(); d != nil {
+				if dict == nil {
+					dd := d.Page().Data()
+					vals, offs := dd.ByteArray()
+					for i := 0; i+1 < len(offs); i++ {
+						dict = append(dict, vals[offs[i]:offs[i+1]])
+					}
+				}
+				for _, k := range data.Int32() {
+					if k < 0 || int(k) >= len(dict) {
+						parquet.Release(pg)
+						pages.Close()
+						return fmt.Errorf("expected file %s: column custom_id: index %d past its dictionary of %d", path, k, len(dict))
+					}
+					fn(dict[k])
+				}
+			} else {
+				vals, offs := data.ByteArray()
+				for i := 0; i+1 < len(offs); i++ {
+					fn(vals[offs[i]:offs[i+1]])
+				}
+			}
+			seen += pg.NumValues()
+			parquet.Release(pg)
+		}
+		if err := pages.Close(); err != nil {
+			return fmt.Errorf("expected file %s: column custom_id: %w", path, err)
+		}
+	}
+	if seen != pf.NumRows() {
+		return fmt.Errorf("expected file %s: %d custom_ids in a file of %d rows", path, seen, pf.NumRows())
+	}
+	return nil
+}
+
 // columnCursor reads one required column of a Parquet file in row order,
 // across its row groups and pages. A page's values are copied out as it is
 // read: parquet-go reuses its buffers.

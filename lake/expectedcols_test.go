@@ -182,3 +182,44 @@ func recordIDPages(t *testing.T, path string) (pages, groups int) {
 	}
 	return pages, len(pf.RowGroups())
 }
+
+// TestScanCustomIDs: every custom_id of the file, in row order, across row
+// groups and pages, as the lake writes them (plain pages) and as a
+// dictionary-encoded column.
+func TestScanCustomIDs(t *testing.T) {
+	rows := cursorRows(20000)
+	type dictRow struct {
+		CustomID string `parquet:"custom_id,dict"`
+	}
+	dictPath := filepath.Join(t.TempDir(), "dict.parquet")
+	drows := make([]dictRow, len(rows))
+	for i := range drows {
+		drows[i].CustomID = fmt.Sprintf("c%d", i%7)
+	}
+	if err := parquet.WriteFile(dictPath, drows, parquet.MaxRowsPerRowGroup(6000), parquet.PageBufferSize(1024)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		path string
+		want func(i int) string
+	}{
+		{"an expected table file", writeExpected(t, rows, 6000), func(i int) string { return rows[i].CustomID }},
+		{"dictionary pages", dictPath, func(i int) string { return drows[i].CustomID }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			if err := ScanCustomIDs(c.path, func(id []byte) { got = append(got, string(id)) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(rows) {
+				t.Fatalf("%d ids, want %d", len(got), len(rows))
+			}
+			for i := range got {
+				if got[i] != c.want(i) {
+					t.Fatalf("id %d: %q, want %q", i, got[i], c.want(i))
+				}
+			}
+		})
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/parquet-go/parquet-go"
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/batchlake/batchlake/lake"
 )
@@ -87,24 +89,53 @@ func (e *Engine) MatchIDs(ctx context.Context, m *lake.Manifest, ids []string) (
 }
 
 // MatchEach is MatchIDs of several samples (a sample per result file) in one
-// read of job m's expected files: own[i] is sample i's.
+// read of job m's expected files: own[i] is sample i's. The files' custom_id
+// columns are read by Go, on all cores, and looked up among the samples' ids
+// (a set of at most a few tens of thousands), so the job's ids are never
+// held; as a DuckDB semi-join the check took a third of the ingest of a
+// provider batch's 50,000 answers.
 func (e *Engine) MatchEach(ctx context.Context, m *lake.Manifest, samples [][]string) ([]int64, error) {
 	own := make([]int64, len(samples))
-	var nonEmpty bool
+	want := map[string]bool{} // a sample's id: whether the job expects it
 	for _, ids := range samples {
-		nonEmpty = nonEmpty || len(ids) > 0
+		for _, id := range ids {
+			want[id] = false
+		}
 	}
-	if !nonEmpty {
+	if len(want) == 0 {
 		return own, nil
 	}
-	got, err := e.matchIDs(ctx, samples, m.ExpectedFiles)
+	paths, err := e.stage.localAll(ctx, m.ExpectedFiles)
 	if err != nil {
 		return nil, err
 	}
-	for i, jobs := range got {
-		for _, g := range jobs {
-			if g.JobKey == m.JobKey {
-				own[i] = g.Lines
+	found := make([][]string, len(paths))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, p := range paths {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return lake.ScanCustomIDs(p, func(id []byte) {
+				if _, ok := want[string(id)]; ok {
+					found[i] = append(found[i], string(id))
+				}
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("id match: %w", err)
+	}
+	for _, ids := range found {
+		for _, id := range ids {
+			want[id] = true
+		}
+	}
+	for i, ids := range samples {
+		for _, id := range ids {
+			if want[id] {
+				own[i]++
 			}
 		}
 	}
