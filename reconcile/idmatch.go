@@ -89,12 +89,29 @@ func (e *Engine) MatchIDs(ctx context.Context, m *lake.Manifest, ids []string) (
 }
 
 // MatchEach is MatchIDs of several samples (a sample per result file) in one
-// read of job m's expected files: own[i] is sample i's. The files' custom_id
-// columns are read by Go, on all cores, and looked up among the samples' ids
-// (a set of at most a few tens of thousands), so the job's ids are never
-// held; as a DuckDB semi-join the check took a third of the ingest of a
-// provider batch's 50,000 answers.
+// read of job m's expected files: own[i] is sample i's.
 func (e *Engine) MatchEach(ctx context.Context, m *lake.Manifest, samples [][]string) ([]int64, error) {
+	return matchEach(ctx, e.stage, m, samples)
+}
+
+// MatchEach is Engine.MatchEach without a DuckDB session (it needs none):
+// ingest's check of every file it is given, which opens one only to search
+// for the job a refused file belongs to (Engine.LikelyJob). o gives the
+// cache of a remote lake's table files.
+func MatchEach(ctx context.Context, l *lake.Lake, o EngineOptions, m *lake.Manifest, samples [][]string) ([]int64, error) {
+	st, err := newStager(l, o.CacheDir, o.CacheBytes)
+	if err != nil {
+		return nil, err
+	}
+	return matchEach(ctx, st, m, samples)
+}
+
+// matchEach counts each sample's lines whose id is one of job m's, the
+// expected files staged by st. The files' custom_id columns are read by Go,
+// on all cores, and looked up among the samples' ids (a set of at most a few
+// tens of thousands), so the job's ids are never held; as a DuckDB semi-join
+// the check took a third of the ingest of a provider batch's 50,000 answers.
+func matchEach(ctx context.Context, st *stager, m *lake.Manifest, samples [][]string) ([]int64, error) {
 	own := make([]int64, len(samples))
 	want := map[string]bool{} // a sample's id: whether the job expects it
 	for _, ids := range samples {
@@ -105,7 +122,7 @@ func (e *Engine) MatchEach(ctx context.Context, m *lake.Manifest, samples [][]st
 	if len(want) == 0 {
 		return own, nil
 	}
-	paths, err := e.stage.localAll(ctx, m.ExpectedFiles)
+	paths, err := st.localAll(ctx, m.ExpectedFiles)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,11 @@ func TestMatchIDsAndLikelyJob(t *testing.T) {
 		if err != nil || !slices.Equal(own, c.want) {
 			t.Errorf("MatchEach of job %s = %v, %v; want %v", c.m.JobKey[:8], own, err, c.want)
 		}
+		// The same without a DuckDB session, as ingest checks a file.
+		own, err = MatchEach(ctx, l, EngineOptions{}, c.m, samples)
+		if err != nil || !slices.Equal(own, c.want) {
+			t.Errorf("MatchEach (no session) of job %s = %v, %v; want %v", c.m.JobKey[:8], own, err, c.want)
+		}
 	}
 	tests := []struct {
 		name     string

@@ -187,17 +187,12 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 	for i, s := range samples {
 		ids[i] = s.IDs
 	}
-	e, err := reconcile.OpenEngine(l, g.engineOptions())
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	own, err := e.MatchEach(ctx, m, ids)
+	own, err := reconcile.MatchEach(ctx, l, g.engineOptions(), m, ids)
 	if err != nil {
 		return err
 	}
 	for i, f := range sampled {
-		if err := checkSample(ctx, e, l, m, f, samples[i], own[i], minMatch); err != nil {
+		if err := checkSample(ctx, g, l, m, f, samples[i], own[i], minMatch); err != nil {
 			return err
 		}
 	}
@@ -207,7 +202,7 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 // checkSample refuses one file's sample, own of whose lines carry ids of the
 // job, unless that is at least minMatch of them. A file already ingested
 // into the job passes: ingesting it again writes nothing.
-func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, own int64, minMatch float64) error {
+func checkSample(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample, own int64, minMatch float64) error {
 	if float64(own) >= minMatch*float64(len(s.IDs)) {
 		return nil
 	}
@@ -225,6 +220,13 @@ func checkSample(ctx context.Context, e *reconcile.Engine, l *lake.Lake, m *lake
 	}
 	msg := fmt.Sprintf("ingest %s: only %d of %s carry an id of job %s (--min-match %g wants at least %d)",
 		s.File, own, read, m.JobKey, minMatch, int64(math.Ceil(minMatch*float64(len(s.IDs)))))
+	// A DuckDB session only for a refused file: the search reads other jobs'
+	// expected files.
+	e, err := reconcile.OpenEngine(l, g.engineOptions())
+	if err != nil {
+		return err
+	}
+	defer e.Close()
 	likely, err := e.LikelyJob(ctx, m, s.IDs)
 	if err != nil {
 		return err
