@@ -132,6 +132,10 @@ func (t *TableWriter[T]) FillLater(column string) error {
 // stored under (the column being the job key, the writer was started before
 // it was known). Commit fills the column in.
 func (t *TableWriter[T]) Fill(job Digest, value string) {
+	// A split writer's workers may still be starting buckets' files, under
+	// the job as it was.
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.job, t.value, t.filled = job, value, true
 }
 
@@ -260,7 +264,10 @@ func (t *TableWriter[T]) flush(b int) error {
 // writeBucket writes rows to bucket b's file, started on first use.
 func (t *TableWriter[T]) writeBucket(b int, rows []T) error {
 	if t.buckets[b] == nil {
-		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, t.job, rowGroupRows/8, t.fill)
+		t.mu.Lock()
+		job := t.job
+		t.mu.Unlock()
+		w, err := newTableWriter[T](t.lake, t.tmpDir, t.table, t.tenant, job, rowGroupRows/8, t.fill)
 		if err != nil {
 			return err
 		}
