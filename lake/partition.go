@@ -38,9 +38,10 @@ import (
 // MaxPartitions bounds n: partitions are zero-padded to four digits in keys.
 const MaxPartitions = 9999
 
-// SplitBuckets is how many files plan and ingest split a large job's
-// expected and attempts tables into (one file per partition of
-// SplitBuckets): a partition of n reads about 1/n + 1/SplitBuckets of them.
+// SplitBuckets is how many files plan splits a large job's expected table
+// into (one file per partition of SplitBuckets), and ingest a large result
+// file's attempts (a smaller one's into fewer: ingest.AttemptsSplit): a
+// partition of n reads about 1/n + 1/SplitBuckets of them.
 const SplitBuckets = 16
 
 // Partition is partition K of N, 0 <= K < N.
