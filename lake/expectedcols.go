@@ -41,19 +41,9 @@ var expectedStringCols = [5]string{"record_id", "business_key", "shard_id", "cus
 // OpenExpectedCursor opens the expected table file at path (a local file)
 // for reading from its first row. Close it when done.
 func OpenExpectedCursor(path string) (*ExpectedCursor, error) {
-	f, err := os.Open(path)
+	f, pf, err := openExpected(path)
 	if err != nil {
 		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("expected file %s: %w", path, err)
 	}
 	c := &ExpectedCursor{f: f, path: path, rows: pf.NumRows()}
 	for i, name := range expectedStringCols {
@@ -113,78 +103,108 @@ func (c *ExpectedCursor) Next(n int, dst *ExpectedCols) error {
 // Close closes the file.
 func (c *ExpectedCursor) Close() error { return c.f.Close() }
 
+// openExpected opens the local expected table file at path for reading its
+// columns a page at a time. Close the file when done.
+func openExpected(path string) (*os.File, *parquet.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("expected file %s: %w", path, err)
+	}
+	return f, pf, nil
+}
+
 // ScanCustomIDs calls fn with each custom_id of the local expected table
 // file at path, in row order. id is valid only during the call: the values
 // are not copied out of parquet-go's page buffers (a dictionary page's values
 // once), for a reader that only looks them up.
 func ScanCustomIDs(path string, fn func(id []byte)) error {
-	f, err := os.Open(path)
+	f, pf, err := openExpected(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(64<<10))
-	if err != nil {
-		return fmt.Errorf("expected file %s: %w", path, err)
-	}
 	cc, err := newColumnCursor(pf, path, "custom_id", parquet.ByteArray)
 	if err != nil {
 		return err
 	}
 	var seen int64
 	for _, chunk := range cc.chunks {
-		pages := chunk.Pages()
-		var dict [][]byte // the chunk's dictionary, once read
-		for {
-			pg, err := pages.ReadPage()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				pages.Close()
-				return fmt.Errorf("expected file %s: column custom_id: %w", path, err)
-			}
-			if pg.NumNulls() != 0 {
-				parquet.Release(pg)
-				pages.Close()
-				return fmt.Errorf("expected file %s: column custom_id has NULLs", path)
-			}
-			data := pg.Data()
-			if d := pg.Dictionary(); d != nil {
-				if dict == nil {
-					dd := d.Page().Data()
-					vals, offs := dd.ByteArray()
-					for i := 0; i+1 < len(offs); i++ {
-						dict = append(dict, vals[offs[i]:offs[i+1]])
-					}
-				}
-				for _, k := range data.Int32() {
-					if k < 0 || int(k) >= len(dict) {
-						parquet.Release(pg)
-						pages.Close()
-						return fmt.Errorf("expected file %s: column custom_id: index %d past its dictionary of %d", path, k, len(dict))
-					}
-					fn(dict[k])
-				}
-			} else {
-				vals, offs := data.ByteArray()
-				for i := 0; i+1 < len(offs); i++ {
-					fn(vals[offs[i]:offs[i+1]])
-				}
-			}
-			seen += pg.NumValues()
-			parquet.Release(pg)
-		}
-		if err := pages.Close(); err != nil {
+		n, err := scanChunk(chunk, fn)
+		if err != nil {
 			return fmt.Errorf("expected file %s: column custom_id: %w", path, err)
 		}
+		seen += n
 	}
 	if seen != pf.NumRows() {
 		return fmt.Errorf("expected file %s: %d custom_ids in a file of %d rows", path, seen, pf.NumRows())
+	}
+	return nil
+}
+
+// scanChunk calls fn with each value of a required byte-array column chunk
+// and returns how many there were.
+func scanChunk(chunk parquet.ColumnChunk, fn func(v []byte)) (n int64, err error) {
+	pages := chunk.Pages()
+	defer func() {
+		if cerr := pages.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var dict [][]byte // the chunk's dictionary, once read
+	for {
+		pg, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		err = scanPage(pg, &dict, fn)
+		n += pg.NumValues()
+		parquet.Release(pg)
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// scanPage calls fn with each value of a page of a required byte-array
+// column, reading its chunk's dictionary into dict on first use.
+func scanPage(pg parquet.Page, dict *[][]byte, fn func(v []byte)) error {
+	if pg.NumNulls() != 0 {
+		return errors.New("NULLs in a required column")
+	}
+	data := pg.Data()
+	d := pg.Dictionary()
+	if d == nil {
+		vals, offs := data.ByteArray()
+		for i := 0; i+1 < len(offs); i++ {
+			fn(vals[offs[i]:offs[i+1]])
+		}
+		return nil
+	}
+	if *dict == nil {
+		dd := d.Page().Data()
+		vals, offs := dd.ByteArray()
+		for i := 0; i+1 < len(offs); i++ {
+			*dict = append(*dict, vals[offs[i]:offs[i+1]])
+		}
+	}
+	for _, k := range data.Int32() {
+		if k < 0 || int(k) >= len(*dict) {
+			return fmt.Errorf("index %d past its dictionary of %d", k, len(*dict))
+		}
+		fn((*dict)[k])
 	}
 	return nil
 }

@@ -109,8 +109,9 @@ func MatchEach(ctx context.Context, l *lake.Lake, o EngineOptions, m *lake.Manif
 // matchEach counts each sample's lines whose id is one of job m's, the
 // expected files staged by st. The files' custom_id columns are read by Go,
 // on all cores, and looked up among the samples' ids (a set of at most a few
-// tens of thousands), so the job's ids are never held; as a DuckDB semi-join
-// the check took a third of the ingest of a provider batch's 50,000 answers.
+// tens of thousands), so the job's ids are never held. (A DuckDB semi-join
+// over the same files costs about a third of the ingest of a provider batch's
+// 50,000 answers.)
 func matchEach(ctx context.Context, st *stager, m *lake.Manifest, samples [][]string) ([]int64, error) {
 	own := make([]int64, len(samples))
 	want := map[string]bool{} // a sample's id: whether the job expects it
