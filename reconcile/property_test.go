@@ -189,6 +189,24 @@ func planAndIngestSplit(t testing.TB, l *lake.Lake, dir string, g genBatch, shar
 func planAndIngestSized(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin, splitMinBytes int64) *lake.Manifest {
 	t.Helper()
 	ctx := context.Background()
+	m := planGen(t, l, dir, g, shardMax, splitMin)
+	for _, f := range []struct {
+		name, channel string
+		lines         []string
+	}{{"output.jsonl", ingest.ChannelOutput, g.output}, {"errors.jsonl", ingest.ChannelError, g.errors}} {
+		if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, f.name, f.lines), Channel: f.channel, TmpDir: dir, SplitMinBytes: splitMinBytes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// planGen plans g's input in l (shards of shardMax records, 0 for the
+// default; tables split by partition from splitMin records on) and returns
+// the job's manifest.
+func planGen(t testing.TB, l *lake.Lake, dir string, g genBatch, shardMax int, splitMin int64) *lake.Manifest {
+	t.Helper()
+	ctx := context.Background()
 	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
 		Tenant: "t1", PromptVersion: "p1", ShardMaxRecords: shardMax, TmpDir: dir, SplitMinRecords: splitMin})
 	if err != nil {
@@ -198,14 +216,6 @@ func planAndIngestSized(t testing.TB, l *lake.Lake, dir string, g genBatch, shar
 	m, err := l.GetManifest(ctx, d)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, f := range []struct {
-		name, channel string
-		lines         []string
-	}{{"output.jsonl", ingest.ChannelOutput, g.output}, {"errors.jsonl", ingest.ChannelError, g.errors}} {
-		if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, f.name, f.lines), Channel: f.channel, TmpDir: dir, SplitMinBytes: splitMinBytes}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return m
 }

@@ -371,16 +371,8 @@ func TestIngestStoresSideBySide(t *testing.T) {
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(14, 14)), 80, 1, 0)
 	g.output = append(g.output, "not json") // a quarantined line: a quarantine table too
-	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, _ := lake.ParseDigest(res.JobKey)
-	m, err := l.GetManifest(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := planGen(t, l, dir, g, 0, 0)
+	job := mustDigest(m.JobKey)
 	w.Reset(http.MethodPut, "", "")
 	fr, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir})
 	if err != nil {
@@ -412,19 +404,11 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 	dir := t.TempDir()
 	g := generate(rand.New(rand.NewPCG(15, 15)), 400, 1, 0)
 	w.ResetN(http.MethodPut, "tables/expected/", ".parquet", 8)
-	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := planGen(t, l, dir, g, 0, 1)
 	if !w.Overlapped() {
 		t.Error("fewer than eight of plan's expected files were stored at once")
 	}
-	job, _ := lake.ParseDigest(res.JobKey)
-	m, err := l.GetManifest(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := mustDigest(m.JobKey)
 	w.ResetN(http.MethodPut, "tables/attempts/", ".parquet", 8)
 	if _, err := ingest.IngestFile(ctx, l, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir, SplitMinBytes: -1}); err != nil {
 		t.Fatal(err)
@@ -444,7 +428,7 @@ func TestSplitTablesStoredSideBySide(t *testing.T) {
 	if !w.Overlapped() {
 		t.Error("fewer than 24 of the job's table files were fetched at once")
 	}
-	if lm.JobKey != res.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
+	if lm.JobKey != m.JobKey || len(m.ExpectedFiles) != 16 || fmt.Sprint(m.ExpectedFiles) != fmt.Sprint(lm.ExpectedFiles) ||
 		len(onS3) != 1 || len(onDisk) != 1 || len(onS3[0].AttemptsFiles) < 8 || fmt.Sprint(onS3[0].AttemptsFiles) != fmt.Sprint(onDisk[0].AttemptsFiles) {
 		t.Errorf("on s3: expected %v, attempts %+v\non a local lake: expected %v, attempts %+v", m.ExpectedFiles, onS3, lm.ExpectedFiles, onDisk)
 	}
@@ -461,20 +445,11 @@ func ingestedLocally(t *testing.T, dir string, g genBatch, splitMin int64) (*lak
 		t.Fatal(err)
 	}
 	defer local.Close()
-	res, err := ingest.Plan(ctx, local, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", g.input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir, SplitMinRecords: splitMin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, _ := lake.ParseDigest(res.JobKey)
-	m, err := local.GetManifest(ctx, job)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := planGen(t, local, dir, g, 0, splitMin)
 	if _, err := ingest.IngestFile(ctx, local, m, ingest.FileOptions{Path: writeLines(t, dir, "output.jsonl", g.output), Channel: ingest.ChannelOutput, TmpDir: dir, SplitMinBytes: -1}); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := local.IngestRecords(ctx, job)
+	recs, err := local.IngestRecords(ctx, mustDigest(m.JobKey))
 	if err != nil {
 		t.Fatal(err)
 	}
