@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/batchlake/batchlake/internal/testrun"
@@ -48,6 +49,44 @@ func TestDuckDBAllocatorSettings(t *testing.T) {
 		}
 		if v.DuckDBAllocator != c.want {
 			t.Errorf("DUCKDB_JE_MALLOC_CONF=%q: duckdb_allocator %q, want %q", c.env, v.DuckDBAllocator, c.want)
+		}
+	}
+}
+
+// TestHugePagesSetting: large anonymous mappings are advised to use huge
+// pages unless BATCHLAKE_HUGEPAGES turns it off, and --version says which.
+func TestHugePagesSetting(t *testing.T) {
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skip("huge page advice is built on Linux x86-64 and arm64 only")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), cliName) // this test binary, run as batchlake (TestMain)
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ env, want string }{
+		{"", "advised"},
+		{"BATCHLAKE_HUGEPAGES=1", "advised"},
+		{"BATCHLAKE_HUGEPAGES=0", "off"},
+	} {
+		cmd := exec.Command(bin, "--version")
+		cmd.Env = environWithout("BATCHLAKE_HUGEPAGES")
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", c.env, err, out)
+		}
+		var v versionInfo
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("%q: %v\n%s", c.env, err, out)
+		}
+		if v.HugePages != c.want {
+			t.Errorf("%q: huge_pages %q, want %q", c.env, v.HugePages, c.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 
 	"github.com/batchlake/batchlake/internal/duckalloc"
+	"github.com/batchlake/batchlake/internal/hugepages"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -23,6 +24,9 @@ type versionInfo struct {
 	// DuckDBAllocator is how DuckDB's own allocator returns freed memory
 	// (allocator.go), when DuckDB has one.
 	DuckDBAllocator string `json:"duckdb_allocator,omitempty"`
+	// HugePages says whether large anonymous mappings are advised to use
+	// transparent huge pages (internal/hugepages): "advised" or "off".
+	HugePages string `json:"huge_pages"`
 }
 
 // buildVersion reads the version from the build info: the module version
@@ -56,6 +60,10 @@ func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 
 func currentVersion() versionInfo {
 	v := buildVersion(debug.ReadBuildInfo())
+	v.HugePages = "off"
+	if hugepages.Enabled() {
+		v.HugePages = "advised"
+	}
 	if dirty, muzzy, ok := duckalloc.Settings(); ok {
 		v.DuckDBAllocator = fmt.Sprintf("jemalloc dirty_decay_ms=%d muzzy_decay_ms=%d", dirty, muzzy)
 	}
