@@ -32,6 +32,8 @@ import (
 
 // io_uring's ABI (include/uapi/linux/io_uring.h).
 const (
+	uringOpFsync       = 3  // IORING_OP_FSYNC
+	uringFsyncDatasync = 1  // IORING_FSYNC_DATASYNC
 	uringOpRead        = 22 // IORING_OP_READ
 	uringOpWrite       = 23 // IORING_OP_WRITE
 	uringOffSQEs       = 0x10000000
@@ -168,10 +170,11 @@ func (r *uring) close() {
 }
 
 // do submits one read or write of b at off (-1: the file's position, which
-// it then advances) on fd and waits, parked, for its result: the count, or
-// the request's error (ioErr). ringErr is a failure of the ring itself,
-// which must then not be used again.
-func (r *uring) do(op uint8, fd int, b []byte, off int64) (n int, ioErr, ringErr error) {
+// it then advances) on fd, or an fsync (b nil, opFlags its flags), and
+// waits, parked, for its result: the count, or the request's error (ioErr).
+// ringErr is a failure of the ring itself, which must then not be used
+// again.
+func (r *uring) do(op uint8, fd int, b []byte, off int64, opFlags uint32) (n int, ioErr, ringErr error) {
 	tail := atomic.LoadUint32(r.sqTail)
 	sqe := r.sqes[(tail&r.sqMask)*uringSQESize:][:uringSQESize]
 	clear(sqe)
@@ -180,6 +183,7 @@ func (r *uring) do(op uint8, fd int, b []byte, off int64) (n int, ioErr, ringErr
 	*(*uint64)(unsafe.Pointer(&sqe[8])) = uint64(off)
 	*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	*(*uint32)(unsafe.Pointer(&sqe[24])) = uint32(len(b))
+	*(*uint32)(unsafe.Pointer(&sqe[28])) = opFlags
 	r.inflight = b
 	atomic.StoreUint32(r.sqTail, tail+1)
 	for {
@@ -241,7 +245,7 @@ func parkedIO(f *os.File, op uint8, b []byte, off int64) (n int, done bool, err 
 			}
 			var k int
 			var ioErr error
-			k, ioErr, ringErr = r.do(op, int(fd), b[n:n+min(len(b)-n, maxParked)], at)
+			k, ioErr, ringErr = r.do(op, int(fd), b[n:n+min(len(b)-n, maxParked)], at, 0)
 			if ringErr != nil {
 				err = &os.PathError{Op: name, Path: f.Name(), Err: ringErr}
 				return
@@ -277,3 +281,21 @@ func parkedIO(f *os.File, op uint8, b []byte, off int64) (n int, done bool, err 
 
 // maxParked is the most one request reads or writes (its length is 32 bits).
 const maxParked = 1 << 30
+
+// parkedDatasync flushes fd's data to stable storage, as fdatasync(2) does,
+// waiting parked where io_uring can be used; done is false, and nothing is
+// done, where it cannot.
+func parkedDatasync(fd int) (done bool, err error) {
+	r := getRing()
+	if r == nil {
+		return false, nil
+	}
+	_, ioErr, ringErr := r.do(uringOpFsync, fd, nil, 0, uringFsyncDatasync)
+	if ringErr != nil {
+		r.close()
+		return true, ringErr
+	}
+	putRing(r)
+	parkedOps.Add(1)
+	return true, ioErr
+}

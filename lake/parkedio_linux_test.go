@@ -157,6 +157,9 @@ func TestParkedIOUnavailable(t *testing.T) {
 	if n, done, err := parkedIO(f, uringOpWrite, []byte("abc"), -1); done || n != 0 || err != nil {
 		t.Fatalf("parkedIO without io_uring: %d, %v, %v", n, done, err)
 	}
+	if done, err := parkedDatasync(int(f.Fd())); done || err != nil {
+		t.Fatalf("parkedDatasync without io_uring: %v, %v", done, err)
+	}
 	ops := parkedOps.Load()
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: one whole buffer
 	w := newBulkWriter(f, nil)

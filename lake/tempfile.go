@@ -168,7 +168,9 @@ func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err 
 	defer os.Remove(tmp.Name())
 	var m int64
 	if n >= bulkCopyMin {
-		m, err = bulkCopy(tmp, r)
+		if m, err = bulkCopy(tmp, r); err == nil && !sync {
+			flushBehind(tmp)
+		}
 	} else {
 		m, err = io.Copy(tmp, r)
 	}
@@ -341,7 +343,9 @@ func (o *ObjectWriter) Size() int64 { return o.n }
 // they are committed). Nothing may be written after it.
 func (o *ObjectWriter) Close() error {
 	if o.b != nil {
-		o.closeErr = o.b.Flush()
+		if o.closeErr = o.b.Flush(); o.closeErr == nil {
+			flushBehind(o.f)
+		}
 		if err := o.f.Close(); o.closeErr == nil {
 			o.closeErr = err
 		}
