@@ -18,7 +18,9 @@ import (
 // 775 MB archive, both cores idle. flushBehind asks for the flush of a
 // file as soon as it is complete, while the command goes on, so that the
 // marker's own finds little left to do. It promises nothing: the marker's
-// fsync is still what makes a commit durable.
+// fsync is still what makes a commit durable. Where the file system took no
+// direct I/O, the flush writes the file's pages from the cache, as the
+// kernel's writeback would within half a minute.
 //
 // One goroutine flushes the files in the order they were completed, each
 // through a descriptor of its own (the caller closes the file at once),
