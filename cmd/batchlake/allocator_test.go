@@ -25,28 +25,13 @@ func TestDuckDBAllocatorSettings(t *testing.T) {
 		{"", "jemalloc dirty_decay_ms=3000 muzzy_decay_ms=0"},
 		{"dirty_decay_ms:2000,muzzy_decay_ms:500", "jemalloc dirty_decay_ms=2000 muzzy_decay_ms=500"},
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), cliName) // this test binary, run as batchlake (TestMain)
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := versionBinary(t)
 	for _, c := range cases {
-		cmd := exec.Command(bin, "--version")
-		cmd.Env = environWithout("DUCKDB_JE_MALLOC_CONF")
+		env := environWithout("DUCKDB_JE_MALLOC_CONF")
 		if c.env != "" {
-			cmd.Env = append(cmd.Env, "DUCKDB_JE_MALLOC_CONF="+c.env)
+			env = append(env, "DUCKDB_JE_MALLOC_CONF="+c.env)
 		}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("DUCKDB_JE_MALLOC_CONF=%q: %v\n%s", c.env, err, out)
-		}
-		var v versionInfo
-		if err := json.Unmarshal(out, &v); err != nil {
-			t.Fatalf("DUCKDB_JE_MALLOC_CONF=%q: %v\n%s", c.env, err, out)
-		}
+		v := runVersion(t, bin, env)
 		if v.DuckDBAllocator != c.want {
 			t.Errorf("DUCKDB_JE_MALLOC_CONF=%q: duckdb_allocator %q, want %q", c.env, v.DuckDBAllocator, c.want)
 		}
@@ -59,34 +44,50 @@ func TestHugePagesSetting(t *testing.T) {
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skip("huge page advice is built on Linux x86-64 and arm64 only")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), cliName) // this test binary, run as batchlake (TestMain)
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := versionBinary(t)
 	for _, c := range []struct{ env, want string }{
 		{"", "advised"},
 		{"BATCHLAKE_HUGEPAGES=1", "advised"},
 		{"BATCHLAKE_HUGEPAGES=0", "off"},
 	} {
-		cmd := exec.Command(bin, "--version")
-		cmd.Env = environWithout("BATCHLAKE_HUGEPAGES")
+		env := environWithout("BATCHLAKE_HUGEPAGES")
 		if c.env != "" {
-			cmd.Env = append(cmd.Env, c.env)
+			env = append(env, c.env)
 		}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%q: %v\n%s", c.env, err, out)
-		}
-		var v versionInfo
-		if err := json.Unmarshal(out, &v); err != nil {
-			t.Fatalf("%q: %v\n%s", c.env, err, out)
-		}
+		v := runVersion(t, bin, env)
 		if v.HugePages != c.want {
 			t.Errorf("%q: huge_pages %q, want %q", c.env, v.HugePages, c.want)
 		}
 	}
+}
+
+// versionBinary links this test binary as batchlake (TestMain), for settings
+// read as the process starts: a new process each.
+func versionBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), cliName)
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// runVersion runs bin --version in env and decodes what it prints.
+func runVersion(t *testing.T, bin string, env []string) versionInfo {
+	t.Helper()
+	cmd := exec.Command(bin, "--version")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	var v versionInfo
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	return v
 }
