@@ -10,6 +10,7 @@ import (
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/internal/hugepages"
 	"github.com/batchlake/batchlake/lake"
 	"github.com/batchlake/batchlake/lifecycle"
 	"github.com/batchlake/batchlake/reconcile"
@@ -69,6 +70,10 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if err := fbf.parse(); err != nil {
 				return err
 			}
+			// A run waits for its batches, for hours, between steps of
+			// hundreds of megabytes: its memory stays in small pages, which
+			// the kernel does not make whole again while it waits.
+			hugepages.Disable()
 			l, err := g.open(ctx)
 			if err != nil {
 				return err

@@ -15,7 +15,11 @@
 // (PROT_NONE), shared and file mappings are left as they are.
 //
 // BATCHLAKE_HUGEPAGES=0 in the environment turns the advice off (read once,
-// before Go starts). Where the kernel's setting is always or never the
+// before Go starts). A command that waits for hours between its steps
+// (batchlake run) turns it off with Disable as it starts: the kernel's
+// khugepaged makes whole huge pages again of advised memory the Go runtime
+// has given back, so such a process would keep its high-water mark while it
+// waits. Where the kernel's setting is always or never the
 // advice changes nothing. Other platforms build a stub that reports the
 // advice off.
 package hugepages

@@ -28,7 +28,7 @@ __attribute__((constructor(101))) static void batchlake_huge_settings(void) {
 }
 
 static int batchlake_huge_wanted(size_t len, int prot, int flags) {
-	return batchlake_huge_on && len >= BATCHLAKE_HUGE_PAGE &&
+	return __atomic_load_n(&batchlake_huge_on, __ATOMIC_RELAXED) && len >= BATCHLAKE_HUGE_PAGE &&
 		(flags & MAP_ANONYMOUS) && (flags & MAP_PRIVATE) &&
 		!(flags & (MAP_STACK | MAP_HUGETLB | MAP_SHARED)) && (prot & PROT_WRITE);
 }
@@ -51,7 +51,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
 
-static int batchlake_huge_enabled(void) { return batchlake_huge_on; }
+static int batchlake_huge_enabled(void) { return __atomic_load_n(&batchlake_huge_on, __ATOMIC_RELAXED); }
+static void batchlake_huge_disable(void) { __atomic_store_n(&batchlake_huge_on, 0, __ATOMIC_RELAXED); }
 static int64_t batchlake_huge_advised_maps(void) { return __atomic_load_n(&batchlake_huge_maps, __ATOMIC_RELAXED); }
 static int64_t batchlake_huge_advised_bytes(void) { return __atomic_load_n(&batchlake_huge_bytes, __ATOMIC_RELAXED); }
 
@@ -69,6 +70,12 @@ import "syscall"
 // Enabled reports whether mappings are advised (BATCHLAKE_HUGEPAGES is not
 // 0, off or false).
 func Enabled() bool { return C.batchlake_huge_enabled() != 0 }
+
+// Disable stops the advice for the mappings made from now on (those already
+// advised keep it): for a process that, once its work is done, waits for
+// hours, where the kernel's khugepaged would make whole huge pages again of
+// the memory the Go runtime gives back, up to the heap's high-water mark.
+func Disable() { C.batchlake_huge_disable() }
 
 // Advised reports how many mappings, and of how many bytes, were advised
 // so far. The kernel may still back a mapping with small pages (when it has

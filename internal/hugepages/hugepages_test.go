@@ -128,9 +128,13 @@ var sink []byte
 
 // The Go runtime maps its heap through the C library's mmap in a cgo binary
 // (runtime/cgo's x_cgo_mmap): a large allocation lands in advised memory.
-// The helper process reports it, with and without BATCHLAKE_HUGEPAGES=0.
+// The helper process reports it, with and without BATCHLAKE_HUGEPAGES=0, and
+// after Disable.
 func TestGoHeapAdvised(t *testing.T) {
-	if os.Getenv("HUGEPAGES_TEST_HELPER") == "1" {
+	if h := os.Getenv("HUGEPAGES_TEST_HELPER"); h != "" {
+		if h == "disable" {
+			Disable()
+		}
 		sink = make([]byte, 64<<20)
 		sink[0] = 1
 		fmt.Printf("advised=%v\n", advised(t, uintptr(unsafe.Pointer(&sink[32<<20]))))
@@ -139,21 +143,23 @@ func TestGoHeapAdvised(t *testing.T) {
 	}
 	needTHP(t)
 	for _, tc := range []struct {
-		env  string
-		want string
+		env    string
+		helper string // disable: the helper calls Disable first
+		want   string
 	}{
-		{"BATCHLAKE_HUGEPAGES=1", "advised=true"},
-		{"BATCHLAKE_HUGEPAGES=0", "advised=false"},
-		{"BATCHLAKE_HUGEPAGES=off", "advised=false"},
+		{"BATCHLAKE_HUGEPAGES=1", "1", "advised=true"},
+		{"BATCHLAKE_HUGEPAGES=0", "1", "advised=false"},
+		{"BATCHLAKE_HUGEPAGES=off", "1", "advised=false"},
+		{"BATCHLAKE_HUGEPAGES=1", "disable", "advised=false"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestGoHeapAdvised$", "-test.v")
-		cmd.Env = append(os.Environ(), "HUGEPAGES_TEST_HELPER=1", tc.env)
+		cmd.Env = append(os.Environ(), "HUGEPAGES_TEST_HELPER="+tc.helper, tc.env)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", tc.env, err, out)
+			t.Fatalf("%s, helper %s: %v\n%s", tc.env, tc.helper, err, out)
 		}
 		if !strings.Contains(string(out), tc.want+"\n") {
-			t.Errorf("%s: want %s in\n%s", tc.env, tc.want, out)
+			t.Errorf("%s, helper %s: want %s in\n%s", tc.env, tc.helper, tc.want, out)
 		}
 	}
 }
