@@ -27,13 +27,10 @@ import (
 // waiting parked where io_uring can be used; a file that finds the queue
 // full is left to the marker's flush.
 
-// flushQueue holds duplicated descriptors of the files to flush.
 var (
+	// flushQueue holds duplicated descriptors of the files to flush.
 	flushQueue     chan int
 	flushQueueOnce sync.Once
-)
-
-var (
 	// flushesQueued counts the files queued (the tests).
 	flushesQueued atomic.Int64
 	// afterFlushBehind, if set, is called with each flush's result once it

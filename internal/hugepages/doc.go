@@ -6,8 +6,8 @@
 // Every page of fresh memory costs a page fault on its first touch, and on
 // a virtual machine whose page tables the host shadows a fault of a 4 KiB
 // page costs about 11 µs: a 1M plan, ingest and reconcile take 70,000,
-// 90,000 and 150,000 of them, a sixth of their cpu. A 2 MiB page is one
-// fault instead of 512. The Go heap and DuckDB's allocator (jemalloc, built
+// 90,000 and 150,000 of them. A 2 MiB page is one fault instead of 512, and
+// the three steps take 14-22 % less time (docs/performance.md). The Go heap and DuckDB's allocator (jemalloc, built
 // without huge page support) both map their memory with mmap, which in a
 // cgo binary is the C library's: the binary's own mmap, defined here, makes
 // the call and advises MADV_HUGEPAGE on each private, writable, anonymous
@@ -19,7 +19,6 @@
 // (batchlake run) turns it off with Disable as it starts: the kernel's
 // khugepaged makes whole huge pages again of advised memory the Go runtime
 // has given back, so such a process would keep its high-water mark while it
-// waits. Where the kernel's setting is always or never the
-// advice changes nothing. Other platforms build a stub that reports the
-// advice off.
+// waits. Where the kernel's setting is always or never the advice changes
+// nothing. Other platforms build a stub that reports the advice off.
 package hugepages

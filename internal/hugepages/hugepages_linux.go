@@ -15,8 +15,6 @@ package hugepages
 #define BATCHLAKE_HUGE_PAGE (2u << 20)
 
 static int batchlake_huge_on = 1;
-static int64_t batchlake_huge_maps;
-static int64_t batchlake_huge_bytes;
 
 // Runs before Go's runtime and DuckDB's static initialisers, which map
 // memory as they start.
@@ -42,9 +40,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
 	if (r == -1) {
 		return MAP_FAILED;
 	}
-	if (batchlake_huge_wanted(len, prot, flags) && madvise((void *)r, len, MADV_HUGEPAGE) == 0) {
-		__atomic_fetch_add(&batchlake_huge_maps, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&batchlake_huge_bytes, (int64_t)len, __ATOMIC_RELAXED);
+	if (batchlake_huge_wanted(len, prot, flags)) {
+		madvise((void *)r, len, MADV_HUGEPAGE);
 	}
 	return (void *)r;
 }
@@ -53,8 +50,6 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __a
 
 static int batchlake_huge_enabled(void) { return __atomic_load_n(&batchlake_huge_on, __ATOMIC_RELAXED); }
 static void batchlake_huge_disable(void) { __atomic_store_n(&batchlake_huge_on, 0, __ATOMIC_RELAXED); }
-static int64_t batchlake_huge_advised_maps(void) { return __atomic_load_n(&batchlake_huge_maps, __ATOMIC_RELAXED); }
-static int64_t batchlake_huge_advised_bytes(void) { return __atomic_load_n(&batchlake_huge_bytes, __ATOMIC_RELAXED); }
 
 // For the tests, which cannot use cgo: a mapping made through the mmap above.
 static uintptr_t batchlake_huge_map(size_t len, int prot, int flags, int *err) {
@@ -76,13 +71,6 @@ func Enabled() bool { return C.batchlake_huge_enabled() != 0 }
 // hours, where the kernel's khugepaged would make whole huge pages again of
 // the memory the Go runtime gives back, up to the heap's high-water mark.
 func Disable() { C.batchlake_huge_disable() }
-
-// Advised reports how many mappings, and of how many bytes, were advised
-// so far. The kernel may still back a mapping with small pages (when it has
-// no free huge page, or where its setting is never).
-func Advised() (mappings, bytes int64) {
-	return int64(C.batchlake_huge_advised_maps()), int64(C.batchlake_huge_advised_bytes())
-}
 
 // mapAnon maps n bytes as mmap(NULL, n, prot, flags, -1, 0) through the
 // binary's mmap, for the tests.
