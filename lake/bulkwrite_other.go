@@ -25,3 +25,8 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 // flushBehind: files are written past the page cache on Linux only;
 // elsewhere they go through it, and the kernel writes them back in its time.
 func flushBehind(f *os.File) {}
+
+// flushBehindPath and waitFlushed: see flushBehind.
+func flushBehindPath(path string) {}
+
+func waitFlushed() {}

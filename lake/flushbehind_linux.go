@@ -8,29 +8,44 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Flushing behind the writes.
+// Flushing behind the writes, and markers after them.
 //
-// A file written past the page cache (bulkWriter, copyMapped) is handed to
-// the disk as its writes return, but the disk, or a virtual machine's host,
-// may keep it in a volatile cache until a flush is asked for. The next
-// commit marker is fsynced (createOnce), and that flush then waits for every
-// byte written before it: a 1M ingest's marker waited 0.38–0.45 s for its
-// 775 MB archive, both cores idle. flushBehind asks for the flush of a
-// file as soon as it is complete, while the command goes on, so that the
-// marker's own finds little left to do. It promises nothing: the marker's
-// fsync is still what makes a commit durable. Where the file system took no
-// direct I/O, the flush writes the file's pages from the cache, as the
-// kernel's writeback would within half a minute.
+// A local lake's marker or ledger event is fsynced as it is written
+// (createOnce); the files it names must reach the disk before it does, or a
+// crash of the machine could leave a marker naming a file whose bytes were
+// still in the page cache (ext4 allocates a file's blocks only as it writes
+// it back, so the marker's own fsync does not write them). Every file stored
+// without an fsync of its own (linked or copied into place) is queued here
+// for an fdatasync as soon as it is complete, and a marker waits for the
+// flushes queued before it (waitFlushed).
 //
-// One goroutine flushes the files in the order they were completed, each
+// Done in the background, the flushes cost a step little: a file written
+// past the page cache (bulkWriter, copyMapped) is queued as soon as its last
+// write returns, and while the command goes on the disk, or a virtual
+// machine's host, empties the volatile cache that holds it; before, the
+// marker's fsync waited for that flush at the end of the step (a 1M ingest's
+// 0.38–0.45 s for its 775 MB archive, both cores idle). Where the file system
+// took no direct I/O, the flush writes the file's pages from the cache.
+//
+// One goroutine flushes the files in the order they were queued, each
 // through a descriptor of its own (the caller closes the file at once),
-// waiting parked where io_uring can be used; a file that finds the queue
-// full is left to the marker's flush.
+// waiting parked where io_uring can be used.
 
 var (
 	// flushQueue holds duplicated descriptors of the files to flush.
-	flushQueue     chan int
+	flushQueue     chan queuedFlush
 	flushQueueOnce sync.Once
+	// flushMu guards the counts of flushes queued and done, and flushDone
+	// signals each one done (waitFlushed).
+	flushMu                sync.Mutex
+	flushDone              = sync.NewCond(&flushMu)
+	flushQueuedN, flushedN int64
+	// flushPending holds the files (device and inode) queued and not yet
+	// flushed: an object is complete when it is queued, so a second request
+	// meanwhile (a bulk object is queued as it is closed, and again as it
+	// is linked) is the same flush. The queued descriptor keeps the inode
+	// from being reused until its flush is done.
+	flushPending = map[[2]uint64]bool{}
 	// flushesQueued counts the files queued (the tests).
 	flushesQueued atomic.Int64
 	// afterFlushBehind, if set, is called with each flush's result once it
@@ -49,27 +64,67 @@ func flushBehind(f *os.File) {
 	if rc.Control(func(fd uintptr) { dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }) != nil || dup < 0 {
 		return
 	}
+	var st unix.Stat_t
+	if unix.Fstat(dup, &st) != nil {
+		unix.Close(dup)
+		return
+	}
+	id := [2]uint64{uint64(st.Dev), st.Ino}
 	flushQueueOnce.Do(func() {
-		flushQueue = make(chan int, 256)
+		flushQueue = make(chan queuedFlush, 256)
 		go flushLoop(flushQueue)
 	})
-	select {
-	case flushQueue <- dup:
-		flushesQueued.Add(1)
-	default:
+	flushMu.Lock()
+	if flushPending[id] {
+		flushMu.Unlock()
 		unix.Close(dup)
+		return
+	}
+	flushPending[id] = true
+	flushQueuedN++
+	flushMu.Unlock()
+	flushesQueued.Add(1)
+	flushQueue <- queuedFlush{dup, id}
+}
+
+// flushBehindPath is flushBehind of the file at path.
+func flushBehindPath(path string) {
+	if f, err := os.Open(path); err == nil {
+		flushBehind(f)
+		f.Close()
 	}
 }
 
-func flushLoop(q <-chan int) {
-	for fd := range q {
-		done, err := parkedDatasync(fd)
+// waitFlushed returns once every flush queued before it was called is done.
+func waitFlushed() {
+	flushMu.Lock()
+	defer flushMu.Unlock()
+	for want := flushQueuedN; flushedN < want; {
+		flushDone.Wait()
+	}
+}
+
+// queuedFlush is a file to flush: a descriptor of its own, and its device
+// and inode.
+type queuedFlush struct {
+	fd int
+	id [2]uint64
+}
+
+func flushLoop(q <-chan queuedFlush) {
+	for f := range q {
+		done, err := parkedDatasync(f.fd)
 		if !done {
-			err = unix.Fdatasync(fd)
+			err = unix.Fdatasync(f.fd)
 		}
-		unix.Close(fd)
 		if afterFlushBehind != nil {
 			afterFlushBehind(err)
 		}
+		flushMu.Lock()
+		delete(flushPending, f.id)
+		unix.Close(f.fd)
+		flushedN++
+		flushDone.Broadcast()
+		flushMu.Unlock()
 	}
 }

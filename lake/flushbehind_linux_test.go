@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestFlushBehind: a file written past the page cache is queued for a flush
-// as soon as it is complete, and the flush runs and succeeds; a file written
-// through the page cache, or synced by its writer, is not queued.
+// TestFlushBehind: a stored file is queued for a flush to stable storage as
+// soon as it is complete, once (a bulk object as it is closed, a file
+// written through the page cache as it is linked or copied into place), and
+// the flush runs and succeeds; a marker, synced by its writer, is not queued.
 func TestFlushBehind(t *testing.T) {
 	ctx := context.Background()
 	l, err := Open(ctx, t.TempDir())
@@ -35,42 +38,63 @@ func TestFlushBehind(t *testing.T) {
 			t.Fatalf("%s: queued, never flushed", what)
 		}
 	}
+	queued := func(what string, want int64, put func()) {
+		t.Helper()
+		q := flushesQueued.Load()
+		put()
+		if got := flushesQueued.Load() - q; got != want {
+			t.Fatalf("%s: %d flushes queued, want %d", what, got, want)
+		}
+		for range want {
+			wait(what)
+		}
+	}
 	dir := diskTempDir(t, "flush-test")
 	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
 
+	// A bulk object is queued as it is closed, before it is stored; its
+	// link queues it again unless that flush is still pending.
 	q := flushesQueued.Load()
 	o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.Write(data)
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := flushesQueued.Load() - q; got != 1 {
+		t.Fatalf("a bulk object, closed: %d flushes queued, want 1", got)
+	}
 	key, d, err := o.Commit(ctx, l, ObjectKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flushesQueued.Load() - q; got != 1 {
-		t.Fatalf("a bulk object: %d flushes queued, want 1", got)
+	n := flushesQueued.Load() - q
+	if n != 1 && n != 2 {
+		t.Fatalf("a bulk object, stored: %d flushes queued, want 1 or 2", n)
 	}
-	wait("a bulk object")
+	for range n {
+		wait("a bulk object")
+	}
 	if got, err := l.GetVerified(ctx, key, d); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the flushed object reads back %d bytes, %v", len(got), err)
 	}
-
-	q = flushesQueued.Load()
-	o, err = NewObjectWriter(dir, "small-*.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Write(data)
-	if _, _, err := o.Commit(ctx, l, ObjectKey); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.PutJSON(ctx, "markers/m.json", "test/v1", map[string]int{"a": 1}); err != nil {
-		t.Fatal(err)
-	}
-	if got := flushesQueued.Load() - q; got != 0 {
-		t.Fatalf("an object through the page cache and a synced marker: %d flushes queued, want 0", got)
-	}
+	queued("an object through the page cache", 1, func() {
+		o, err := NewObjectWriter(dir, "small-*.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Write([]byte("another object"))
+		if _, _, err := o.Commit(ctx, l, ObjectKey); err != nil {
+			t.Fatal(err)
+		}
+	})
+	queued("a marker", 0, func() {
+		if _, err := l.PutJSON(ctx, "markers/m.json", "test/v1", map[string]int{"a": 1}); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	if testing.Short() {
 		return // -short: not the 64 MiB file
@@ -79,14 +103,48 @@ func TestFlushBehind(t *testing.T) {
 	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), bulkCopyMin+5), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	q = flushesQueued.Load()
-	if _, _, err := l.PutFile(ctx, src, ObjectKey); err != nil {
+	queued("a file copied past the page cache", 1, func() {
+		if _, _, err := l.PutFile(ctx, src, ObjectKey); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestMarkerAfterFlushes: a marker is written only once every file queued
+// before it has been flushed, so that it never names a file still in a
+// volatile cache.
+func TestMarkerAfterFlushes(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flushesQueued.Load() - q; got != 1 {
-		t.Fatalf("a file copied past the page cache: %d flushes queued, want 1", got)
+	t.Cleanup(func() { l.Close() })
+	var flushesDone atomic.Int64
+	afterFlushBehind = func(error) {
+		time.Sleep(50 * time.Millisecond)
+		flushesDone.Add(1)
 	}
-	wait("a file copied past the page cache")
+	t.Cleanup(func() { afterFlushBehind = nil })
+	dir := diskTempDir(t, "flush-order")
+	for i := range 3 {
+		o, err := NewObjectWriter(dir, "obj-*.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(o, "object %d", i)
+		if _, _, err := o.Commit(ctx, l, ObjectKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// flushLoop counts a flush done after its hook: the marker waits for
+	// the count, so every hook has returned by then.
+	if _, err := l.PutJSON(ctx, "markers/after.json", "test/v1", map[string]int{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := flushesDone.Load(); got < 3 {
+		t.Fatalf("the marker was written with %d of 3 flushes done", got)
+	}
 }
 
 // TestParkedDatasync: an fdatasync through io_uring succeeds on a file and

@@ -78,6 +78,7 @@ func (l *Lake) linkInto(ctx context.Context, path, key string, d Digest, n int64
 	err = os.Link(path, dst)
 	switch {
 	case err == nil:
+		flushBehindPath(dst)
 		return true, nil
 	case !errors.Is(err, fs.ErrExist):
 		return false, nil // EXDEV, EPERM, a file system without hard links
@@ -154,7 +155,8 @@ var errNoTemp = errors.New("no temp file beside the target")
 // is complete before it is visible; the others get created=false and no
 // error, and compare the bytes themselves. sync flushes the bytes to disk
 // before the link, for small commit markers whose loss would be worse than
-// the fsync. It is the one write-once create of a local lake: objects,
+// the fsync, once every file stored before them is flushed (waitFlushed);
+// any other file is flushed behind (flushBehind). It is the one write-once create of a local lake: objects,
 // markers and ledger events all go through it. A file of bulkCopyMin bytes
 // or more is copied past the page cache (bulkCopy).
 func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err error) {
@@ -168,14 +170,17 @@ func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err 
 	defer os.Remove(tmp.Name())
 	var m int64
 	if n >= bulkCopyMin {
-		if m, err = bulkCopy(tmp, r); err == nil && !sync {
-			flushBehind(tmp)
-		}
+		m, err = bulkCopy(tmp, r)
 	} else {
 		m, err = io.Copy(tmp, r)
 	}
-	if err == nil && sync {
+	switch {
+	case err == nil && sync:
+		// A marker names files stored before it: they reach the disk first.
+		waitFlushed()
 		err = tmp.Sync()
+	case err == nil:
+		flushBehind(tmp)
 	}
 	if err == nil {
 		err = readOnly(tmp)
