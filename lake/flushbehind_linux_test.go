@@ -19,11 +19,7 @@ import (
 // the flush runs and succeeds; a marker, synced by its writer, is not queued.
 func TestFlushBehind(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLake(t, t.TempDir())
 	flushed := make(chan error, 16)
 	afterFlushBehind = func(err error) { flushed <- err }
 	t.Cleanup(func() { afterFlushBehind = nil })
@@ -115,11 +111,7 @@ func TestFlushBehind(t *testing.T) {
 // volatile cache.
 func TestMarkerAfterFlushes(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	l := openLake(t, t.TempDir())
 	var flushesDone atomic.Int64
 	afterFlushBehind = func(error) {
 		time.Sleep(50 * time.Millisecond)
