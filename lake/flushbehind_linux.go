@@ -1,6 +1,8 @@
 package lake
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,10 @@ var (
 	flushMu                sync.Mutex
 	flushDone              = sync.NewCond(&flushMu)
 	flushQueuedN, flushedN int64
+	// flushErr is the first flush that failed, or could not be queued:
+	// every marker after it fails with it, for the files it names may not
+	// be on the disk.
+	flushErr error
 	// flushPending holds the files (device and inode) queued and not yet
 	// flushed: an object is complete when it is queued, so a second request
 	// meanwhile (a bulk object is queued as it is closed, and again as it
@@ -58,15 +64,19 @@ var (
 func flushBehind(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {
+		flushFailed(f.Name(), err)
 		return
 	}
 	dup := -1
-	if rc.Control(func(fd uintptr) { dup, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }) != nil || dup < 0 {
+	var derr error
+	if err := rc.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		flushFailed(f.Name(), errors.Join(err, derr))
 		return
 	}
 	var st unix.Stat_t
-	if unix.Fstat(dup, &st) != nil {
+	if err := unix.Fstat(dup, &st); err != nil {
 		unix.Close(dup)
+		flushFailed(f.Name(), err)
 		return
 	}
 	id := [2]uint64{uint64(st.Dev), st.Ino}
@@ -84,31 +94,46 @@ func flushBehind(f *os.File) {
 	flushQueuedN++
 	flushMu.Unlock()
 	flushesQueued.Add(1)
-	flushQueue <- queuedFlush{dup, id}
+	flushQueue <- queuedFlush{dup, id, f.Name()}
 }
 
 // flushBehindPath is flushBehind of the file at path.
 func flushBehindPath(path string) {
-	if f, err := os.Open(path); err == nil {
-		flushBehind(f)
-		f.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		flushFailed(path, err)
+		return
+	}
+	flushBehind(f)
+	f.Close()
+}
+
+// flushFailed keeps the first failure of a flush.
+func flushFailed(name string, err error) {
+	flushMu.Lock()
+	defer flushMu.Unlock()
+	if flushErr == nil {
+		flushErr = fmt.Errorf("flush %s to the disk: %w", name, err)
 	}
 }
 
-// waitFlushed returns once every flush queued before it was called is done.
-func waitFlushed() {
+// waitFlushed returns once every flush queued before it was called is done,
+// with the first flush's failure if one failed.
+func waitFlushed() error {
 	flushMu.Lock()
 	defer flushMu.Unlock()
 	for want := flushQueuedN; flushedN < want; {
 		flushDone.Wait()
 	}
+	return flushErr
 }
 
-// queuedFlush is a file to flush: a descriptor of its own, and its device
-// and inode.
+// queuedFlush is a file to flush: a descriptor of its own, its device and
+// inode, and its name for an error.
 type queuedFlush struct {
-	fd int
-	id [2]uint64
+	fd   int
+	id   [2]uint64
+	name string
 }
 
 func flushLoop(q <-chan queuedFlush) {
@@ -119,6 +144,9 @@ func flushLoop(q <-chan queuedFlush) {
 		}
 		if afterFlushBehind != nil {
 			afterFlushBehind(err)
+		}
+		if err != nil {
+			flushFailed(f.name, err)
 		}
 		flushMu.Lock()
 		delete(flushPending, f.id)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -154,5 +155,27 @@ func TestParkedDatasync(t *testing.T) {
 	}
 	if done, err := parkedDatasync(1 << 20); !done || !errors.Is(err, syscall.EBADF) {
 		t.Fatalf("parkedDatasync of no file: done %v, %v; want EBADF", done, err)
+	}
+}
+
+// TestMarkerAfterFailedFlush: once a file could not be flushed (here: it
+// could not even be opened to be queued), a marker is refused, and not
+// written, for the files it names may not be on the disk.
+func TestMarkerAfterFailedFlush(t *testing.T) {
+	ctx := context.Background()
+	l := openLake(t, t.TempDir())
+	t.Cleanup(func() {
+		flushMu.Lock()
+		flushErr = nil
+		flushMu.Unlock()
+	})
+	gone := filepath.Join(t.TempDir(), "gone.parquet")
+	flushBehindPath(gone)
+	_, err := l.PutJSON(ctx, "markers/refused.json", "test/v1", map[string]int{"a": 1})
+	if err == nil || !strings.Contains(err.Error(), "flush "+gone) {
+		t.Fatalf("marker after a failed flush: %v, want the flush's error", err)
+	}
+	if ok, err := l.Exists(ctx, "markers/refused.json"); ok || err != nil {
+		t.Fatalf("the refused marker exists: %v, %v", ok, err)
 	}
 }

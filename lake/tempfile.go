@@ -156,8 +156,9 @@ var errNoTemp = errors.New("no temp file beside the target")
 // error, and compare the bytes themselves. sync flushes the bytes to disk
 // before the link, for small commit markers whose loss would be worse than
 // the fsync, once every file stored before them is flushed (waitFlushed);
-// any other file is flushed behind (flushBehind). It is the one write-once create of a local lake: objects,
-// markers and ledger events all go through it. A file of bulkCopyMin bytes
+// any other file is flushed behind (flushBehind). It is the one write-once
+// create of a local lake: objects, markers and ledger events all go
+// through it. A file of bulkCopyMin bytes
 // or more is copied past the page cache (bulkCopy).
 func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
@@ -177,8 +178,9 @@ func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err 
 	switch {
 	case err == nil && sync:
 		// A marker names files stored before it: they reach the disk first.
-		waitFlushed()
-		err = tmp.Sync()
+		if err = waitFlushed(); err == nil {
+			err = tmp.Sync()
+		}
 	case err == nil:
 		flushBehind(tmp)
 	}
