@@ -22,11 +22,11 @@ func copyMapped(dst, src *os.File) (n int64, done bool, err error) {
 	return 0, false, nil
 }
 
-// flushBehind: files are written past the page cache on Linux only;
-// elsewhere they go through it, and the kernel writes them back in its time.
+// flushBehind, flushBehindPath and waitFlushed: the flusher, and markers
+// that wait for it, are Linux's (flushbehind_linux.go); elsewhere stored
+// files are left to the kernel's writeback.
 func flushBehind(f *os.File) {}
 
-// flushBehindPath and waitFlushed: see flushBehind.
 func flushBehindPath(path string) {}
 
 func waitFlushed() error { return nil }

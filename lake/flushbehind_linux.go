@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,8 +51,6 @@ var (
 	// is linked) is the same flush. The queued descriptor keeps the inode
 	// from being reused until its flush is done.
 	flushPending = map[[2]uint64]bool{}
-	// flushesQueued counts the files queued (the tests).
-	flushesQueued atomic.Int64
 	// afterFlushBehind, if set, is called with each flush's result once it
 	// has returned (the tests).
 	afterFlushBehind func(error)
@@ -93,7 +90,6 @@ func flushBehind(f *os.File) {
 	flushPending[id] = true
 	flushQueuedN++
 	flushMu.Unlock()
-	flushesQueued.Add(1)
 	flushQueue <- queuedFlush{dup, id, f.Name()}
 }
 

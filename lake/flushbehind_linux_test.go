@@ -37,9 +37,9 @@ func TestFlushBehind(t *testing.T) {
 	}
 	queued := func(what string, want int64, put func()) {
 		t.Helper()
-		q := flushesQueued.Load()
+		q := flushesQueued()
 		put()
-		if got := flushesQueued.Load() - q; got != want {
+		if got := flushesQueued() - q; got != want {
 			t.Fatalf("%s: %d flushes queued, want %d", what, got, want)
 		}
 		for range want {
@@ -51,7 +51,7 @@ func TestFlushBehind(t *testing.T) {
 
 	// A bulk object is queued as it is closed, before it is stored; its
 	// link queues it again unless that flush is still pending.
-	q := flushesQueued.Load()
+	q := flushesQueued()
 	o, err := NewBulkObjectWriter(dir, "bulk-*.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +60,14 @@ func TestFlushBehind(t *testing.T) {
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := flushesQueued.Load() - q; got != 1 {
+	if got := flushesQueued() - q; got != 1 {
 		t.Fatalf("a bulk object, closed: %d flushes queued, want 1", got)
 	}
 	key, d, err := o.Commit(ctx, l, ObjectKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := flushesQueued.Load() - q
+	n := flushesQueued() - q
 	if n != 1 && n != 2 {
 		t.Fatalf("a bulk object, stored: %d flushes queued, want 1 or 2", n)
 	}
@@ -178,4 +178,11 @@ func TestMarkerAfterFailedFlush(t *testing.T) {
 	if ok, err := l.Exists(ctx, "markers/refused.json"); ok || err != nil {
 		t.Fatalf("the refused marker exists: %v, %v", ok, err)
 	}
+}
+
+// flushesQueued is the number of files queued for a flush so far.
+func flushesQueued() int64 {
+	flushMu.Lock()
+	defer flushMu.Unlock()
+	return flushQueuedN
 }

@@ -158,8 +158,8 @@ var errNoTemp = errors.New("no temp file beside the target")
 // the fsync, once every file stored before them is flushed (waitFlushed);
 // any other file is flushed behind (flushBehind). It is the one write-once
 // create of a local lake: objects, markers and ledger events all go
-// through it. A file of bulkCopyMin bytes
-// or more is copied past the page cache (bulkCopy).
+// through it. A file of bulkCopyMin bytes or more is copied past the page
+// cache (bulkCopy).
 func createOnce(dst string, r io.Reader, n int64, sync bool) (created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o777); err != nil {
 		return false, fmt.Errorf("%w: %v", errNoTemp, err)
