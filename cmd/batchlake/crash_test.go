@@ -70,7 +70,7 @@ func TestCrashMatrix(t *testing.T) {
 				wantCreates++
 			}
 			if got := h.creates(); got != wantCreates {
-				t.Fatalf("killed at %s: provider received %d creates, want %d", c.fp, got, wantCreates)
+				t.Fatalf("killed at %s: provider received %d creates, want %d:%s", c.fp, got, wantCreates, h.createCalls())
 			}
 
 			tempfails, last := h.submitUntilBound(p.JobKey, "6s")
@@ -78,7 +78,7 @@ func TestCrashMatrix(t *testing.T) {
 				t.Errorf("after the crash submit exited 75 %d times; want a wait for the lease: %v", tempfails, c.held)
 			}
 			if got := h.creates(); got != len(p.Shards) {
-				t.Errorf("provider received %d creates for %d shards", got, len(p.Shards))
+				t.Errorf("provider received %d creates for %d shards:%s", got, len(p.Shards), h.createCalls())
 			}
 			act := actions(last)
 			if (act[crashed] == "found") != c.found {
@@ -108,11 +108,11 @@ func TestCrashMatrix(t *testing.T) {
 			p := h.plan(n, per)
 			h.crash(fp, lifecycleArgs("submit", p.JobKey, "--lease", "6s", "--parallel", "3")...)
 			if got := h.creates(); got > len(p.Shards) {
-				t.Fatalf("killed at %s: provider received %d creates for %d shards", fp, got, len(p.Shards))
+				t.Fatalf("killed at %s: provider received %d creates for %d shards:%s", fp, got, len(p.Shards), h.createCalls())
 			}
 			h.submitUntilBound(p.JobKey, "6s")
 			if got := h.creates(); got != len(p.Shards) {
-				t.Errorf("provider received %d creates for %d shards", got, len(p.Shards))
+				t.Errorf("provider received %d creates for %d shards:%s", got, len(p.Shards), h.createCalls())
 			}
 			h.assertOneBatchPerShard(p)
 			same(h, p, h.finish(p))

@@ -452,8 +452,22 @@ func (h *harness) assertOneBatchPerShard(p planOut) {
 	}
 }
 
-// creates is how many create calls the provider received.
+// creates is how many create calls the provider received whole (one cut
+// off by a killed client made nothing).
 func (h *harness) creates() int { return h.srv.CountRequests("POST", "/v1/batches") }
+
+// createCalls lists every create call the provider received, for a failure
+// message: when it arrived, what it answered, and whether it was cut off.
+func (h *harness) createCalls() string {
+	var b strings.Builder
+	for _, r := range h.srv.Requests() {
+		if r.Method == "POST" && r.Path == "/v1/batches" {
+			fmt.Fprintf(&b, "\n  %s status %d fault %q cut %v answered after %s",
+				r.At.Format("15:04:05.000"), r.Status, r.Fault, r.Cut, r.Done.Sub(r.At).Round(time.Millisecond))
+		}
+	}
+	return b.String()
+}
 
 // checkSecrets fails when the API key shows in any output or lake file.
 func (h *harness) checkSecrets() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -139,6 +140,10 @@ type Request struct {
 	Status int
 	// Fault names the fault injected into this request, if any.
 	Fault string
+	// Cut is set when the client went away before its body arrived whole
+	// (a process killed while writing it): the server read part of a
+	// request, could act on none of it, and answered no one.
+	Cut bool
 	// At is when the request arrived, Done when its answer was written.
 	At, Done time.Time
 }
@@ -267,13 +272,14 @@ func (s *Server) Requests() []Request {
 }
 
 // CountRequests counts requests with this method and exact path, such as
-// ("POST", "/v1/batches").
+// ("POST", "/v1/batches"), that arrived whole: a request cut off by its
+// client (Request.Cut) asked for nothing.
 func (s *Server) CountRequests(method, path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.requests {
-		if r.Method == method && r.Path == path {
+		if r.Method == method && r.Path == path && !r.Cut {
 			n++
 		}
 	}
@@ -314,10 +320,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, At: time.Now()})
 	s.mu.Unlock()
 	rw := &recorder{ResponseWriter: w}
+	body := &cutReader{ReadCloser: r.Body}
+	r.Body = body
 	defer func() {
 		s.mu.Lock()
 		s.requests[idx].Status = rw.status
 		s.requests[idx].Fault = rw.fault
+		s.requests[idx].Cut = body.cut
 		s.requests[idx].Done = time.Now()
 		s.mu.Unlock()
 	}()
@@ -346,6 +355,21 @@ func (s *Server) quoteKey(k string) string {
 		return k
 	}
 	return k[:3] + strings.Repeat("*", 8) + k[len(k)-4:]
+}
+
+// cutReader notices a request body that ends before its declared length
+// (net/http reports io.ErrUnexpectedEOF) or whose connection failed.
+type cutReader struct {
+	io.ReadCloser
+	cut bool
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		c.cut = true
+	}
+	return n, err
 }
 
 // recorder remembers the status and fault of one response.

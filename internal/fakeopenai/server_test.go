@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -232,6 +234,55 @@ func TestCreateLost(t *testing.T) {
 	}
 	if srv.Faults().CreateLost != 0 {
 		t.Fatal("fault counter not used up")
+	}
+}
+
+// TestCreateCut: a client killed between writing a create's headers and
+// its body (net/http writes them apart for a body it cannot size up front,
+// as the SDK's is) sent a request the server cannot act on. The server
+// records it as cut, makes no batch, and CountRequests leaves it out, so a
+// test counting creates counts only those that could have made a batch.
+func TestCreateCut(t *testing.T) {
+	srv, a := start(t, fakeopenai.Options{})
+	f := a.upload("in.jsonl", []byte(line))
+	body := `{"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`
+	u, err := url.Parse(a.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST %sbatches HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		u.Path, u.Host, a.key, len(body), body[:len(body)/2])
+	time.Sleep(50 * time.Millisecond) // the headers are read and the handler waits for the rest
+	_ = conn.Close()
+
+	var reqs []fakeopenai.Request
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		reqs = srv.Requests()
+		if last := reqs[len(reqs)-1]; !last.Done.IsZero() || time.Now().After(deadline) {
+			break
+		}
+	}
+	last := reqs[len(reqs)-1]
+	if last.Method != "POST" || last.Path != "/v1/batches" || !last.Cut {
+		t.Fatalf("recorded %+v, want a cut POST /v1/batches", last)
+	}
+	if n := len(srv.Batches()); n != 0 {
+		t.Fatalf("a cut create made %d batches", n)
+	}
+	if n := srv.CountRequests("POST", "/v1/batches"); n != 0 {
+		t.Fatalf("CountRequests counts %d creates, want 0 (the one received was cut)", n)
+	}
+	// A whole create after it is counted.
+	a.create(f.ID, nil)
+	if n := srv.CountRequests("POST", "/v1/batches"); n != 1 {
+		t.Fatalf("CountRequests counts %d creates after a whole one, want 1", n)
+	}
+	if srv.Requests()[len(srv.Requests())-1].Cut {
+		t.Fatal("a whole create recorded as cut")
 	}
 }
 
