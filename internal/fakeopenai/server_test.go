@@ -256,19 +256,22 @@ func TestCreateCut(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "POST %sbatches HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		u.Path, u.Host, a.key, len(body), body[:len(body)/2])
-	time.Sleep(50 * time.Millisecond) // the headers are read and the handler waits for the rest
 	_ = conn.Close()
 
-	var reqs []fakeopenai.Request
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		reqs = srv.Requests()
-		if last := reqs[len(reqs)-1]; !last.Done.IsZero() || time.Now().After(deadline) {
-			break
+	// The server records the request once its handler has returned.
+	var create *fakeopenai.Request
+	for deadline := time.Now().Add(10 * time.Second); create == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no create answered in 10 s: %+v", srv.Requests())
+		}
+		for _, r := range srv.Requests() {
+			if r.Method == "POST" && r.Path == "/v1/batches" && !r.Done.IsZero() {
+				create = &r
+			}
 		}
 	}
-	last := reqs[len(reqs)-1]
-	if last.Method != "POST" || last.Path != "/v1/batches" || !last.Cut {
-		t.Fatalf("recorded %+v, want a cut POST /v1/batches", last)
+	if !create.Cut {
+		t.Fatalf("recorded %+v, want a cut POST /v1/batches", *create)
 	}
 	if n := len(srv.Batches()); n != 0 {
 		t.Fatalf("a cut create made %d batches", n)
