@@ -15,7 +15,9 @@
 // upload, batches failing validation, expiry and cancel with partial
 // output, result files gone after retention. Every request is recorded
 // (Requests, CountRequests), so a test can prove that exactly one batch was
-// created.
+// created; a request whose client went away before its body arrived (a
+// process killed between writing its headers and its body) is recorded as
+// cut and not counted, for the real API acts on no such request either.
 //
 // Files and batches live in memory, or with Options.Bucket as objects in a
 // bucket, so that servers in several processes sharing it serve the same
