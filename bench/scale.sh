@@ -3,7 +3,8 @@
 # (bench/README.md, "Scaling").
 #
 # In one session, so that both sizes see the same machine: RUNS runs at SMALL
-# records, then BIG_RUNS at BIG, each on a fresh lake, of
+# records and BIG_RUNS at BIG, the small ones spread around the big ones, each
+# on a fresh lake, of
 #   batchlake plan      --lake L --provider openai --input input.jsonl --tenant bench --prompt-version v1
 #   batchlake ingest    --lake L --job JOB --output output.jsonl --errors errors.jsonl
 #   batchlake reconcile --lake L --job JOB          (exit 10 or 11 is expected)
@@ -139,8 +140,15 @@ if [[ -z ${PRINT_ONLY:-} ]]; then
 	data "$BIG" "$DATA_BIG"
 	room "$DATA_BIG"
 	: >"$WORK/samples"
-	for ((r = 1; r <= RUNS; r++)); do one "$SMALL" "$DATA_SMALL" "$r"; done
-	for ((r = 1; r <= BIG_RUNS; r++)); do one "$BIG" "$DATA_BIG" "$r"; done
+	# The small runs are spread before, between and after the big ones
+	# (RUNS=3, BIG_RUNS=1: small, small, big, small), so that the machine's
+	# drift over the session, a tenth or more within the hour on a shared
+	# host, falls on both sizes alike instead of on the ratio.
+	s=0
+	for ((b = 0; b <= BIG_RUNS; b++)); do
+		for (( ; s < (RUNS * (b + 1) + BIG_RUNS) / (BIG_RUNS + 1); s++)); do one "$SMALL" "$DATA_SMALL" $((s + 1)); done
+		if ((b < BIG_RUNS)); then one "$BIG" "$DATA_BIG" $((b + 1)); fi
+	done
 fi
 [[ -s $WORK/samples ]] || die "no samples in $WORK/samples"
 
