@@ -77,6 +77,9 @@ it stays archived.`,
 				Files   []ingest.FileResult  `json:"files"`
 				Summary *ingest.SummaryCheck `json:"summary_check,omitempty"`
 			}{JobKey: m.JobKey}
+			heap := new(goHeap)
+			heap.percent(bulkGCPercent)
+			defer heap.restore()
 			files := []resultFile{{output, ingest.ChannelOutput}, {errs, ingest.ChannelError}}
 			var hashes []*ingest.Hashing
 			if !force && minMatch > 0 {

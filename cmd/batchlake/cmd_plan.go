@@ -82,6 +82,7 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			var done func()
 			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
 			heap := new(goHeap)
+			heap.percent(bulkGCPercent)
 			o.MemoryLimit = heap.limit
 			res, err := ingest.Plan(ctx, l, o)
 			heap.restore()

@@ -35,6 +35,37 @@ func TestGoHeap(t *testing.T) {
 	}
 }
 
+// TestGoHeapPercent: a step's ask sets the collector's target, restore puts
+// back the target from before the first ask, and GOGC wins.
+func TestGoHeapPercent(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	cases := []struct {
+		name   string
+		env    string
+		during int
+	}{
+		{"asks set the target", "", bulkGCPercent},
+		{"GOGC wins", "200", 100},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GOGC", c.env)
+			h := new(goHeap)
+			h.percent(75)
+			h.percent(bulkGCPercent)
+			if got := debug.SetGCPercent(-1); got != c.during {
+				t.Errorf("target during the step %d, want %d", got, c.during)
+			}
+			debug.SetGCPercent(c.during)
+			h.restore()
+			if got := debug.SetGCPercent(100); got != 100 {
+				t.Errorf("target after restore %d, want 100", got)
+			}
+		})
+	}
+}
+
 // TestMemoryLimitPerCommand: without --memory-limit, reconcile's DuckDB gets
 // the lower limit and every other command's session the higher one (at 10M
 // records report and sql run out of memory at reconcile's); the flag, or
