@@ -5,17 +5,14 @@ import (
 	"runtime/debug"
 )
 
-// goHeap owns the process's soft limit on Go memory (debug.SetMemoryLimit)
-// for one library step: the step asks for a limit through its options'
-// MemoryLimit (limit), and restore puts back the limit the process had
-// before. GOMEMLIMIT, if set, wins: then the step's asks are ignored. It
-// owns the collector's target (percent, debug.SetGCPercent) the same way,
-// GOGC winning.
+// goHeap owns two of the process's settings of Go memory for one library
+// step: the soft limit (debug.SetMemoryLimit), which the step asks for
+// through its options' MemoryLimit (limit), and the collector's target
+// (debug.SetGCPercent, percent). restore puts back what the process had
+// before the first ask. GOMEMLIMIT and GOGC, if set, win: then the step's
+// asks are ignored.
 type goHeap struct {
-	prev       int64
-	set        bool
-	prevPct    int
-	setPercent bool
+	mem, pct knob
 }
 
 // bulkGCPercent is the collector's target for plan and ingest: their heap is
@@ -25,35 +22,38 @@ type goHeap struct {
 // lower and runs a little faster; docs/performance.md).
 const bulkGCPercent = 50
 
-func (h *goHeap) limit(bytes int64) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	prev := debug.SetMemoryLimit(bytes)
-	if !h.set {
-		h.prev, h.set = prev, true
-	}
-}
+func (h *goHeap) limit(bytes int64) { h.mem.ask("GOMEMLIMIT", debug.SetMemoryLimit, bytes) }
 
-// percent sets the collector's target (GOGC) for the step, unless GOGC is
-// set.
-func (h *goHeap) percent(p int) {
-	if os.Getenv("GOGC") != "" {
-		return
-	}
-	prev := debug.SetGCPercent(p)
-	if !h.setPercent {
-		h.prevPct, h.setPercent = prev, true
-	}
-}
+func (h *goHeap) percent(p int) { h.pct.ask("GOGC", setGCPercent, int64(p)) }
 
 func (h *goHeap) restore() {
-	if h.set {
-		debug.SetMemoryLimit(h.prev)
-		h.set = false
+	h.mem.restore(debug.SetMemoryLimit)
+	h.pct.restore(setGCPercent)
+}
+
+func setGCPercent(p int64) int64 { return int64(debug.SetGCPercent(int(p))) }
+
+// knob is one runtime setting a step changes and gives back: set applies a
+// value and returns the one before.
+type knob struct {
+	prev int64
+	set  bool
+}
+
+// ask applies v unless the environment variable env is set.
+func (k *knob) ask(env string, set func(int64) int64, v int64) {
+	if os.Getenv(env) != "" {
+		return
 	}
-	if h.setPercent {
-		debug.SetGCPercent(h.prevPct)
-		h.setPercent = false
+	prev := set(v)
+	if !k.set {
+		k.prev, k.set = prev, true
+	}
+}
+
+func (k *knob) restore(set func(int64) int64) {
+	if k.set {
+		set(k.prev)
+		k.set = false
 	}
 }
