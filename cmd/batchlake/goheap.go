@@ -18,7 +18,7 @@ type goHeap struct {
 // bulkGCPercent is the collector's target for plan and ingest: their heap is
 // mostly the table writers' byte buffers, which a collection does not scan,
 // so collecting twice as often costs little, while every page a larger heap
-// first touches is a page fault (a 1M plan or ingest peaks about 45 MiB
+// first touches is a page fault (a 1M plan or ingest peaks about 50 MiB
 // lower and runs a little faster; docs/performance.md).
 const bulkGCPercent = 50
 
