@@ -3,16 +3,17 @@
 // (/sys/kernel/mm/transparent_hugepage/enabled set to madvise, the default
 // of most distributions).
 //
-// Every page of fresh memory costs a page fault on its first touch, and on
-// a virtual machine whose page tables the host shadows a fault of a 4 KiB
-// page costs about 11 µs: a 1M plan, ingest and reconcile take 70,000,
-// 90,000 and 150,000 of them. A 2 MiB page is one fault instead of 512, and
-// the three steps take 14-22 % less time (docs/performance.md). The Go heap and DuckDB's allocator (jemalloc, built
-// without huge page support) both map their memory with mmap, which in a
-// cgo binary is the C library's: the binary's own mmap, defined here, makes
-// the call and advises MADV_HUGEPAGE on each private, writable, anonymous
-// mapping of at least one huge page. Thread stacks (MAP_STACK), reservations
-// (PROT_NONE), shared and file mappings are left as they are.
+// Every page of fresh memory costs a page fault on its first touch, and on a
+// virtual machine whose page tables the host shadows a fault of a 4 KiB page
+// costs about 11 µs: a 1M plan, ingest and reconcile take 70,000, 90,000 and
+// 150,000 of them. A 2 MiB page is one fault instead of 512, and the three
+// steps take 14-22 % less time (docs/performance.md). The Go heap and
+// DuckDB's allocator (jemalloc, built without huge page support) both map
+// their memory with mmap, which in a cgo binary is the C library's: the
+// binary's own mmap, defined here, makes the call and advises MADV_HUGEPAGE
+// on each private, writable, anonymous mapping of at least one huge page.
+// Thread stacks (MAP_STACK), reservations (PROT_NONE), shared and file
+// mappings are left as they are.
 //
 // BATCHLAKE_HUGEPAGES=0 in the environment turns the advice off (read once,
 // before Go starts). A command that waits for hours between its steps
