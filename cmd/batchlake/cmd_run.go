@@ -96,6 +96,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			po.Provider = pf.target
 			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
 			heap := new(goHeap)
+			heap.percent(bulkGCPercent)
 			po.MemoryLimit = heap.limit
 			plan, err := ingest.Plan(ctx, l, po)
 			heap.restore()

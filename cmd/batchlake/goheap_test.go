@@ -1,7 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -91,4 +98,106 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 	if reconcileMemoryLimit == queryMemoryLimit {
 		t.Errorf("one limit for both (%s): the queries need more than reconcile", queryMemoryLimit)
 	}
+}
+
+// TestBulkStepsCollectAtBulkPercent: the plan and ingest commands, and run's
+// plan, run the collector at bulkGCPercent while they work and give the
+// process its target back when they end. The target is sampled (read-only,
+// runtime/metrics) while each command runs in this process.
+func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
+	t.Setenv("GOGC", "")
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	dir := t.TempDir()
+	in, ids := bulkInput(t, dir, 2000)
+	out := filepath.Join(dir, "output.jsonl")
+	var lines []byte
+	for i, id := range ids {
+		lines = fmt.Appendf(lines, `{"id":"batch_req_%d","custom_id":%q,"response":{"status_code":200,"request_id":"req_%d","body":{"id":"chatcmpl-%d","object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"billing"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":3,"total_tokens":43}}},"error":null}`+"\n", i, id, i, i)
+	}
+	if err := os.WriteFile(out, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planLake, runLake := filepath.Join(dir, "lake"), filepath.Join(dir, "runlake")
+	job := ""
+	steps := []struct {
+		name string
+		args func() []string
+	}{
+		{"plan", func() []string {
+			return []string{"plan", "--lake", planLake, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"}
+		}},
+		{"ingest", func() []string { return []string{"ingest", "--lake", planLake, "--job", job, "--output", out} }},
+		{"run", func() []string {
+			return []string{"run", "--lake", runLake, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1",
+				"--poll", "10ms", "--sim-lost-creates", "0", "--progress", "never"}
+		}},
+	}
+	for _, s := range steps {
+		least := make(chan int64)
+		stop := make(chan struct{})
+		go func() {
+			m := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+			low := int64(-1)
+			for {
+				metrics.Read(m)
+				if v := int64(m[0].Value.Uint64()); low < 0 || v < low {
+					low = v
+				}
+				select {
+				case <-stop:
+					least <- low
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		}()
+		code, res := cli(t, s.args()...)
+		close(stop)
+		low := <-least
+		if code != exitOK && code != exitPartial {
+			t.Fatalf("%s: exit %d: %v", s.name, code, res)
+		}
+		if s.name == "plan" {
+			job, _ = res["job_key"].(string)
+		}
+		if low != bulkGCPercent {
+			t.Errorf("%s: least collector target seen while it ran %d, want %d", s.name, low, bulkGCPercent)
+		}
+		if got := debug.SetGCPercent(100); got != 100 {
+			t.Errorf("%s: target after the command %d, want 100 back", s.name, got)
+		}
+	}
+}
+
+// bulkInput writes n OpenAI requests (the demo's, with ids of their own)
+// into dir and returns the file and the ids.
+func bulkInput(t *testing.T, dir string, n int) (string, []string) {
+	t.Helper()
+	demo, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytes.Split(bytes.TrimSpace(demo), []byte("\n"))
+	var b []byte
+	ids := make([]string, n)
+	for i := range n {
+		var r map[string]any
+		if err := json.Unmarshal(src[i%len(src)], &r); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = fmt.Sprintf("bulk-%05d", i)
+		r["custom_id"] = ids[i]
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(append(b, line...), '\n')
+	}
+	p := filepath.Join(dir, "input.jsonl")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, ids
 }
