@@ -86,6 +86,9 @@ type Engine struct {
 	// memoryLimit is DuckDB's memory limit in bytes; 0 if parseMemoryLimit
 	// does not read it (then it is never lowered).
 	memoryLimit int64
+	// locked: the session is read-only (lockdown.sql), its settings fixed,
+	// so its statements are not profiled (profileNext).
+	locked bool
 }
 
 // OpenEngine starts an in-memory DuckDB session with the given settings and
@@ -228,14 +231,29 @@ var (
 )
 
 // profileNext asks DuckDB to profile the session's next statement into
-// sqlProfileDir.
+// sqlProfileDir, unless the session is read-only (lock): its settings cannot
+// change, and DuckDB may write into nothing but its spill folder.
 func (e *Engine) profileNext(ctx context.Context, name string) error {
-	if sqlProfileDir == "" {
+	if sqlProfileDir == "" || e.locked {
 		return nil
 	}
 	sqlProfileSeq++
 	p := filepath.Join(sqlProfileDir, fmt.Sprintf("%04d-%s.txt", sqlProfileSeq, strings.TrimSuffix(name, ".sql")))
 	return execFile(ctx, e.DB, "profile.sql", map[string]string{"Path": quote(p)})
+}
+
+// lock turns profiling off before the session is made read-only: a
+// profile's file is written after its statement, where the lockdown no
+// longer lets DuckDB write it.
+func (e *Engine) lock(ctx context.Context) error {
+	if sqlProfileDir != "" {
+		if err := execFile(ctx, e.DB, "profile_off.sql", nil); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "batchlake: BATCHLAKE_SQL_PROFILE: the statements of a read-only session (sql, cost, report, manual) are not profiled")
+	}
+	e.locked = true
+	return nil
 }
 
 // Exec runs statements in order, naming the file on error.

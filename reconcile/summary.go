@@ -183,10 +183,12 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		if err != nil {
 			return nil, err
 		}
+		start := time.Now()
 		rows, err := e.DB.QueryContext(ctx, stmts[0], append(append([]any{}, args...), extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("sql %s: %w", name, err)
 		}
+		logTiming(name, stmts[0], start)
 		return rows, nil
 	}
 
