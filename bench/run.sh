@@ -446,16 +446,29 @@ if [[ -z $SKIP_PYTHON && -s $WORK/samples/python ]]; then
 fi
 # ratio A B: A / B to two places (0 when B is 0)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
-RATIO="" FLOOR_RATIO="" PY_RATIO="" RATIO_CPU="" PY_RATIO_CPU=""
+# runratios A B: the wall time ratio A / B of each run, from the samples of
+# steps A and B ("2.06, 2.89, 2.71"); nothing unless both have every run. The
+# host's speed can change within a run of this script, and the sides of a
+# ratio run minutes apart: each run's own ratio shows how far that moved the
+# medians' ratio.
+runratios() {
+	local a=$WORK/samples/$1 b=$WORK/samples/$2
+	[[ -s $a && -s $b && $(wc -l <"$a") == "$RUNS" && $(wc -l <"$b") == "$RUNS" ]] || return 0
+	paste -d' ' <(cut -d' ' -f1 "$a") <(cut -d' ' -f1 "$b") |
+		awk '{printf "%s%.2f", (NR > 1 ? ", " : ""), ($2 > 0 ? $1 / $2 : 0)}'
+}
+RATIO="" FLOOR_RATIO="" PY_RATIO="" RATIO_CPU="" PY_RATIO_CPU="" RATIO_RUNS="" PY_RATIO_RUNS=""
 if [[ -n $BL_TOTAL && -n $BASE_TOTAL ]]; then
 	RATIO=$(ratio "$BL_TOTAL" "$BASE_TOTAL")
 	RATIO_CPU=$(ratio "$(stepcpu total)" "$(stepcpu baseline)")
-	echo "batchlake / baseline: ${RATIO}x wall, ${RATIO_CPU}x cpu (target: <= 3.00)"
+	RATIO_RUNS=$(runratios total baseline)
+	echo "batchlake / baseline: ${RATIO}x wall, ${RATIO_CPU}x cpu (target: <= 3.00)${RATIO_RUNS:+; wall, run by run: $RATIO_RUNS}"
 fi
 if [[ -n $BL_TOTAL && -n $PY_TOTAL ]]; then
 	PY_RATIO=$(ratio "$PY_TOTAL" "$BL_TOTAL")
 	PY_RATIO_CPU=$(ratio "$(stepcpu python)" "$(stepcpu total)")
-	echo "Python reconciler / batchlake: ${PY_RATIO}x wall, ${PY_RATIO_CPU}x cpu (target: >= 2.50; batchlake uses every core, Python one)"
+	PY_RATIO_RUNS=$(runratios python total)
+	echo "Python reconciler / batchlake: ${PY_RATIO}x wall, ${PY_RATIO_CPU}x cpu (target: >= 2.50; batchlake uses every core, Python one)${PY_RATIO_RUNS:+; wall, run by run: $PY_RATIO_RUNS}"
 fi
 if [[ -n $BL_TOTAL && -n $FLOOR_TOTAL ]]; then
 	FLOOR_RATIO=$(ratio "$BL_TOTAL" "$FLOOR_TOTAL")
@@ -518,6 +531,7 @@ jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson c
 	--argjson bytes "$B_ALL" --arg bl "${BL_TOTAL:-}" --arg base "${BASE_TOTAL:-}" --arg ratio "${RATIO:-}" \
 	--arg floor "${FLOOR_TOTAL:-}" --arg floor_ratio "${FLOOR_RATIO:-}" --arg rss_met "${RSS_MET:-}" \
 	--arg ratio_cpu "${RATIO_CPU:-}" --arg py "${PY_TOTAL:-}" --arg py_ratio "${PY_RATIO:-}" --arg py_ratio_cpu "${PY_RATIO_CPU:-}" \
+	--arg ratio_runs "${RATIO_RUNS:-}" --arg py_ratio_runs "${PY_RATIO_RUNS:-}" \
 	--arg part_ratio_cpu "${PART_RATIO_CPU:-}" --arg part_bytes "${PART_BYTES:-}" \
 	--arg gen_wall "${GEN_WALL:-}" --arg gen_rss "${GEN_RSS:-}" --arg gen_cpu "${GEN_CPU:-}" --argjson mismatches "$MISMATCHES" \
 	'{n: $n, seed: $seed, runs: $runs, cores: $cores, bytes: $bytes,
@@ -526,9 +540,11 @@ jq -n --argjson n "$N" --argjson seed "$SEED" --argjson runs "$RUNS" --argjson c
 	  baseline_total_s: (if $base == "" then null else ($base | tonumber) end),
 	  ratio: (if $ratio == "" then null else ($ratio | tonumber) end),
 	  ratio_cpu: (if $ratio_cpu == "" then null else ($ratio_cpu | tonumber) end),
+	  ratio_runs: (if $ratio_runs == "" then null else ($ratio_runs | split(", ") | map(tonumber)) end),
 	  python_total_s: (if $py == "" then null else ($py | tonumber) end),
 	  python_ratio: (if $py_ratio == "" then null else ($py_ratio | tonumber) end),
 	  python_ratio_cpu: (if $py_ratio_cpu == "" then null else ($py_ratio_cpu | tonumber) end),
+	  python_ratio_runs: (if $py_ratio_runs == "" then null else ($py_ratio_runs | split(", ") | map(tonumber)) end),
 	  floor_total_s: (if $floor == "" then null else ($floor | tonumber) end),
 	  floor_ratio: (if $floor_ratio == "" then null else ($floor_ratio | tonumber) end),
 	  rss_target_met: (if $rss_met == "" then null else ($rss_met == "true") end),
