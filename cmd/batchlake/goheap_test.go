@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 // TestGoHeap: a step's asks set the process's soft memory limit, restore
@@ -103,7 +103,7 @@ func TestMemoryLimitPerCommand(t *testing.T) {
 // TestBulkStepsCollectAtBulkPercent: the plan and ingest commands, and run's
 // plan, run the collector at bulkGCPercent while they work and give the
 // process its target back when they end. The target is sampled (read-only,
-// runtime/metrics) while each command runs in this process.
+// runtime/metrics) every 100 µs while each command runs in this process.
 func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
 	t.Setenv("GOGC", "")
 	orig := debug.SetGCPercent(100)
@@ -148,8 +148,7 @@ func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
 				case <-stop:
 					least <- low
 					return
-				default:
-					runtime.Gosched()
+				case <-time.After(100 * time.Microsecond):
 				}
 			}
 		}()
