@@ -20,11 +20,12 @@
 # and, on a lake of its own, plan again over input.shuffled.jsonl (the same
 # lines in a random order, as an export without ORDER BY gives them; made by
 # blgen -shuffle): a row of its own, not in the total, whose job key must be
-# the first plan's;
-# and prints, per step, the median wall time, records/s, MB/s of the step's
-# input files, the peak RSS and cpu seconds, the batchlake total beside the
-# baseline, the contract floor and the Python reconciler, the ratios (wall and
-# cpu: batchlake / baseline, Python / batchlake), plan's and ingest's MB/s
+# the first plan's. batchlake's steps go first in odd runs, blbaseline and the
+# Python reconciler in even ones. It prints, per step, the median wall time,
+# records/s, MB/s of the step's input files, the peak RSS and cpu seconds, the
+# batchlake total beside the baseline, the contract floor and the Python
+# reconciler, the ratios (wall and cpu: batchlake / baseline, Python /
+# batchlake; and wall run by run), plan's and ingest's MB/s
 # against their target, and (at N = 1M and 10M) each step's peak RSS against
 # the memory target (RSS_TARGET below), and the collect step's against its
 # pod's limit (COLLECT_RSS_TARGET). Every reconcile report (and every
