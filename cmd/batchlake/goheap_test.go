@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 )
@@ -108,16 +106,14 @@ func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
 	t.Setenv("GOGC", "")
 	orig := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	var in, out strings.Builder
+	for i := range 2000 {
+		id := fmt.Sprintf("bulk-%05d", i)
+		in.WriteString(requestLine(id, fmt.Sprintf("Summarise item %d in one line.", i)) + "\n")
+		out.WriteString(successLine(id, 40, 3, "billing") + "\n")
+	}
+	input, output := writeFile(t, "input.jsonl", []byte(in.String())), writeFile(t, "output.jsonl", []byte(out.String()))
 	dir := t.TempDir()
-	in, ids := bulkInput(t, dir, 2000)
-	out := filepath.Join(dir, "output.jsonl")
-	var lines []byte
-	for i, id := range ids {
-		lines = fmt.Appendf(lines, `{"id":"batch_req_%d","custom_id":%q,"response":{"status_code":200,"request_id":"req_%d","body":{"id":"chatcmpl-%d","object":"chat.completion","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"message":{"role":"assistant","content":"billing"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":3,"total_tokens":43}}},"error":null}`+"\n", i, id, i, i)
-	}
-	if err := os.WriteFile(out, lines, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	planLake, runLake := filepath.Join(dir, "lake"), filepath.Join(dir, "runlake")
 	job := ""
 	steps := []struct {
@@ -125,11 +121,11 @@ func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
 		args func() []string
 	}{
 		{"plan", func() []string {
-			return []string{"plan", "--lake", planLake, "--provider", "openai", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"}
+			return []string{"plan", "--lake", planLake, "--provider", "openai", "--input", input, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"}
 		}},
-		{"ingest", func() []string { return []string{"ingest", "--lake", planLake, "--job", job, "--output", out} }},
+		{"ingest", func() []string { return []string{"ingest", "--lake", planLake, "--job", job, "--output", output} }},
 		{"run", func() []string {
-			return []string{"run", "--lake", runLake, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1",
+			return []string{"run", "--lake", runLake, "--provider", "sim", "--input", input, "--tenant", "acme", "--prompt-version", "v1",
 				"--poll", "10ms", "--sim-lost-creates", "0", "--progress", "never"}
 		}},
 	}
@@ -168,35 +164,4 @@ func TestBulkStepsCollectAtBulkPercent(t *testing.T) {
 			t.Errorf("%s: target after the command %d, want 100 back", s.name, got)
 		}
 	}
-}
-
-// bulkInput writes n OpenAI requests (the demo's, with ids of their own)
-// into dir and returns the file and the ids.
-func bulkInput(t *testing.T, dir string, n int) (string, []string) {
-	t.Helper()
-	demo, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := bytes.Split(bytes.TrimSpace(demo), []byte("\n"))
-	var b []byte
-	ids := make([]string, n)
-	for i := range n {
-		var r map[string]any
-		if err := json.Unmarshal(src[i%len(src)], &r); err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = fmt.Sprintf("bulk-%05d", i)
-		r["custom_id"] = ids[i]
-		line, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(append(b, line...), '\n')
-	}
-	p := filepath.Join(dir, "input.jsonl")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p, ids
 }
