@@ -242,10 +242,12 @@ func (e *Engine) profileNext(ctx context.Context, name string) error {
 	return execFile(ctx, e.DB, "profile.sql", map[string]string{"Path": quote(p)})
 }
 
-// lock turns profiling off before the session is made read-only: a
-// profile's file is written after its statement, where the lockdown no
-// longer lets DuckDB write it.
-func (e *Engine) lock(ctx context.Context) error {
+// lock makes the session read-only (lockdown.sql): it may read the files
+// and write into the folders given, nothing else, and its settings are
+// fixed. Profiling (BATCHLAKE_SQL_PROFILE) is turned off first, for a
+// profile's file is written after its statement, where the lockdown would
+// refuse it; a locked session's statements are not profiled.
+func (e *Engine) lock(ctx context.Context, files, dirs []string) error {
 	if sqlProfileDir != "" {
 		if err := execFile(ctx, e.DB, "profile_off.sql", nil); err != nil {
 			return err
@@ -253,7 +255,7 @@ func (e *Engine) lock(ctx context.Context) error {
 		fmt.Fprintln(os.Stderr, "batchlake: BATCHLAKE_SQL_PROFILE: the statements of a read-only session (sql, cost, report, manual) are not profiled")
 	}
 	e.locked = true
-	return nil
+	return execFile(ctx, e.DB, "lockdown.sql", map[string]string{"Paths": sqlList(files), "Dirs": sqlList(dirs)})
 }
 
 // Exec runs statements in order, naming the file on error.

@@ -38,11 +38,7 @@ func OpenSession(ctx context.Context, l *lake.Lake, o EngineOptions, scope Scope
 		e.Close()
 		return nil, err
 	}
-	if err := e.lock(ctx); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if err := e.ExecFile(ctx, "lockdown.sql", map[string]string{"Paths": sqlList(files), "Dirs": sqlList([]string{filepath.Join(e.tmp, "spill")})}); err != nil {
+	if err := e.lock(ctx, files, []string{filepath.Join(e.tmp, "spill")}); err != nil {
 		e.Close()
 		return nil, err
 	}
