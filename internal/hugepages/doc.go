@@ -4,8 +4,8 @@
 // of most distributions).
 //
 // Every page of fresh memory costs a page fault on its first touch, and on a
-// virtual machine whose page tables the host shadows a fault of a 4 KiB page
-// costs about 11 µs: a 1M plan, ingest and reconcile take 70,000, 90,000 and
+// virtual machine that hands the pages a process frees back to its host (free
+// page reporting) a fault of a 4 KiB page costs about 11 µs: a 1M plan, ingest and reconcile take 70,000, 90,000 and
 // 150,000 of them. A 2 MiB page is one fault instead of 512, and the three
 // steps take 14-22 % less time (docs/performance.md). The Go heap and
 // DuckDB's allocator (jemalloc, built without huge page support) both map
