@@ -17,6 +17,29 @@ import (
 // still gave freed pages back to the kernel after one second).
 const retryMemoryLimit = 128 << 20
 
+// releaseMemory hands the kernel the pages DuckDB's allocator keeps freed
+// for its own next allocations (jemalloc keeps them three seconds,
+// internal/duckalloc), by setting the session's memory limit again: DuckDB
+// flushes its allocator whenever the limit is set. Reconcile calls it where
+// the Go side takes over (the outcomes and costs tables): the Go heap and the
+// page cache then take pages the process has just given back, which the host
+// still backs, instead of fresh ones, which on a virtual machine that reports
+// its free pages to the host cost a fault the host must serve (about 3 ms a
+// 2 MiB page, docs/performance.md). A session at DuckDB's default limit, or
+// one parseMemoryLimit does not read, keeps its pages: RESET memory_limit
+// does not flush.
+func (e *Engine) releaseMemory(ctx context.Context) error {
+	kib := e.memoryLimit >> 10
+	if e.memoryLimit == math.MaxInt64 || kib <= 0 {
+		return nil
+	}
+	if err := e.ExecFile(ctx, "memory_limit.sql", map[string]any{"Limit": quote(fmt.Sprintf("%dKiB", kib))}); err != nil {
+		return err
+	}
+	e.memoryLimit = kib << 10
+	return nil
+}
+
 // memoryLimitRE is DuckDB's syntax for a memory limit: a number and a unit,
 // decimal (KB, MB, ...) or binary (KiB, MiB, ...).
 var memoryLimitRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$`)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/errkind"
+	"github.com/batchlake/batchlake/internal/duckalloc"
+	"github.com/batchlake/batchlake/internal/testrun"
 )
 
 func TestParseMemoryLimit(t *testing.T) {
@@ -91,5 +94,78 @@ func TestQueryOutOfMemoryIsNotBadInput(t *testing.T) {
 	// A query DuckDB refuses is still bad input.
 	if _, err := e.Query(ctx, "SELECT no_such_column FROM records"); !errors.Is(err, errkind.ErrBadInput) {
 		t.Errorf("error %v: want bad input", err)
+	}
+}
+
+// TestReleaseMemory: the pages DuckDB's allocator keeps freed after a
+// statement go back to the kernel when the session releases its memory, and
+// the session's limit stays what it was (to the KiB).
+func TestReleaseMemory(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	for _, set := range []string{"384MB", "1.5GB"} {
+		t.Run(set, func(t *testing.T) {
+			e, err := OpenEngine(l, EngineOptions{Threads: 2, MemoryLimit: set, TempDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			dirty := func() int64 {
+				n, ok := duckalloc.DirtyBytes()
+				if !ok {
+					testrun.CheckAllocator(t) // skips where DuckDB has no jemalloc
+					t.Fatal("DuckDB's jemalloc keeps no statistics")
+				}
+				return n
+			}
+			limit := func() string {
+				var v string
+				if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			before := limit()
+			// A hash table of 1.5 million integers, freed when the
+			// statement ends.
+			var n int64
+			if err := e.DB.QueryRowContext(ctx, "SELECT count(DISTINCT i) FROM range(1500000) t(i)").Scan(&n); err != nil || n != 1500000 {
+				t.Fatalf("count %d, %v", n, err)
+			}
+			kept := dirty()
+			if kept < 32<<20 {
+				t.Fatalf("DuckDB's allocator keeps %d bytes freed after the statement: the test needs more", kept)
+			}
+			if err := e.releaseMemory(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if left := dirty(); left > 4<<20 {
+				t.Errorf("--memory-limit %q: %d bytes still kept freed after releasing %d", set, left, kept)
+			}
+			if got := limit(); got != before {
+				t.Errorf("--memory-limit %q: %s after releasing, was %s", set, got, before)
+			}
+		})
+	}
+}
+
+// TestTablesPassStartsWithDuckDBMemoryReleased: by the time the outcomes and
+// costs tables are written, DuckDB's allocator has given back the pages its
+// statements freed (some 50 MB of them even for a small job), for the Go side
+// to take again. Not parallel: the allocator's count is the process's, and
+// other tests' sessions free memory too.
+func TestTablesPassStartsWithDuckDBMemoryReleased(t *testing.T) {
+	g := generate(rand.New(rand.NewPCG(5, 9)), 400, 3, 2)
+	kept, ok := int64(-1), false
+	reconcileNewWith(t, t.TempDir(), "lake", g, 100, func(o *Options) {
+		o.Engine.MemoryLimit = "384MB"
+		o.tablesStart = func() { kept, ok = duckalloc.DirtyBytes() }
+	})
+	if !ok {
+		testrun.CheckAllocator(t)
+		t.Fatal("DuckDB's jemalloc keeps no statistics")
+	}
+	if kept > 4<<20 {
+		t.Errorf("DuckDB's allocator keeps %d bytes freed as the tables' pass starts, want them given back", kept)
 	}
 }

@@ -93,6 +93,9 @@ type Options struct {
 	// record columns' chunks from the expected files, as for expected files
 	// the copy refuses (tests compare the two).
 	encodeAll bool
+	// tablesStart, if set, is called as the outcomes and costs tables'
+	// pass starts (tests read DuckDB's allocator there).
+	tablesStart func()
 }
 
 // Counts are a report's counts of records and lines: a job's (Report), or
@@ -624,11 +627,21 @@ func reconcileLocked(ctx context.Context, e *Engine, l *lake.Lake, m *lake.Manif
 		if err := e.ExecFile(ctx, "retry_rows.sql", nil); err != nil {
 			return nil, err
 		}
+	}
+	// What follows is mostly Go's: the memory DuckDB's statements freed
+	// goes back to the kernel now, for the tables' pass to take again.
+	if err := e.releaseMemory(ctx); err != nil {
+		return nil, err
+	}
+	if rep.RetryRecords > 0 {
 		if limit := cmp.Or(o.retryPrefetchBytes, defaultPrefetchBytes); limit > 0 {
 			if pre, err = startRetryPrefetch(ctx, e, l, m, limit); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if o.tablesStart != nil {
+		o.tablesStart()
 	}
 	start := time.Now()
 	if rep.OutcomesFile, rep.CostsFile, err = writeTables(ctx, e, l, m, job, o.TmpDir, o.merged, !o.encodeAll, rawModes(in.recs)); err != nil {

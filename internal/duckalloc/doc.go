@@ -1,6 +1,6 @@
 // Package duckalloc sets how DuckDB's bundled allocator gives memory back
 // to the kernel, for the whole process that links it, and reports the
-// setting in force.
+// setting in force and how much freed memory the allocator keeps.
 //
 // It is a link-time setting, not an option: jemalloc reads it as the
 // process loads, before any Go code runs. The batchlake binary imports this

@@ -21,6 +21,7 @@ package duckalloc
 
 /*
 #include <stdlib.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 const char *duckdb_je_malloc_conf_2_conf_harder = "dirty_decay_ms:3000,muzzy_decay_ms:0";
@@ -43,6 +44,31 @@ static int batchlake_decay(const char *name, long long *ms) {
 		return -1;
 	}
 	*ms = (long long)v;
+	return 0;
+}
+
+// batchlake_dirty reads how many bytes of freed pages all of jemalloc's
+// arenas keep for reuse (stats.arenas.<all>.pdirty pages of arenas.page
+// bytes), after refreshing the statistics (epoch).
+static int batchlake_dirty(long long *bytes) {
+	if (duckdb_je_mallctl == NULL) {
+		return -1;
+	}
+	uint64_t epoch = 1;
+	size_t n = sizeof(epoch);
+	if (duckdb_je_mallctl("epoch", &epoch, &n, &epoch, sizeof(epoch)) != 0) {
+		return -1;
+	}
+	size_t pages, page;
+	n = sizeof(pages);
+	if (duckdb_je_mallctl("stats.arenas.4096.pdirty", &pages, &n, NULL, 0) != 0) {
+		return -1;
+	}
+	n = sizeof(page);
+	if (duckdb_je_mallctl("arenas.page", &page, &n, NULL, 0) != 0) {
+		return -1;
+	}
+	*bytes = (long long)(pages * page);
 	return 0;
 }
 */
@@ -73,4 +99,15 @@ func Settings() (dirtyMS, muzzyMS int64, ok bool) {
 	d, ok1 := read("opt.dirty_decay_ms")
 	m, ok2 := read("opt.muzzy_decay_ms")
 	return d, m, ok1 && ok2
+}
+
+// DirtyBytes reports how many bytes of freed pages DuckDB's jemalloc keeps
+// for its own reuse (not yet given back to the kernel), or ok false when
+// DuckDB allocates without its jemalloc or without its statistics.
+func DirtyBytes() (bytes int64, ok bool) {
+	var v C.longlong
+	if C.batchlake_dirty(&v) != 0 {
+		return 0, false
+	}
+	return int64(v), true
 }
