@@ -11,6 +11,7 @@ import (
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/internal/duckalloc"
 	"github.com/batchlake/batchlake/internal/testrun"
+	"github.com/batchlake/batchlake/lake"
 )
 
 func TestParseMemoryLimit(t *testing.T) {
@@ -150,22 +151,35 @@ func TestReleaseMemory(t *testing.T) {
 }
 
 // TestTablesPassStartsWithDuckDBMemoryReleased: by the time the outcomes and
-// costs tables are written, DuckDB's allocator has given back the pages its
-// statements freed (some 50 MB of them even for a small job), for the Go side
-// to take again. Not parallel: the allocator's count is the process's, and
-// other tests' sessions free memory too.
+// costs tables are written, a job's or a partition's, DuckDB's allocator has
+// given back the pages its statements freed (some 50 MB of them even for a
+// small job), for the Go side to take again. Not parallel: the allocator's
+// count is the process's, and other tests' sessions free memory too.
 func TestTablesPassStartsWithDuckDBMemoryReleased(t *testing.T) {
+	ctx := context.Background()
 	g := generate(rand.New(rand.NewPCG(5, 9)), 400, 3, 2)
-	kept, ok := int64(-1), false
-	reconcileNewWith(t, t.TempDir(), "lake", g, 100, func(o *Options) {
-		o.Engine.MemoryLimit = "384MB"
-		o.tablesStart = func() { kept, ok = duckalloc.DirtyBytes() }
-	})
-	if !ok {
-		testrun.CheckAllocator(t)
-		t.Fatal("DuckDB's jemalloc keeps no statistics")
-	}
-	if kept > 4<<20 {
-		t.Errorf("DuckDB's allocator keeps %d bytes freed as the tables' pass starts, want them given back", kept)
+	l, dir := testLake(t)
+	m := planAndIngest(t, l, dir, g, 100)
+	for _, part := range []*lake.Partition{nil, {K: 1, N: 2}} {
+		kept, ok := int64(-1), false
+		o := Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 2, MemoryLimit: "384MB"},
+			tablesStart: func() { kept, ok = duckalloc.DirtyBytes() }}
+		name, err := "the job", error(nil)
+		if part == nil {
+			_, err = Run(ctx, l, o)
+		} else {
+			name = "partition " + part.String()
+			_, err = RunPartition(ctx, l, o, *part)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			testrun.CheckAllocator(t)
+			t.Fatal("DuckDB's jemalloc keeps no statistics")
+		}
+		if kept > 4<<20 {
+			t.Errorf("%s: DuckDB's allocator keeps %d bytes freed as the tables' pass starts, want them given back", name, kept)
+		}
 	}
 }

@@ -187,6 +187,14 @@ func RunPartition(ctx context.Context, l *lake.Lake, o Options, p lake.Partition
 		return nil, err
 	}
 	res := &PartitionResult{partitionID: partitionID{Version: PartitionVersion, Partition: p.String(), K: p.K, N: p.N, Key: key}, Report: *rep}
+	// As in a whole job's reconcile, the Go side writes the tables in the
+	// memory DuckDB's statements freed.
+	if err := e.releaseMemory(ctx); err != nil {
+		return nil, err
+	}
+	if o.tablesStart != nil {
+		o.tablesStart()
+	}
 	if res.OutcomesFile, res.CostsFile, err = writePartials(ctx, e, l, in.m, in.job, p, rep.Expected); err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ type Options struct {
 	// the copy refuses (tests compare the two).
 	encodeAll bool
 	// tablesStart, if set, is called as the outcomes and costs tables'
-	// pass starts (tests read DuckDB's allocator there).
+	// pass starts, or a partition's (tests read DuckDB's allocator there).
 	tablesStart func()
 }
 
