@@ -49,7 +49,8 @@ static int batchlake_decay(const char *name, long long *ms) {
 
 // batchlake_dirty reads how many bytes of freed pages all of jemalloc's
 // arenas keep for reuse (stats.arenas.<all>.pdirty pages of arenas.page
-// bytes), after refreshing the statistics (epoch).
+// bytes; 4096 is jemalloc's MALLCTL_ARENAS_ALL), after refreshing the
+// statistics (epoch).
 static int batchlake_dirty(long long *bytes) {
 	if (duckdb_je_mallctl == NULL) {
 		return -1;
