@@ -62,23 +62,26 @@ func TestLowerMemoryLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			limit := func() string {
-				var v string
-				if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&v); err != nil {
-					t.Fatal(err)
-				}
-				return v
-			}
-			before := limit()
+			before := sessionLimit(t, e)
 			if err := e.lowerMemoryLimit(ctx, retryMemoryLimit); err != nil {
 				t.Fatal(err)
 			}
-			got := limit()
+			got := sessionLimit(t, e)
 			if got != c.want {
 				t.Errorf("--memory-limit %q: %s after lowering (was %s), want %s", c.set, got, before, c.want)
 			}
 		})
 	}
+}
+
+// sessionLimit is the session's DuckDB memory limit, as DuckDB prints it.
+func sessionLimit(t *testing.T, e *Engine) string {
+	t.Helper()
+	var v string
+	if err := e.DB.QueryRowContext(context.Background(), "SELECT current_setting('memory_limit')").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestQueryOutOfMemoryIsNotBadInput: a query that runs out of DuckDB's
@@ -119,14 +122,7 @@ func TestReleaseMemory(t *testing.T) {
 				}
 				return n
 			}
-			limit := func() string {
-				var v string
-				if err := e.DB.QueryRowContext(ctx, "SELECT current_setting('memory_limit')").Scan(&v); err != nil {
-					t.Fatal(err)
-				}
-				return v
-			}
-			before := limit()
+			before := sessionLimit(t, e)
 			// A hash table of 1.5 million integers, freed when the
 			// statement ends.
 			var n int64
@@ -143,7 +139,7 @@ func TestReleaseMemory(t *testing.T) {
 			if left := dirty(); left > 4<<20 {
 				t.Errorf("--memory-limit %q: %d bytes still kept freed after releasing %d", set, left, kept)
 			}
-			if got := limit(); got != before {
+			if got := sessionLimit(t, e); got != before {
 				t.Errorf("--memory-limit %q: %s after releasing, was %s", set, got, before)
 			}
 		})
