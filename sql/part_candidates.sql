@@ -21,3 +21,17 @@ JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.cus
 JOIN attempts_raw a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND a.line_no = c.line_no
                    AND a.custom_id = c.custom_id AND a.outcome = 'success'
 {{- end}}
+
+-- "accepted_records": the record_id of each record with an accepted result,
+-- for the question the report asks of every record (whether it has a
+-- candidate line at all), answered from the outcomes alone. In a job whose
+-- outcome for a record is succeeded, the record's best line passed the gate,
+-- the reconcile priced it first_success (line_costs.sql) and it is a success
+-- in the attempts: a candidate line. And every candidate line is in a job
+-- whose outcome for its record is succeeded. So a record has a candidate line
+-- exactly when some job's outcome for it is succeeded, without joining every
+-- line of the lake to its costs and attempts rows (most of the report's
+-- time). The accepted view still picks its line from candidate_lines.
+{{- define "accepted_records"}}
+SELECT record_id FROM outcomes WHERE outcome = 'succeeded'
+{{- end}}

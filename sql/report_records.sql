@@ -8,14 +8,13 @@
 -- the records view), not the records view semi-joined to the scope's records:
 -- two hash tables of every record_id did not fit in DuckDB's memory limit at
 -- 3M records, where one aggregate spills. Whether a record has an accepted
--- result is whether it has a candidate line (part_candidates.sql), asked of
--- every record: restricted to the scope's (a join of every record_id first)
--- it was slower for a job's own report.
+-- result is asked of the outcomes (accepted_records, part_candidates.sql),
+-- for every record.
 WITH RECURSIVE {{.Scope}},
 recs AS (SELECT DISTINCT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))
 SELECT 'expected' AS k, count(*) AS n FROM recs
 UNION ALL
-SELECT 'succeeded', count(*) FROM recs WHERE record_id IN (SELECT c.record_id {{template "candidate_lines" ""}})
+SELECT 'succeeded', count(*) FROM recs WHERE record_id IN ({{template "accepted_records"}})
 UNION ALL
 SELECT 'retried', count(DISTINCT record_id) FROM expected WHERE job_key IN (SELECT job_key FROM scope) AND attempt > 1
 UNION ALL
