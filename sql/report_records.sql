@@ -3,33 +3,42 @@
 -- histogram of attempts per record (the records view's attempts, across every
 -- generation).
 --
--- The histogram is one aggregate by record_id over the scope's expected rows
--- and every outcome (attempts = max(attempt) over a record's outcomes, as in
--- the records view), not the records view semi-joined to the scope's records:
--- two hash tables of every record_id did not fit in DuckDB's memory limit at
--- 3M records, where one aggregate spills. Whether a record has an accepted
--- result is asked of the outcomes (accepted_records, part_candidates.sql),
--- for every record.
+-- The expected, accepted and attempts numbers come from one aggregate by
+-- record_id over the scope's expected rows and every outcome: whether the
+-- record is the scope's, its attempts (max(attempt) over its outcomes, as in
+-- the records view) and whether it has an accepted result (a succeeded
+-- outcome: accepted_records, part_candidates.sql), then counted by attempts.
+-- Each further set or aggregate of every record_id (the scope's records, a
+-- semi-join for the accepted ones) cost as much again: at 10M records the
+-- statement took 25 s with three of them. Two hash tables of every record_id
+-- also did not fit in DuckDB's memory limit at 3M records, where one aggregate
+-- spills.
 WITH RECURSIVE {{.Scope}},
-recs AS (SELECT DISTINCT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))
-SELECT 'expected' AS k, count(*) AS n FROM recs
+per AS (
+    SELECT record_id, max(attempt) AS attempts, bool_or(scoped) AS scoped, bool_or(accepted) AS accepted
+    FROM (
+        SELECT record_id, CAST(NULL AS INTEGER) AS attempt, true AS scoped, false AS accepted
+        FROM expected WHERE job_key IN (SELECT job_key FROM scope)
+        UNION ALL
+        SELECT record_id, attempt, false, outcome = 'succeeded' FROM outcomes
+    )
+    GROUP BY record_id
+),
+-- One row per number of attempts (NULL: no outcome yet), the only reader of
+-- per, materialised so that per is aggregated once.
+by_attempts AS MATERIALIZED (
+    SELECT attempts, count(*) AS n, count(*) FILTER (WHERE accepted) AS accepted
+    FROM per
+    WHERE scoped
+    GROUP BY attempts
+)
+SELECT 'expected' AS k, CAST(coalesce(sum(n), 0) AS BIGINT) AS n FROM by_attempts
 UNION ALL
-SELECT 'succeeded', count(*) FROM recs WHERE record_id IN ({{template "accepted_records"}})
+SELECT 'succeeded', CAST(coalesce(sum(accepted), 0) AS BIGINT) FROM by_attempts
 UNION ALL
 SELECT 'retried', count(DISTINCT record_id) FROM expected WHERE job_key IN (SELECT job_key FROM scope) AND attempt > 1
 UNION ALL
-SELECT 'manual', count(*) FROM manual WHERE record_id IN (SELECT record_id FROM recs)
+SELECT 'manual', count(*) FROM manual
+WHERE record_id IN (SELECT record_id FROM expected WHERE job_key IN (SELECT job_key FROM scope))
 UNION ALL
-SELECT 'attempts=' || CAST(attempts AS VARCHAR), count(*)
-FROM (
-    SELECT record_id, max(attempt) AS attempts, bool_or(scoped) AS scoped
-    FROM (
-        SELECT record_id, CAST(NULL AS INTEGER) AS attempt, true AS scoped
-        FROM expected WHERE job_key IN (SELECT job_key FROM scope)
-        UNION ALL
-        SELECT record_id, attempt, false FROM outcomes
-    )
-    GROUP BY record_id
-)
-WHERE scoped AND attempts IS NOT NULL
-GROUP BY attempts;
+SELECT 'attempts=' || CAST(attempts AS VARCHAR), n FROM by_attempts WHERE attempts IS NOT NULL;
