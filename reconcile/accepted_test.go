@@ -261,6 +261,80 @@ func TestSettledIsTheAcceptedRecords(t *testing.T) {
 	checkSettled(t, &lineageLake{l: l, dir: dir}, m, g.truth.counts["succeeded"], g.truth.counts["failed_permanent"]+g.truth.counts["failed_retryable"])
 }
 
+// TestManualQueueLeavesOnLateSuccess: a record whose retry failed for good is
+// in the manual queue until a success of its first attempt arrives late; then
+// it has an accepted result and leaves the queue (manual view and report),
+// though its latest disposition is still manual.
+func TestManualQueueLeavesOnLateSuccess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, dir := testLake(t)
+	x := &lineageLake{l: l, dir: dir}
+	var input []string
+	for i := range 2 {
+		input = append(input, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i))
+	}
+	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := lake.ParseDigest(res.JobKey)
+	if x.m1, err = l.GetManifest(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if rep := x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "first r0")}, []string{errLine("r1", 500, "server_error")}); rep.RetryRecords != 1 {
+		t.Fatalf("job 1: %+v", rep)
+	}
+	rr, err := Retry(ctx, l, d, dir)
+	if err != nil || rr.Child == nil {
+		t.Fatalf("retry: %v %+v", err, rr)
+	}
+	d2, _ := lake.ParseDigest(rr.Child.JobKey)
+	if x.m2, err = l.GetManifest(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	var childR1 string
+	x.query(t, "SELECT custom_id FROM expected WHERE job_key = '"+x.m2.JobKey+"'", func(v []any) { childR1 = v[0].(string) })
+	if rep := x.ingestAndReconcile(t, x.m2, nil, []string{errLine(childR1, 400, "invalid_request_error")}); rep.ManualRecords != 1 {
+		t.Fatalf("job 2: %+v", rep)
+	}
+	queue := func() (keys []string) {
+		x.query(t, "SELECT business_key FROM manual ORDER BY 1", func(v []any) { keys = append(keys, v[0].(string)) })
+		return keys
+	}
+	if got := queue(); fmt.Sprint(got) != "[r1]" {
+		t.Fatalf("manual queue %v, want [r1]", got)
+	}
+	checkSettled(t, x, x.m1, 1, 1)
+
+	x.ingestAndReconcile(t, x.m1, []string{okLine("r1", "late r1 attempt 1")}, nil)
+	if got := queue(); len(got) != 0 {
+		t.Errorf("manual queue %v after r1's late success, want none", got)
+	}
+	var latest string
+	x.query(t, "SELECT arg_max(disposition, attempt) FROM outcomes WHERE business_key = 'r1'", func(v []any) { latest = v[0].(string) })
+	if latest != "manual" {
+		t.Errorf("r1's latest disposition %q, want manual (the queue must leave it for its accepted result)", latest)
+	}
+	if got := x.acceptedRows(t); got["r1"] == "" || got["r1"][:8] != x.m1.JobKey[:8] {
+		t.Errorf("accepted %v: want r1 from job 1", got)
+	}
+	checkSettled(t, x, x.m1, 2, 0)
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := e.Summarize(ctx, l, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Expected != 2 || s.Succeeded != 2 || s.Manual != 0 {
+		t.Errorf("report: expected %d, succeeded %d, manual %d; want 2, 2, 0", s.Expected, s.Succeeded, s.Manual)
+	}
+}
+
 // TestRecordsViewTakesTheLatestAttempt: the records view shows each record's
 // latest attempt (its outcome, disposition and job) with the cost of all its
 // attempts, one row per record.
