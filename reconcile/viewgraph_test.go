@@ -204,7 +204,7 @@ func TestCommandViewsSuffice(t *testing.T) {
 		staged []string
 	}{
 		{CostViews, []string{"cost", "unpriced"}, []string{"costs"}},
-		{ManualViews, []string{"manual"}, []string{"attempts", "costs", "outcomes"}},
+		{ManualViews, []string{"manual"}, []string{"outcomes"}},
 		{SettledViews, []string{"settled"}, []string{"expected", "outcomes"}},
 	} {
 		t.Run(strings.Join(c.views, ","), func(t *testing.T) {

@@ -107,9 +107,9 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- each record's latest disposition alone, and only its records' outcomes are
 -- read again for the rest: the latest of every column of every record held
 -- all their strings at once (at 3M records more than DuckDB's memory limit).
--- Whether a record has an accepted result (a candidate line of
--- part_candidates.sql) is asked of the queue's candidates only (a few records
--- of a large job, not every line).
+-- Whether a record has an accepted result is asked of the outcomes
+-- (accepted_records, part_candidates.sql), for the queue's candidates only (a
+-- few records of a large job).
 CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
     SELECT record_id, arg_max(disposition, attempt) AS disposition
@@ -120,7 +120,7 @@ candidates AS (
     SELECT record_id FROM latest WHERE disposition = 'manual'
 ),
 settled AS (
-    SELECT c.record_id {{template "candidate_lines" "candidates"}}
+    SELECT k.record_id FROM candidates k JOIN ({{template "accepted_records"}}) s ON s.record_id = k.record_id
 ),
 queue AS (
     SELECT record_id FROM candidates WHERE record_id NOT IN (SELECT record_id FROM settled)
