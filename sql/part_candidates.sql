@@ -1,13 +1,7 @@
 -- "candidate_lines": the FROM clause of the lines that may be a record's
 -- accepted result: a gate-passing success (priced first_success or
 -- duplicate_submission) in a job whose outcome for the record is succeeded.
--- The accepted view picks one of them per record; the manual view and the
--- report only ask whether a record has one, with
--- SELECT c.record_id {{template "candidate_lines" "rel"}}, which needs neither
--- that ordering nor the lines' columns. rel restricts the lines to the
--- records of relation rel (a CTE with a record_id column), joined first so
--- that a small one (the manual view's candidates) keeps DuckDB from joining
--- every line of the lake; "" takes every record. A line's record and attempt
+-- The accepted view picks one of them per record. A line's record and attempt
 -- are its costs row's (the job's expected row of its custom_id, as the
 -- attempts view would give), so the lines are read as they are stored
 -- (attempts_raw), without the attempts view's joins. Every two of the three
@@ -15,7 +9,7 @@
 -- joins them in: lines and outcomes joined by job alone would pair every line
 -- of a job with every record.
 {{- define "candidate_lines"}}
-FROM {{if .}}{{.}} k JOIN costs c ON c.record_id = k.record_id{{else}}costs c{{end}}
+FROM costs c
 JOIN outcomes o ON o.job_key = c.job_key AND o.record_id = c.record_id AND o.custom_id = c.custom_id
                AND o.outcome = 'succeeded' AND c.category IN ('first_success', 'duplicate_submission')
 JOIN attempts_raw a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND a.line_no = c.line_no
@@ -23,15 +17,14 @@ JOIN attempts_raw a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND
 {{- end}}
 
 -- "accepted_records": the record_id of each record with an accepted result,
--- for the question the report asks of every record (whether it has a
--- candidate line at all), answered from the outcomes alone. In a job whose
+-- for the manual view and the report, which only ask whether a record has a
+-- candidate line at all: answered from the outcomes alone. In a job whose
 -- outcome for a record is succeeded, the record's best line passed the gate,
 -- the reconcile priced it first_success (line_costs.sql) and it is a success
 -- in the attempts: a candidate line. And every candidate line is in a job
 -- whose outcome for its record is succeeded. So a record has a candidate line
--- exactly when some job's outcome for it is succeeded, without joining every
--- line of the lake to its costs and attempts rows (most of the report's
--- time). The accepted view still picks its line from candidate_lines.
+-- exactly when some job's outcome for it is succeeded, and the question needs
+-- no join of every line of the lake to its costs and attempts rows.
 {{- define "accepted_records"}}
 SELECT record_id FROM outcomes WHERE outcome = 'succeeded'
 {{- end}}

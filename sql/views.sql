@@ -96,7 +96,7 @@ SELECT * FROM {{.ReportFiles}};
 CREATE OR REPLACE {{.Kind}} accepted AS
 SELECT c.record_id, o.business_key, a.tenant, a.job_key, c.attempt, a.custom_id, a.model_version, a.output_text,
        a.raw_sha256, a.line_no, a.channel, f.first_reconciled_at AS accepted_at
-{{template "candidate_lines" ""}}
+{{template "candidate_lines"}}
 LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha256
 QUALIFY row_number() OVER (PARTITION BY c.record_id
                            ORDER BY f.first_reconciled_at NULLS LAST, c.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
