@@ -101,7 +101,8 @@ LEFT JOIN report_files f ON f.job_key = a.job_key AND f.raw_sha256 = a.raw_sha25
 QUALIFY row_number() OVER (PARTITION BY c.record_id
                            ORDER BY f.first_reconciled_at NULLS LAST, c.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
 
--- The manual queue: records whose latest disposition is manual and that have
+-- The manual queue: records whose latest disposition (by latest_key,
+-- part_latest.sql, as in the records view) is manual and that have
 -- no accepted result (a late success settles a record no person need touch),
 -- with the outcome and reason of their last attempt. The queue is found from
 -- each record's latest disposition alone, and only its records' outcomes are
@@ -112,12 +113,12 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- few records of a large job).
 CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
-    SELECT record_id, arg_max(disposition, attempt) AS disposition
+    SELECT record_id, arg_max(disposition = 'manual', {{template "latest_key"}}) AS manual
     FROM outcomes
     GROUP BY record_id
 ),
 candidates AS (
-    SELECT record_id FROM latest WHERE disposition = 'manual'
+    SELECT record_id FROM latest WHERE manual
 ),
 settled AS (
     SELECT k.record_id FROM candidates k JOIN ({{template "accepted_records"}}) s ON s.record_id = k.record_id
@@ -142,15 +143,14 @@ GROUP BY record_id;
 -- the record was retried on another provider): for a succeeded record, who
 -- finally answered it (the exact model version is the accepted view's).
 --
--- The latest row is found by a number, the attempt above 32 bits of a hash
--- of the job key (which of two jobs of one attempt wins is arbitrary but
--- the same in every query), and its columns are joined back: an aggregate
+-- The latest row is found by a number (latest_key, part_latest.sql), and
+-- its columns are joined back: an aggregate
 -- keeping a string per record (arg_max of the business key, the outcome, the
 -- job key) holds them where DuckDB cannot spill them, and at 10M records
 -- does not fit the default memory limit.
 CREATE OR REPLACE {{.Kind}} records AS
 WITH keyed AS (
-    SELECT *, (CAST(attempt AS BIGINT) << 32) | CAST(hash(job_key) >> 32 AS BIGINT) AS latest_key
+    SELECT *, {{template "latest_key"}} AS latest_key
     FROM outcomes
 ),
 r AS (
