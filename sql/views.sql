@@ -128,11 +128,11 @@ queue AS (
 )
 SELECT record_id,
        any_value(tenant) AS tenant,
-       arg_max(business_key, attempt) AS business_key,
-       arg_max(outcome, attempt) AS outcome,
-       arg_max(reason, attempt) AS reason,
+       arg_max(business_key, {{template "latest_key"}}) AS business_key,
+       arg_max(outcome, {{template "latest_key"}}) AS outcome,
+       arg_max(reason, {{template "latest_key"}}) AS reason,
        max(attempt) AS attempts,
-       arg_max(job_key, attempt) AS last_job_key,
+       arg_max(job_key, {{template "latest_key"}}) AS last_job_key,
        sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd
 FROM outcomes
 WHERE record_id IN (SELECT record_id FROM queue)
