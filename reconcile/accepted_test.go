@@ -57,36 +57,54 @@ func (x *lineageLake) ingestAndReconcile(t *testing.T, m *lake.Manifest, output,
 	return rep
 }
 
-func newLineageLake(t *testing.T) *lineageLake {
+// planFirst plans job 1 (x.m1) in a new lake: records r0 to r<n-1>, each
+// custom id its business key.
+func planFirst(t *testing.T, n int) *lineageLake {
 	t.Helper()
-	ctx := context.Background()
 	l, dir := testLake(t)
 	x := &lineageLake{l: l, dir: dir}
 	var input []string
-	for i := range 4 {
+	for i := range n {
 		input = append(input, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i))
 	}
-	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
+	res, err := ingest.Plan(context.Background(), l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
 		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := lake.ParseDigest(res.JobKey)
-	if x.m1, err = l.GetManifest(ctx, d); err != nil {
+	x.m1 = x.manifest(t, res.JobKey)
+	return x
+}
+
+// retryFirst makes job 1's retry child, job 2 (x.m2).
+func (x *lineageLake) retryFirst(t *testing.T) {
+	t.Helper()
+	d, _ := lake.ParseDigest(x.m1.JobKey)
+	rr, err := Retry(context.Background(), x.l, d, x.dir)
+	if err != nil || rr.Child == nil {
+		t.Fatalf("retry: %v %+v", err, rr)
+	}
+	x.m2 = x.manifest(t, rr.Child.JobKey)
+}
+
+func (x *lineageLake) manifest(t *testing.T, job string) *lake.Manifest {
+	t.Helper()
+	d, _ := lake.ParseDigest(job)
+	m, err := x.l.GetManifest(context.Background(), d)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func newLineageLake(t *testing.T) *lineageLake {
+	t.Helper()
+	x := planFirst(t, 4)
 	rep := x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "first r0")}, []string{errLine("r1", 500, "server_error"), errLine("r2", 400, "invalid_request_error")})
 	if rep.Succeeded != 1 || rep.RetryRecords != 2 || rep.ManualRecords != 1 {
 		t.Fatalf("job 1: %+v", rep)
 	}
-	rr, err := Retry(ctx, l, d, dir)
-	if err != nil || rr.Child == nil {
-		t.Fatalf("retry: %v %+v", err, rr)
-	}
-	d2, _ := lake.ParseDigest(rr.Child.JobKey)
-	if x.m2, err = l.GetManifest(ctx, d2); err != nil {
-		t.Fatal(err)
-	}
+	x.retryFirst(t)
 	x.childID = map[string]string{}
 	x.query(t, "SELECT business_key, custom_id FROM expected WHERE job_key = '"+x.m2.JobKey+"'", func(v []any) {
 		x.childID[v[0].(string)] = v[1].(string)
@@ -101,16 +119,22 @@ func newLineageLake(t *testing.T) *lineageLake {
 	return x
 }
 
-// query runs q in a fresh read-only session and calls fn with each row.
-func (x *lineageLake) query(t *testing.T, q string, fn func([]any)) {
+// session opens a fresh read-only session over the lake; the caller closes it.
+func (x *lineageLake) session(t *testing.T) *Engine {
 	t.Helper()
-	ctx := context.Background()
-	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
+	e, err := OpenSession(context.Background(), x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// query runs q in a fresh read-only session and calls fn with each row.
+func (x *lineageLake) query(t *testing.T, q string, fn func([]any)) {
+	t.Helper()
+	e := x.session(t)
 	defer e.Close()
-	rows, err := e.Query(ctx, q)
+	rows, err := e.Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +154,20 @@ func (x *lineageLake) query(t *testing.T, q string, fn func([]any)) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// summarize is the report of job m and its retry descendants, from a fresh
+// read-only session.
+func (x *lineageLake) summarize(t *testing.T, m *lake.Manifest) *JobSummary {
+	t.Helper()
+	e := x.session(t)
+	defer e.Close()
+	d, _ := lake.ParseDigest(m.JobKey)
+	s, err := e.Summarize(context.Background(), x.l, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // acceptedRows maps business key -> "job attempt text raw line" of the accepted view.
@@ -229,16 +267,7 @@ func checkSettled(t *testing.T, x *lineageLake, m *lake.Manifest, wantSucceeded,
 	if manual != queue || both != queue || queue < wantManual {
 		t.Errorf("manual view has %d records, the queue by the accepted view %d, in both %d (want equal sets of at least %d)", manual, queue, both, wantManual)
 	}
-	e, err := OpenSession(context.Background(), x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	d, _ := lake.ParseDigest(m.JobKey)
-	s, err := e.Summarize(context.Background(), x.l, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := x.summarize(t, m)
 	if s.Succeeded != succeeded || succeeded < wantSucceeded || s.Manual != manual {
 		t.Errorf("report: succeeded %d, manual %d; the accepted view has %d records (want at least %d), the manual view %d",
 			s.Succeeded, s.Manual, succeeded, wantSucceeded, manual)
@@ -267,33 +296,11 @@ func TestSettledIsTheAcceptedRecords(t *testing.T) {
 // though its latest disposition is still manual.
 func TestManualQueueLeavesOnLateSuccess(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	l, dir := testLake(t)
-	x := &lineageLake{l: l, dir: dir}
-	var input []string
-	for i := range 2 {
-		input = append(input, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i))
-	}
-	res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
-		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := lake.ParseDigest(res.JobKey)
-	if x.m1, err = l.GetManifest(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	x := planFirst(t, 2)
 	if rep := x.ingestAndReconcile(t, x.m1, []string{okLine("r0", "first r0")}, []string{errLine("r1", 500, "server_error")}); rep.RetryRecords != 1 {
 		t.Fatalf("job 1: %+v", rep)
 	}
-	rr, err := Retry(ctx, l, d, dir)
-	if err != nil || rr.Child == nil {
-		t.Fatalf("retry: %v %+v", err, rr)
-	}
-	d2, _ := lake.ParseDigest(rr.Child.JobKey)
-	if x.m2, err = l.GetManifest(ctx, d2); err != nil {
-		t.Fatal(err)
-	}
+	x.retryFirst(t)
 	var childR1 string
 	x.query(t, "SELECT custom_id FROM expected WHERE job_key = '"+x.m2.JobKey+"'", func(v []any) { childR1 = v[0].(string) })
 	if rep := x.ingestAndReconcile(t, x.m2, nil, []string{errLine(childR1, 400, "invalid_request_error")}); rep.ManualRecords != 1 {
@@ -321,16 +328,7 @@ func TestManualQueueLeavesOnLateSuccess(t *testing.T) {
 		t.Errorf("accepted %v: want r1 from job 1", got)
 	}
 	checkSettled(t, x, x.m1, 2, 0)
-	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	s, err := e.Summarize(ctx, l, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Expected != 2 || s.Succeeded != 2 || s.Manual != 0 {
+	if s := x.summarize(t, x.m1); s.Expected != 2 || s.Succeeded != 2 || s.Manual != 0 {
 		t.Errorf("report: expected %d, succeeded %d, manual %d; want 2, 2, 0", s.Expected, s.Succeeded, s.Manual)
 	}
 }

@@ -185,16 +185,7 @@ func TestHTMLReport(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	x := newLineageLake(t)
-	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	d, _ := lake.ParseDigest(x.m1.JobKey)
-	s, err := e.Summarize(ctx, x.l, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := x.summarize(t, x.m1)
 
 	// The scenario: r0 ok; r1 500 then ok; r2 400 (manual); r3 missing then ok.
 	got := fmt.Sprintf("expected %d succeeded %d retried %d manual %d pending %d", s.Expected, s.Succeeded, s.Retried, s.Manual, s.Pending)
