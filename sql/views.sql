@@ -102,9 +102,9 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
                            ORDER BY f.first_reconciled_at NULLS LAST, c.attempt, a.channel, a.raw_sha256, a.line_no) = 1;
 
 -- The manual queue: records whose latest disposition (by latest_key,
--- part_latest.sql, as in the records view) is manual and that have
--- no accepted result (a late success settles a record no person need touch),
--- with the outcome and reason of their last attempt. The queue is found from
+-- part_latest.sql, as in the records view) is manual and that have no
+-- accepted result (a late success settles a record no person need touch),
+-- with the outcome and reason of that latest outcome. The queue is found from
 -- each record's latest disposition alone, and only its records' outcomes are
 -- read again for the rest: the latest of every column of every record held
 -- all their strings at once (at 3M records more than DuckDB's memory limit).
@@ -144,10 +144,10 @@ GROUP BY record_id;
 -- finally answered it (the exact model version is the accepted view's).
 --
 -- The latest row is found by a number (latest_key, part_latest.sql), and
--- its columns are joined back: an aggregate
--- keeping a string per record (arg_max of the business key, the outcome, the
--- job key) holds them where DuckDB cannot spill them, and at 10M records
--- does not fit the default memory limit.
+-- its columns are joined back: an aggregate keeping a string per record
+-- (arg_max of the business key, the outcome, the job key) holds them where
+-- DuckDB cannot spill them, and at 10M records does not fit the default
+-- memory limit.
 CREATE OR REPLACE {{.Kind}} records AS
 WITH keyed AS (
     SELECT *, {{template "latest_key"}} AS latest_key
