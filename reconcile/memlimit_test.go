@@ -123,14 +123,16 @@ func TestReleaseMemory(t *testing.T) {
 				return n
 			}
 			before := sessionLimit(t, e)
-			// A hash table of 1.5 million integers, freed when the
-			// statement ends.
+			// A hash table of 3 million integers, freed when the
+			// statement ends. How much of it the allocator keeps varies
+			// (31 MB once after 1.5 million), so the test asks for four
+			// times what it lets the release leave.
 			var n int64
-			if err := e.DB.QueryRowContext(ctx, "SELECT count(DISTINCT i) FROM range(1500000) t(i)").Scan(&n); err != nil || n != 1500000 {
+			if err := e.DB.QueryRowContext(ctx, "SELECT count(DISTINCT i) FROM range(3000000) t(i)").Scan(&n); err != nil || n != 3000000 {
 				t.Fatalf("count %d, %v", n, err)
 			}
 			kept := dirty()
-			if kept < 32<<20 {
+			if kept < 16<<20 {
 				t.Fatalf("DuckDB's allocator keeps %d bytes freed after the statement: the test needs more", kept)
 			}
 			if err := e.releaseMemory(ctx); err != nil {
