@@ -87,6 +87,7 @@ func (x *lineageLake) retryFirst(t *testing.T) {
 	x.m2 = x.manifest(t, rr.Child.JobKey)
 }
 
+// manifest reads the manifest of job (its key in hex).
 func (x *lineageLake) manifest(t *testing.T, job string) *lake.Manifest {
 	t.Helper()
 	d, _ := lake.ParseDigest(job)
