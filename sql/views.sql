@@ -104,10 +104,11 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- The manual queue: records whose latest disposition (by latest_key,
 -- part_latest.sql, as in the records view) is manual and that have no
 -- accepted result (a late success settles a record no person need touch),
--- with the outcome and reason of that latest outcome. The queue is found from
--- each record's latest disposition alone, and only its records' outcomes are
--- read again for the rest: the latest of every column of every record held
--- all their strings at once (at 3M records more than DuckDB's memory limit).
+-- with the outcome and reason of that latest outcome. The latest disposition
+-- is looked up only for the records with a manual outcome at all (a few of a
+-- large job's), and only the queue's records' outcomes are read again for the
+-- rest: the latest of every column of every record held all their strings at
+-- once (at 3M records more than DuckDB's memory limit).
 -- Whether a record has an accepted result is asked of the outcomes
 -- (accepted_records, part_candidates.sql), for the queue's candidates only (a
 -- few records of a large job).
@@ -115,6 +116,7 @@ CREATE OR REPLACE {{.Kind}} manual AS
 WITH latest AS (
     SELECT record_id, arg_max(disposition = 'manual', {{template "latest_key"}}) AS manual
     FROM outcomes
+    WHERE record_id IN (SELECT record_id FROM outcomes WHERE disposition = 'manual')
     GROUP BY record_id
 ),
 candidates AS (
