@@ -57,6 +57,11 @@ func (x *lineageLake) ingestAndReconcile(t *testing.T, m *lake.Manifest, output,
 	return rep
 }
 
+// requestLine is the OpenAI batch request of record r<i> (custom id r<i>).
+func requestLine(i int) string {
+	return fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i)
+}
+
 // planFirst plans job 1 (x.m1) in a new lake: records r0 to r<n-1>, each
 // custom id its business key.
 func planFirst(t *testing.T, n int) *lineageLake {
@@ -65,7 +70,7 @@ func planFirst(t *testing.T, n int) *lineageLake {
 	x := &lineageLake{l: l, dir: dir}
 	var input []string
 	for i := range n {
-		input = append(input, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}]}}`, i, i))
+		input = append(input, requestLine(i))
 	}
 	res, err := ingest.Plan(context.Background(), l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, dir, "input.jsonl", input),
 		Tenant: "t1", PromptVersion: "p1", TmpDir: dir})
@@ -246,17 +251,16 @@ func TestManualView(t *testing.T) {
 }
 
 // settledByAccepted is the manual queue computed with the accepted view
-// itself: records whose latest disposition is manual and that have no
-// accepted row.
-const settledByAccepted = `WITH latest AS (SELECT record_id, arg_max(disposition, attempt) AS disposition FROM outcomes GROUP BY record_id)
-	SELECT record_id FROM latest WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM accepted)`
+// itself: records whose latest disposition (the records view's) is manual and
+// that have no accepted row.
+const settledByAccepted = `SELECT record_id FROM records WHERE disposition = 'manual' AND record_id NOT IN (SELECT record_id FROM accepted)`
 
 // checkSettled checks that the manual view and the report of job m, which
-// tell whether a record has an accepted result from part_candidates.sql,
-// answer as if they read the accepted view: the manual view equals
-// settledByAccepted, and the report's succeeded and manual counts equal the
-// accepted view's records and the manual view's. want* are lower bounds, so
-// that an empty lake cannot pass.
+// tell whether a record has an accepted result from the outcomes
+// (accepted_records, part_candidates.sql), answer as if they read the
+// accepted view: the manual view equals settledByAccepted, and the report's
+// succeeded and manual counts equal the accepted view's records and the
+// manual view's. want* are lower bounds, so that an empty lake cannot pass.
 func checkSettled(t *testing.T, x *lineageLake, m *lake.Manifest, wantSucceeded, wantManual int64) {
 	t.Helper()
 	var queue, manual, both, succeeded int64
@@ -331,6 +335,46 @@ func TestManualQueueLeavesOnLateSuccess(t *testing.T) {
 	checkSettled(t, x, x.m1, 2, 0)
 	if s := x.summarize(t, x.m1); s.Expected != 2 || s.Succeeded != 2 || s.Manual != 0 {
 		t.Errorf("report: expected %d, succeeded %d, manual %d; want 2, 2, 0", s.Expected, s.Succeeded, s.Manual)
+	}
+}
+
+// TestManualQueueTakesTheRecordsViewsLatest: a record in two jobs of one
+// attempt (two inputs that share a request) has one latest outcome, the one
+// the records view takes; the manual view and the report count the record as
+// that outcome says. Here the latest job says retry and the other manual, so
+// the record is not queued.
+func TestManualQueueTakesTheRecordsViewsLatest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	x := planFirst(t, 2) // r0, r1
+	res, err := ingest.Plan(ctx, x.l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, x.dir, "input2.jsonl", []string{requestLine(1), requestLine(2)}),
+		Tenant: "t1", PromptVersion: "p1", TmpDir: x.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mB := x.manifest(t, res.JobKey)
+	// The job whose outcome for r1 is the latest: the greater hash of the
+	// job key (both are attempt 1).
+	var latestJob string
+	x.query(t, "SELECT job_key FROM manifests ORDER BY hash(job_key) >> 32 DESC LIMIT 1", func(v []any) { latestJob = v[0].(string) })
+	latest, other := x.m1, mB
+	if latestJob == mB.JobKey {
+		latest, other = mB, x.m1
+	}
+	x.ingestAndReconcile(t, latest, nil, []string{errLine("r1", 500, "server_error")})
+	x.ingestAndReconcile(t, other, nil, []string{errLine("r1", 400, "invalid_request_error")})
+	var got []string
+	x.query(t, "SELECT disposition, last_job_key = '"+latest.JobKey+"' FROM records WHERE business_key = 'r1'", func(v []any) { got = append(got, fmt.Sprint(v...)) })
+	if fmt.Sprint(got) != "[retrytrue]" {
+		t.Fatalf("records view for r1: %v, want its latest job's retry", got)
+	}
+	var queued int64
+	x.query(t, "SELECT count(*) FROM manual WHERE business_key = 'r1'", func(v []any) { queued = v[0].(int64) })
+	if queued != 0 {
+		t.Errorf("r1 in the manual queue from the job that is not its latest")
+	}
+	for _, m := range []*lake.Manifest{x.m1, mB} {
+		checkSettled(t, x, m, 0, 0)
 	}
 }
 
