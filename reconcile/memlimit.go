@@ -29,10 +29,15 @@ const retryMemoryLimit = 128 << 20
 // one parseMemoryLimit does not read, keeps its pages: RESET memory_limit
 // does not flush.
 func (e *Engine) releaseMemory(ctx context.Context) error {
-	kib := e.memoryLimit >> 10
-	if e.memoryLimit == math.MaxInt64 || kib <= 0 {
+	if e.memoryLimit == math.MaxInt64 || e.memoryLimit>>10 <= 0 {
 		return nil
 	}
+	return e.setMemoryLimit(ctx, e.memoryLimit)
+}
+
+// setMemoryLimit sets the session's memory limit to bytes, to the KiB.
+func (e *Engine) setMemoryLimit(ctx context.Context, bytes int64) error {
+	kib := bytes >> 10
 	if err := e.ExecFile(ctx, "memory_limit.sql", map[string]any{"Limit": quote(fmt.Sprintf("%dKiB", kib))}); err != nil {
 		return err
 	}
@@ -81,9 +86,5 @@ func (e *Engine) lowerMemoryLimit(ctx context.Context, bytes int64) error {
 	if e.memoryLimit <= bytes {
 		return nil
 	}
-	if err := e.ExecFile(ctx, "memory_limit.sql", map[string]any{"Limit": quote(fmt.Sprintf("%dKiB", bytes>>10))}); err != nil {
-		return err
-	}
-	e.memoryLimit = bytes
-	return nil
+	return e.setMemoryLimit(ctx, bytes)
 }
