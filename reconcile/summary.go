@@ -238,12 +238,12 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 	sort.Slice(s.Attempts, func(i, j int) bool { return s.Attempts[i].Attempts < s.Attempts[j].Attempts })
 	s.Pending = s.Expected - s.Succeeded - s.Manual
 
-	total := NewDecimal()
-	for _, c := range []struct {
+	// The cost command's groupings, so the two tables agree line by line; one
+	// query, a grouping set each (report_costs.sql).
+	costBy := []struct {
 		dim string
 		out *[]CostLine
 	}{
-		// The cost command's groupings, so the two tables agree line by line.
 		{costDimensions["category"], &s.CostCategory},
 		{costDimensions["model"], &s.CostModel},
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
@@ -251,31 +251,40 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{costDimensions["provider"] + " || ' ' || " + costDimensions["model"], &s.CostProviderModel},
 		// Days in UTC, whatever the session's time zone.
 		{"coalesce(strftime(timezone('UTC', ingested_at), '%Y-%m-%d'), 'not ingested')", &s.CostDay},
-	} {
-		rows, err := query("report_costs.sql", map[string]string{"Dim": c.dim})
-		if err != nil {
-			return nil, err
+	}
+	dims := map[string]string{}
+	for i, c := range costBy {
+		dims[fmt.Sprintf("D%d", i)] = c.dim
+	}
+	rows, err = query("report_costs.sql", dims)
+	if err != nil {
+		return nil, err
+	}
+	total := NewDecimal()
+	for rows.Next() {
+		var dim int
+		var cl CostLine
+		var cost string
+		if err := rows.Scan(&dim, &cl.Key, &cl.Lines, &cost); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sql report_costs.sql: %w", err)
 		}
-		for rows.Next() {
-			var cl CostLine
-			var cost string
-			if err := rows.Scan(&cl.Key, &cl.Lines, &cost); err != nil {
+		if dim < 0 || dim >= len(costBy) {
+			rows.Close()
+			return nil, fmt.Errorf("sql report_costs.sql: a row of dimension %d", dim)
+		}
+		cl.CostUSD = json.Number(trimDecimal(cost))
+		if dim == 0 {
+			if err := total.Add(cost); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, fmt.Errorf("sql report_costs.sql: %w", err)
 			}
-			cl.CostUSD = json.Number(trimDecimal(cost))
-			if c.out == &s.CostCategory {
-				if err := total.Add(cost); err != nil {
-					rows.Close()
-					return nil, fmt.Errorf("sql report_costs.sql: %w", err)
-				}
-			}
-			*c.out = append(*c.out, cl)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		*costBy[dim].out = append(*costBy[dim].out, cl)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
 	// Attempts sort as numbers, not text.
 	sort.SliceStable(s.CostAttempt, func(i, j int) bool {

@@ -58,38 +58,63 @@ func TestHumanDuration(t *testing.T) {
 	}
 }
 
-// costTable is the cost command's total for a tenant ("" for all): the sum
-// of `cost --by category`'s rows (CostQuery), as exact decimals.
-func costTable(t *testing.T, e *Engine, tenant string) *big.Rat {
+// costGroup is one row of the cost command's table: its lines and cost.
+type costGroup struct {
+	lines int64
+	cost  *big.Rat
+}
+
+// costGroups is the cost command's table for a tenant ("" for all) grouped
+// by dims (`cost --by`, CostQuery), by the group's values joined with
+// spaces, as exact decimals.
+func costGroups(t *testing.T, e *Engine, dims []string, tenant string) map[string]costGroup {
 	t.Helper()
-	rows, err := e.CostQuery(context.Background(), []string{"category"}, "", tenant)
+	rows, err := e.CostQuery(context.Background(), dims, "", tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	total := new(big.Rat)
+	out := map[string]costGroup{}
 	for rows.Next() {
-		var cat string
+		vals := make([]any, len(dims))
+		dest := make([]any, 0, len(dims)+3)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
 		var lines, records int64
 		var cost any
-		if err := rows.Scan(&cat, &lines, &records, &cost); err != nil {
+		if err := rows.Scan(append(dest, &lines, &records, &cost)...); err != nil {
 			t.Fatal(err)
 		}
+		x := new(big.Rat)
 		switch v := cost.(type) {
 		case duckdb.Decimal:
-			x, _ := new(big.Rat).SetString(FormatDecimal(v))
-			total.Add(total, x)
+			x.SetString(FormatDecimal(v))
 		case nil:
 		default:
-			x, ok := new(big.Rat).SetString(fmt.Sprint(v))
-			if !ok {
+			if _, ok := x.SetString(fmt.Sprint(v)); !ok {
 				t.Fatalf("cost table: cost_usd %T %v", v, v)
 			}
-			total.Add(total, x)
 		}
+		keys := make([]string, len(vals))
+		for i, v := range vals {
+			keys[i] = fmt.Sprint(v)
+		}
+		out[strings.Join(keys, " ")] = costGroup{lines, x}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// costTable is the cost command's total for a tenant ("" for all): the sum
+// of `cost --by category`'s rows.
+func costTable(t *testing.T, e *Engine, tenant string) *big.Rat {
+	t.Helper()
+	total := new(big.Rat)
+	for _, g := range costGroups(t, e, []string{"category"}, tenant) {
+		total.Add(total, g.cost)
 	}
 	return total
 }
@@ -205,6 +230,25 @@ func TestSummaryScopes(t *testing.T) {
 				"tenant": s.CostTenant, "day": s.CostDay} {
 				if sum := sumLines(t, lines); sum.Cmp(total) != 0 {
 					t.Errorf("cost by %s adds up to %s, total %s", name, sum.FloatString(18), s.CostTotal)
+				}
+			}
+			// Each breakdown is the cost command's table by the same
+			// dimensions, group for group.
+			for _, b := range []struct {
+				dims  []string
+				lines []CostLine
+			}{
+				{[]string{"category"}, s.CostCategory}, {[]string{"model"}, s.CostModel}, {[]string{"attempt"}, s.CostAttempt},
+				{[]string{"tenant"}, s.CostTenant}, {[]string{"provider", "model"}, s.CostProviderModel},
+			} {
+				want := costGroups(t, e, b.dims, c.costTenant)
+				if len(b.lines) != len(want) {
+					t.Errorf("cost by %v: %d groups, the cost table %d", b.dims, len(b.lines), len(want))
+				}
+				for _, l := range b.lines {
+					if w, ok := want[l.Key]; !ok || w.lines != l.Lines || w.cost.Cmp(usdRat(t, l.CostUSD)) != 0 {
+						t.Errorf("cost by %v, group %q: %d lines %s, the cost table %+v", b.dims, l.Key, l.Lines, l.CostUSD, w)
+					}
 				}
 			}
 			byJob := new(big.Rat)
