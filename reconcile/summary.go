@@ -249,11 +249,10 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
 		{costDimensions["tenant"], &s.CostTenant},
 		{costDimensions["provider"] + " || ' ' || " + costDimensions["model"], &s.CostProviderModel},
-		// Days in UTC, whatever the session's time zone.
-		{"coalesce(strftime(timezone('UTC', ingested_at), '%Y-%m-%d'), 'not ingested')", &s.CostDay},
+		{"", &s.CostDay}, // the day (in UTC) is the SQL's
 	}
 	dims := map[string]string{}
-	for i, c := range costBy {
+	for i, c := range costBy[:len(costBy)-1] {
 		dims[fmt.Sprintf("D%d", i)] = c.dim
 	}
 	rows, err = query("report_costs.sql", dims)
