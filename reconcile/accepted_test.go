@@ -257,7 +257,7 @@ const settledByAccepted = `SELECT record_id FROM records WHERE disposition = 'ma
 
 // checkSettled checks that the manual view and the report of job m, which
 // tell whether a record has an accepted result from the outcomes
-// (accepted_records, part_candidates.sql), answer as if they read the
+// (accepted_outcome, part_candidates.sql), answer as if they read the
 // accepted view: the manual view equals settledByAccepted, and the report's
 // succeeded and manual counts equal the accepted view's records and the
 // manual view's. want* are lower bounds, so that an empty lake cannot pass.
@@ -271,6 +271,18 @@ func checkSettled(t *testing.T, x *lineageLake, m *lake.Manifest, wantSucceeded,
 	})
 	if manual != queue || both != queue || queue < wantManual {
 		t.Errorf("manual view has %d records, the queue by the accepted view %d, in both %d (want equal sets of at least %d)", manual, queue, both, wantManual)
+	}
+	// A queued record's row is its records view row: the latest outcome, its
+	// job and business key, its attempts and its whole cost.
+	var rowsOf, differ int64
+	x.query(t, `SELECT count(*), count(*) FILTER (WHERE q.outcome IS DISTINCT FROM r.final_state
+		    OR q.last_job_key IS DISTINCT FROM r.last_job_key OR q.business_key IS DISTINCT FROM r.business_key
+		    OR q.tenant IS DISTINCT FROM r.tenant OR q.attempts IS DISTINCT FROM r.attempts OR q.cost_usd IS DISTINCT FROM r.cost_usd)
+		FROM manual q JOIN records r USING (record_id)`, func(v []any) {
+		rowsOf, differ = v[0].(int64), v[1].(int64)
+	})
+	if rowsOf != manual || differ != 0 {
+		t.Errorf("manual view: %d of its %d records found in the records view, %d of them with another latest row", rowsOf, manual, differ)
 	}
 	s := x.summarize(t, m)
 	if s.Succeeded != succeeded || succeeded < wantSucceeded || s.Manual != manual {

@@ -16,15 +16,14 @@ JOIN attempts_raw a ON a.job_key = c.job_key AND a.raw_sha256 = c.raw_sha256 AND
                    AND a.custom_id = c.custom_id AND a.outcome = 'success'
 {{- end}}
 
--- "accepted_records": the record_id of each record with an accepted result,
--- for the manual view and the report, which only ask whether a record has a
--- candidate line at all: answered from the outcomes alone. In a job whose
--- outcome for a record is succeeded, the record's best line passed the gate,
--- the reconcile priced it first_success (line_costs.sql) and it is a success
--- in the attempts: a candidate line. And every candidate line is in a job
--- whose outcome for its record is succeeded. So a record has a candidate line
--- exactly when some job's outcome for it is succeeded, and the question needs
--- no join of every line of the lake to its costs and attempts rows.
-{{- define "accepted_records"}}
-SELECT record_id FROM outcomes WHERE outcome = 'succeeded'
-{{- end}}
+-- "accepted_outcome": the condition on an outcomes row under which its
+-- record has an accepted result, for the manual view and the report, which
+-- only ask whether a record has a candidate line at all: answered from the
+-- outcomes alone. In a job whose outcome for a record is succeeded, the
+-- record's best line passed the gate, the reconcile priced it first_success
+-- (line_costs.sql) and it is a success in the attempts: a candidate line. And
+-- every candidate line is in a job whose outcome for its record is
+-- succeeded. So a record has a candidate line exactly when some job's
+-- outcome for it is succeeded, and the question needs no join of every line
+-- of the lake to its costs and attempts rows.
+{{- define "accepted_outcome"}}outcome = 'succeeded'{{- end}}

@@ -7,7 +7,7 @@
 -- the scope's expected rows and every outcome: whether the record is the
 -- scope's, its attempts (max(attempt) over its outcomes, as in the records
 -- view), whether it has an accepted result (a succeeded outcome:
--- accepted_records, part_candidates.sql) and whether its latest disposition
+-- accepted_outcome, part_candidates.sql) and whether its latest disposition
 -- (by latest_key, part_latest.sql, as in the manual view: the records whose
 -- latest disposition is manual and that have no accepted result) is manual,
 -- a boolean (an aggregate's strings are held outside DuckDB's memory limit);
@@ -26,7 +26,7 @@ per AS (
                CAST(NULL AS BOOLEAN) AS manual, CAST(NULL AS BIGINT) AS latest_key
         FROM expected WHERE job_key IN (SELECT job_key FROM scope)
         UNION ALL
-        SELECT record_id, attempt, false, outcome = 'succeeded', disposition = 'manual', {{template "latest_key"}} FROM outcomes
+        SELECT record_id, attempt, false, {{template "accepted_outcome"}}, disposition = 'manual', {{template "latest_key"}} FROM outcomes
     )
     GROUP BY record_id
 ),

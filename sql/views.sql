@@ -104,41 +104,35 @@ QUALIFY row_number() OVER (PARTITION BY c.record_id
 -- The manual queue: records whose latest disposition (by latest_key,
 -- part_latest.sql, as in the records view) is manual and that have no
 -- accepted result (a late success settles a record no person need touch),
--- with the outcome and reason of that latest outcome. The latest disposition
--- is looked up only for the records with a manual outcome at all (a few of a
--- large job's), and only the queue's records' outcomes are read again for the
--- rest: the latest of every column of every record held all their strings at
--- once (at 3M records more than DuckDB's memory limit).
--- Whether a record has an accepted result is asked of the outcomes
--- (accepted_records, part_candidates.sql), for the queue's candidates only (a
--- few records of a large job).
+-- with the outcome and reason of that latest outcome.
+-- Only the records with a manual outcome at all are looked at (a queued
+-- record has one; a few of a large job's), and for them only numbers are
+-- aggregated: the latest key, whether that latest disposition is manual,
+-- whether any outcome succeeded (a record has an accepted result exactly
+-- when some job's outcome for it is succeeded: accepted_outcome,
+-- part_candidates.sql), the attempts and the cost. The latest row's strings
+-- are joined back by its key, as the records view does: keeping a string per
+-- record in the aggregate (arg_max of the business key, the outcome, the
+-- reason, the job key) held them outside DuckDB's memory limit: with nearly
+-- every record of a 10M job in the queue it ran out of memory.
 CREATE OR REPLACE {{.Kind}} manual AS
-WITH latest AS (
-    SELECT record_id, arg_max(disposition = 'manual', {{template "latest_key"}}) AS manual
+WITH m AS MATERIALIZED (
+    SELECT record_id, {{template "latest_key"}} AS latest_key, disposition = 'manual' AS manual,
+           {{template "accepted_outcome"}} AS accepted, attempt, CAST(cost_usd AS DECIMAL(38, 18)) AS cost_usd
     FROM outcomes
     WHERE record_id IN (SELECT record_id FROM outcomes WHERE disposition = 'manual')
+),
+per AS (
+    SELECT record_id, max(latest_key) AS latest_key, arg_max(manual, latest_key) AS manual,
+           bool_or(accepted) AS accepted, max(attempt) AS attempts, sum(cost_usd) AS cost_usd
+    FROM m
     GROUP BY record_id
-),
-candidates AS (
-    SELECT record_id FROM latest WHERE manual
-),
-settled AS (
-    SELECT k.record_id FROM candidates k JOIN ({{template "accepted_records"}}) s ON s.record_id = k.record_id
-),
-queue AS (
-    SELECT record_id FROM candidates WHERE record_id NOT IN (SELECT record_id FROM settled)
 )
-SELECT record_id,
-       any_value(tenant) AS tenant,
-       arg_max(business_key, {{template "latest_key"}}) AS business_key,
-       arg_max(outcome, {{template "latest_key"}}) AS outcome,
-       arg_max(reason, {{template "latest_key"}}) AS reason,
-       max(attempt) AS attempts,
-       arg_max(job_key, {{template "latest_key"}}) AS last_job_key,
-       sum(CAST(cost_usd AS DECIMAL(38, 18))) AS cost_usd
-FROM outcomes
-WHERE record_id IN (SELECT record_id FROM queue)
-GROUP BY record_id;
+SELECT p.record_id, l.tenant, l.business_key, l.outcome, l.reason, p.attempts, l.job_key AS last_job_key, p.cost_usd
+FROM per p
+JOIN (SELECT *, {{template "latest_key"}} AS latest_key FROM outcomes) l
+  ON l.record_id = p.record_id AND l.latest_key = p.latest_key
+WHERE p.manual AND NOT p.accepted;
 
 -- Each record's latest state across every generation of retries, with the
 -- provider and model of its latest attempt's job (a fallback child's when
