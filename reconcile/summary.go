@@ -238,8 +238,9 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 	sort.Slice(s.Attempts, func(i, j int) bool { return s.Attempts[i].Attempts < s.Attempts[j].Attempts })
 	s.Pending = s.Expected - s.Succeeded - s.Manual
 
-	// The cost command's groupings, so the two tables agree line by line; one
-	// query, a grouping set each (report_costs.sql).
+	// The cost command's groupings, so the two tables agree line by line, and
+	// the day: one query, a grouping set each, dim their place here
+	// (report_costs.sql).
 	costBy := []struct {
 		dim string
 		out *[]CostLine
@@ -249,7 +250,7 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
 		{costDimensions["tenant"], &s.CostTenant},
 		{costDimensions["provider"] + " || ' ' || " + costDimensions["model"], &s.CostProviderModel},
-		{"", &s.CostDay}, // the day (in UTC) is the SQL's
+		{"", &s.CostDay}, // the last: the day (in UTC) is the SQL's own grouping
 	}
 	dims := map[string]string{}
 	for i, c := range costBy[:len(costBy)-1] {

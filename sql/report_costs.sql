@@ -2,10 +2,10 @@
 -- fixed expressions chosen by the Go side, the cost command's groupings:
 -- category, model family, attempt, tenant, provider and model; and the day
 -- the line's file was ingested), exact; each dimension's groups add up to
--- the cost table's total. One scan of the costs, a grouping set per dimension:
--- six queries read the lines six times, about a quarter of a 1M job's
--- report. dim says which dimension a row groups by (grouping() tells a set's
--- own column from the NULL the other sets give it).
+-- the cost table's total. One scan of the costs, a grouping set per
+-- dimension (a query per dimension read the lines six times, about a quarter
+-- of a 1M job's report). dim says which dimension a row groups by (grouping()
+-- tells a set's own column from the NULL the other sets give it).
 WITH RECURSIVE {{.Scope}},
 dims AS (
     SELECT {{.D0}} AS d0, {{.D1}} AS d1, {{.D2}} AS d2, {{.D3}} AS d3, {{.D4}} AS d4,
