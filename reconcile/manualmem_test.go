@@ -17,9 +17,8 @@ func TestManualQueueOfEveryRecordFitsTheLimit(t *testing.T) {
 	l, dir := testLake(t)
 	var g genBatch
 	for i := range n {
-		id := fmt.Sprintf("rec-%06d", i)
-		g.input = append(g.input, fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"item %d"}],"max_tokens":64}}`, id, i))
-		g.errors = append(g.errors, fmt.Sprintf(`{"id":"br_%s","custom_id":%q,"response":{"status_code":400,"request_id":"req_%s","body":{"error":{"message":"the request is not valid for this model","type":"invalid_request_error","param":null,"code":"invalid_value"}}},"error":null}`, id, id, id))
+		g.input = append(g.input, requestLine(i))
+		g.errors = append(g.errors, errLine(fmt.Sprintf("r%d", i), 400, "invalid_request_error"))
 	}
 	m := planAndIngest(t, l, dir, g, 0)
 	if _, err := Run(context.Background(), l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1}, MaxAttempts: 1}); err != nil {

@@ -238,10 +238,10 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 	sort.Slice(s.Attempts, func(i, j int) bool { return s.Attempts[i].Attempts < s.Attempts[j].Attempts })
 	s.Pending = s.Expected - s.Succeeded - s.Manual
 
-	// The cost command's groupings, so the two tables agree line by line, and
-	// the day: one query, a grouping set each, dim their place here
-	// (report_costs.sql).
-	costBy := []struct {
+	// The cost command's groupings, so the two tables agree line by line; one
+	// query, a grouping set each and one more of its own for the day (in UTC),
+	// dim a row's place in outs (report_costs.sql).
+	groupings := []struct {
 		dim string
 		out *[]CostLine
 	}{
@@ -250,12 +250,14 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 		{"CAST(" + costDimensions["attempt"] + " AS VARCHAR)", &s.CostAttempt},
 		{costDimensions["tenant"], &s.CostTenant},
 		{costDimensions["provider"] + " || ' ' || " + costDimensions["model"], &s.CostProviderModel},
-		{"", &s.CostDay}, // the last: the day (in UTC) is the SQL's own grouping
 	}
 	dims := map[string]string{}
-	for i, c := range costBy[:len(costBy)-1] {
-		dims[fmt.Sprintf("D%d", i)] = c.dim
+	var outs []*[]CostLine
+	for i, g := range groupings {
+		dims[fmt.Sprintf("D%d", i)] = g.dim
+		outs = append(outs, g.out)
 	}
+	outs = append(outs, &s.CostDay)
 	rows, err = query("report_costs.sql", dims)
 	if err != nil {
 		return nil, err
@@ -269,7 +271,7 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 			rows.Close()
 			return nil, fmt.Errorf("sql report_costs.sql: %w", err)
 		}
-		if dim < 0 || dim >= len(costBy) {
+		if dim < 0 || dim >= len(outs) {
 			rows.Close()
 			return nil, fmt.Errorf("sql report_costs.sql: a row of dimension %d", dim)
 		}
@@ -280,7 +282,7 @@ func (e *Engine) SummarizeScope(ctx context.Context, l *lake.Lake, sc SummarySco
 				return nil, fmt.Errorf("sql report_costs.sql: %w", err)
 			}
 		}
-		*costBy[dim].out = append(*costBy[dim].out, cl)
+		*outs[dim] = append(*outs[dim], cl)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
