@@ -73,7 +73,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 			ds = append(ds, d)
 		}
 	}
-	src, ms, err := readJobs(ctx, l, ds, nil)
+	src, ms, err := readJobs(ctx, newManifests(l), ds, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		tenants[d.Hex()] = j.Tenant
 		fresh = append(fresh, jobKeyRow{j.JobKey})
 	}
-	src, ms, err := readJobs(ctx, l, ds, nil)
+	src, ms, err := readJobs(ctx, newManifests(l), ds, nil)
 	if err != nil {
 		return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("reading its jobs: %v", err)}}, nil
 	}
@@ -343,7 +343,8 @@ const markerReaders = 8
 // readJobs reads the markers of the jobs ds, several at a time, into one
 // viewSources in the order of ds. keep, if set, is asked about each manifest
 // first: a job it refuses is skipped. It returns the manifests kept.
-func readJobs(ctx context.Context, l *lake.Lake, ds []lake.Digest, keep func(*lake.Manifest) bool) (*viewSources, []*lake.Manifest, error) {
+func readJobs(ctx context.Context, c *manifests, ds []lake.Digest, keep func(*lake.Manifest) bool) (*viewSources, []*lake.Manifest, error) {
+	l := c.l
 	per := make([]*viewSources, len(ds))
 	ms := make([]*lake.Manifest, len(ds))
 	g := lake.NewLedger(l, "")
@@ -354,7 +355,7 @@ func readJobs(ctx context.Context, l *lake.Lake, ds []lake.Digest, keep func(*la
 			if err := ectx.Err(); err != nil {
 				return err // another job failed: start no more
 			}
-			m, err := l.GetManifest(ectx, d)
+			m, err := c.get(ectx, d)
 			if err != nil {
 				return err
 			}

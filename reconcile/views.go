@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -113,6 +114,11 @@ type ledgerRow struct {
 // opened to answer one query, to the views that query reads.
 type Scope struct {
 	Tenant string
+	// Job, when set (a job key), is the job whose family (the job and its
+	// retry descendants) the session asks about: the jobs read live are
+	// only those that can hold one of its records (relatedJobs), and the
+	// compaction's rows only those of its tenant.
+	Job string
 	// Query, when set, is the one query the session is for: only the
 	// views it reads, and the views those read, are created, and only their
 	// files are staged and verified (a query of costs reads no attempts).
@@ -159,7 +165,21 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 			ds = append(ds, d)
 		}
 	}
-	src, _, err := readJobs(ctx, l, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
+	ms := newManifests(l)
+	if scope.Job != "" {
+		job, err := lake.ParseDigest(scope.Job)
+		if err != nil {
+			return nil, fmt.Errorf("views: job %q: %w", scope.Job, err)
+		}
+		var tenant string
+		if ds, tenant, err = relatedJobs(ctx, ms, ds, job); err != nil {
+			return nil, err
+		}
+		if comp != nil && comp.tenant == "" {
+			comp.tenant = tenant
+		}
+	}
+	src, _, err := readJobs(ctx, ms, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
 	if err != nil {
 		return nil, err
 	}

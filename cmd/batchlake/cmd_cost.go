@@ -36,17 +36,20 @@ or a later attempt of the record (committed_not_billed_usd), and the provider's 
 usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var scopeJob string
 			if job != "" {
-				if _, err := jobDigest(job); err != nil {
+				d, err := jobDigest(job)
+				if err != nil {
 					return err
 				}
+				scopeJob = d.Hex()
 			}
 			if estimate {
 				pt, err := loadPriceFlag(prices)
 				if err != nil {
 					return err
 				}
-				e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Views: reconcile.SettledViews})
+				e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Job: scopeJob, Views: reconcile.SettledViews})
 				if err != nil {
 					return err
 				}
@@ -57,7 +60,7 @@ usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 				}
 				return costEstimate(ctx, e.Lake(), settled, pt, job, tenant, g.stdout, format)
 			}
-			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Views: reconcile.CostViews})
+			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Job: scopeJob, Views: reconcile.CostViews})
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,7 @@ per record (written whole or not at all); stdout has the count and the file
 				}
 				job = d.Hex()
 			}
-			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Views: reconcile.ManualViews})
+			e, done, err := g.session(ctx, reconcile.Scope{Tenant: tenant, Job: job, Views: reconcile.ManualViews})
 			if err != nil {
 				return err
 			}

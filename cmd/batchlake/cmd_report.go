@@ -50,7 +50,7 @@ page, with amounts as exact decimal numbers.`,
 			if err != nil {
 				return err
 			}
-			e, done, err := g.session(ctx, reconcile.Scope{Tenant: sc.Tenant})
+			e, done, err := g.session(ctx, reconcile.Scope{Tenant: sc.Tenant, Job: sc.Job})
 			if err != nil {
 				return err
 			}
