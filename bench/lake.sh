@@ -8,7 +8,11 @@
 #   batchlake sql "SELECT tenant, sum(cost_usd) FROM costs GROUP BY 1 ORDER BY 1"
 #   batchlake sql "SELECT tenant, final_state, count(*), sum(cost_usd) FROM records GROUP BY ALL ORDER BY ALL"
 # read live (the lake's compactions moved aside), then `batchlake compact`,
-# then the same two queries again over the compaction, and `batchlake verify`.
+# then the same two queries again over the compaction, and `batchlake verify`;
+# and, live and compacted, `batchlake report --job` of the lake's newest first
+# attempt, which reads only the jobs that can hold its records (its family in
+# these lakes, each job with a source version of its own), so its time should
+# not grow with the lake.
 # The answers with and without the compaction must be byte for byte the same
 # and verify must pass, or the run fails (exit 3). Later sizes keep the
 # earlier compaction, so their live row shows a lake whose newest jobs are not
@@ -59,6 +63,12 @@ mkdir -p "$LAKE"
 jobs_in_lake() { { find "$LAKE/manifests" -name '*.json' 2>/dev/null || true; } | wc -l; }
 inputs_in_lake() { cat "$LAKE.inputs" 2>/dev/null || echo 0; }
 
+# newest_first_attempt: the key of the lake's newest job without a parent.
+newest_first_attempt() {
+	"$BL" jobs --lake "$LAKE" | python3 -c 'import json, sys
+print(next(j["job_key"] for j in json.load(sys.stdin)["jobs"] if not j.get("parent_job_key")))'
+}
+
 # grow N: add inputs until the lake holds at least N jobs.
 grow() {
 	local want=$1 have next
@@ -72,12 +82,14 @@ grow() {
 }
 
 # timeq NAME QUERY [RUNS]: run the query RUNS times, print "median-wall
-# median-cpu", keep the output of the last run in $WORK/NAME.out.
+# median-cpu", keep the output of the last run in $WORK/NAME.out. A QUERY of
+# "report JOB" times batchlake report --job JOB instead.
 timeq() {
-	local name=$1 q=$2 runs=${3:-$RUNS} walls=() cpus=()
+	local name=$1 q=$2 runs=${3:-$RUNS} walls=() cpus=() cmd
+	if [[ $q == report\ * ]]; then cmd=(report --lake "$LAKE" --job "${q#report }"); else cmd=(sql --lake "$LAKE" --format csv "$q"); fi
 	for ((r = 0; r < runs; r++)); do
-		"$TIME" -f "%e %U %S" -o "$WORK/t" "$BL" sql --lake "$LAKE" --format csv "$q" >"$WORK/$name.out" 2>"$WORK/$name.err" ||
-			{ cat "$WORK/$name.err" >&2; die "sql failed: $q"; }
+		"$TIME" -f "%e %U %S" -o "$WORK/t" "$BL" "${cmd[@]}" >"$WORK/$name.out" 2>"$WORK/$name.err" ||
+			{ cat "$WORK/$name.err" >&2; die "${cmd[0]} failed: $q"; }
 		walls+=("$(awk '{print $1}' "$WORK/t")")
 		cpus+=("$(awk '{print $2 + $3}' "$WORK/t")")
 	done
@@ -94,16 +106,18 @@ for n in $STEPS; do
 	# Live: the compactions moved aside.
 	if [[ -d $LAKE/compactions ]]; then mv "$LAKE/compactions" "$WORK/compactions"; fi
 	live_c=$(timeq live-costs "$Q_COSTS" "$LIVE_RUNS"); live_r=$(timeq live-records "$Q_RECORDS" "$LIVE_RUNS")
+	job=$(newest_first_attempt)
+	live_j=$(timeq live-report "report $job")
 	if [[ -d $WORK/compactions ]]; then mv "$WORK/compactions" "$LAKE/compactions"; fi
 	"$TIME" -f "%e" -o "$WORK/t" "$BL" compact --lake "$LAKE" >/dev/null 2>"$WORK/compact.err" || { cat "$WORK/compact.err" >&2; die "compact failed"; }
 	compact_s=$(cat "$WORK/t")
-	comp_c=$(timeq comp-costs "$Q_COSTS"); comp_r=$(timeq comp-records "$Q_RECORDS")
+	comp_c=$(timeq comp-costs "$Q_COSTS"); comp_r=$(timeq comp-records "$Q_RECORDS"); comp_j=$(timeq comp-report "report $job")
 	if "$TIME" -f "%e/%U/%S" -o "$WORK/t" "$BL" verify --lake "$LAKE" >"$WORK/verify.json" 2>"$WORK/verify.err"; then
 		verify_s=$(awk -F/ '{printf "%s/%.2f", $1, $2 + $3}' "$WORK/t")
 	else
 		verify_s="FAILED"; status=3; tail -5 "$WORK/verify.err" >&2
 	fi
-	for q in costs records; do
+	for q in costs records report; do
 		if ! cmp -s "$WORK/live-$q.out" "$WORK/comp-$q.out"; then
 			echo "!!!!!!!! MISMATCH: $q differs with the compaction at $have jobs" >&2
 			diff "$WORK/live-$q.out" "$WORK/comp-$q.out" | head >&2 || true
@@ -112,6 +126,7 @@ for n in $STEPS; do
 	done
 	printf '%-8s %-9s %-16s %-16s %-10s %-16s\n' "$have" costs "${live_c/ //}" "${comp_c/ //}" "$compact_s" "$verify_s"
 	printf '%-8s %-9s %-16s %-16s\n' "$have" records "${live_r/ //}" "${comp_r/ //}"
+	printf '%-8s %-9s %-16s %-16s\n' "$have" report "${live_j/ //}" "${comp_j/ //}"
 	last="$have ${comp_c%% *} ${comp_r%% *}"
 done
 if [[ -n ${last:-} ]]; then
