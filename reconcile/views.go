@@ -110,8 +110,9 @@ type ledgerRow struct {
 	Detail        string    `parquet:"detail"`
 }
 
-// Scope limits the views to one tenant ("" for all) and, for a session
-// opened to answer one query, to the views that query reads.
+// Scope limits the views to one tenant ("" for all), or to the jobs one
+// job's records can be in, and, for a session opened to answer one query, to
+// the views that query reads.
 type Scope struct {
 	Tenant string
 	// Job, when set (a job key), is the job whose family (the job and its
