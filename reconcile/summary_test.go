@@ -358,3 +358,46 @@ func TestEstimateReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCountsJobsNotReconciledYet: a job planned (and ingested) but
+// not reconciled has no outcomes yet; the report still counts its records,
+// expected and pending, beside a reconciled family's, each record once.
+func TestReportCountsJobsNotReconciledYet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	x := newLineageLake(t) // t1: r0 to r3 expected, r0, r1 and r3 succeeded, r2 manual
+	res, err := ingest.Plan(ctx, x.l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, x.dir, "input-later.jsonl",
+		[]string{requestLine(0), requestLine(7), requestLine(8)}), Tenant: "t1", PromptVersion: "p3", TmpDir: x.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := x.manifest(t, res.JobKey)
+	p := writeLines(t, x.dir, "output-later.jsonl", []string{okLine("r7", "seven")})
+	if _, err := ingest.IngestFile(ctx, x.l, later, ingest.FileOptions{Path: p, Channel: ingest.ChannelOutput, TmpDir: x.dir}); err != nil {
+		t.Fatal(err)
+	}
+	e := x.session(t)
+	defer e.Close()
+	for _, c := range []struct {
+		name                              string
+		scope                             SummaryScope
+		expected, succeeded, manual, hist int64
+	}{
+		{"the job not reconciled", SummaryScope{Job: later.JobKey}, 3, 0, 0, 0},
+		{"the tenant", SummaryScope{Tenant: "t1"}, 7, 3, 1, 4},
+		{"the reconciled family", SummaryScope{Job: x.m1.JobKey}, 4, 3, 1, 4},
+	} {
+		s, err := e.SummarizeScope(ctx, x.l, c.scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hist int64
+		for _, a := range s.Attempts {
+			hist += a.Records
+		}
+		if s.Expected != c.expected || s.Succeeded != c.succeeded || s.Manual != c.manual || s.Pending != c.expected-c.succeeded-c.manual || hist != c.hist {
+			t.Errorf("%s: expected %d succeeded %d manual %d pending %d, %d records with attempts; want %d, %d, %d, %d and %d",
+				c.name, s.Expected, s.Succeeded, s.Manual, s.Pending, hist, c.expected, c.succeeded, c.manual, c.expected-c.succeeded-c.manual, c.hist)
+		}
+	}
+}

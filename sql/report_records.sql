@@ -4,13 +4,16 @@
 -- generation).
 --
 -- Every number but the retried comes from one aggregate by record_id over
--- the scope's expected rows and every outcome: whether the record is the
--- scope's, its attempts (max(attempt) over its outcomes, as in the records
--- view), whether it has an accepted result (a succeeded outcome:
--- accepted_outcome, part_candidates.sql) and whether its latest disposition
--- (by latest_key, part_latest.sql, as in the manual view: the records whose
--- latest disposition is manual and that have no accepted result) is manual,
--- a boolean (an aggregate's strings are held outside DuckDB's memory limit);
+-- every outcome, and the expected rows of the scope's jobs not reconciled
+-- yet: a reconciled job's outcomes hold one row for each of its expected
+-- records (outcomes.sql), so its expected rows would only add a second row
+-- per record. The aggregate gives whether the record is the scope's, its
+-- attempts (max(attempt) over its outcomes, as in the records view), whether
+-- it has an accepted result (a succeeded outcome: accepted_outcome,
+-- part_candidates.sql) and whether its latest disposition (by latest_key,
+-- part_latest.sql, as in the manual view: the records whose latest
+-- disposition is manual and that have no accepted result) is manual, a
+-- boolean (an aggregate's strings are held outside DuckDB's memory limit);
 -- then the records are counted by attempts. Each further set or aggregate of
 -- every record_id (the scope's records, a semi-join for the accepted ones,
 -- the manual view's latest dispositions) cost as much again: at 10M records
@@ -24,9 +27,12 @@ per AS (
     FROM (
         SELECT record_id, CAST(NULL AS INTEGER) AS attempt, true AS scoped, false AS accepted,
                CAST(NULL AS BOOLEAN) AS manual, CAST(NULL AS BIGINT) AS latest_key
-        FROM expected WHERE job_key IN (SELECT job_key FROM scope)
+        FROM expected
+        WHERE job_key IN (SELECT job_key FROM scope) AND job_key NOT IN (SELECT DISTINCT job_key FROM outcomes)
         UNION ALL
-        SELECT record_id, attempt, false, {{template "accepted_outcome"}}, disposition = 'manual', {{template "latest_key"}} FROM outcomes
+        SELECT record_id, attempt, job_key IN (SELECT job_key FROM scope), {{template "accepted_outcome"}},
+               disposition = 'manual', {{template "latest_key"}}
+        FROM outcomes
     )
     GROUP BY record_id
 ),
