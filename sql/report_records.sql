@@ -28,7 +28,8 @@ per AS (
         SELECT record_id, CAST(NULL AS INTEGER) AS attempt, true AS scoped, false AS accepted,
                CAST(NULL AS BOOLEAN) AS manual, CAST(NULL AS BIGINT) AS latest_key
         FROM expected
-        WHERE job_key IN (SELECT job_key FROM scope) AND job_key NOT IN (SELECT DISTINCT job_key FROM outcomes)
+        WHERE job_key IN (SELECT job_key FROM scope)
+          AND job_key NOT IN (SELECT DISTINCT job_key FROM outcomes WHERE job_key IS NOT NULL)
         UNION ALL
         SELECT record_id, attempt, job_key IN (SELECT job_key FROM scope), {{template "accepted_outcome"}},
                disposition = 'manual', {{template "latest_key"}}
