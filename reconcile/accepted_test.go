@@ -128,7 +128,14 @@ func newLineageLake(t *testing.T) *lineageLake {
 // session opens a fresh read-only session over the lake; the caller closes it.
 func (x *lineageLake) session(t *testing.T) *Engine {
 	t.Helper()
-	e, err := OpenSession(context.Background(), x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
+	return x.scoped(t, Scope{})
+}
+
+// scoped opens a fresh read-only session whose views scope limits; the
+// caller closes it.
+func (x *lineageLake) scoped(t *testing.T, scope Scope) *Engine {
+	t.Helper()
+	e, err := OpenSession(context.Background(), x.l, EngineOptions{Threads: 1, TempDir: x.dir}, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +147,12 @@ func (x *lineageLake) query(t *testing.T, q string, fn func([]any)) {
 	t.Helper()
 	e := x.session(t)
 	defer e.Close()
+	queryIn(t, e, q, fn)
+}
+
+// queryIn runs q in session e and calls fn with each row.
+func queryIn(t *testing.T, e *Engine, q string, fn func([]any)) {
+	t.Helper()
 	rows, err := e.Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)

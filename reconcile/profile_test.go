@@ -20,10 +20,7 @@ func TestProfileReadOnlySession(t *testing.T) {
 	prev := sqlProfileDir
 	sqlProfileDir = dir
 	t.Cleanup(func() { sqlProfileDir = prev })
-	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := x.session(t)
 	defer e.Close()
 	d, _ := lake.ParseDigest(x.m1.JobKey)
 	s, err := e.Summarize(ctx, x.l, d)

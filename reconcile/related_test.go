@@ -85,23 +85,9 @@ func TestJobSessionReadsRelatedJobs(t *testing.T) {
 	want := []string{x.m1.JobKey, x.m2.JobKey, again.JobKey}
 	slices.Sort(want)
 	for _, job := range []string{x.m1.JobKey, x.m2.JobKey} {
-		e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{Job: job})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := x.scoped(t, Scope{Job: job})
 		var jobs []string
-		rows, err := e.Query(ctx, "SELECT job_key FROM manifests ORDER BY 1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				t.Fatal(err)
-			}
-			jobs = append(jobs, k)
-		}
-		rows.Close()
+		queryIn(t, e, "SELECT job_key FROM manifests ORDER BY 1", func(v []any) { jobs = append(jobs, v[0].(string)) })
 		if !slices.Equal(jobs, want) {
 			t.Errorf("job %.12s: the session reads jobs %.12v, want its family and the job of the same records %.12v", job, jobs, want)
 		}
@@ -119,10 +105,7 @@ func TestJobSessionReadsRelatedJobs(t *testing.T) {
 	// A job the lake does not have: the session reads the lake, the report
 	// says so.
 	missing := fmt.Sprintf("%064x", 7)
-	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{Job: missing})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := x.scoped(t, Scope{Job: missing})
 	defer e.Close()
 	d, _ := lake.ParseDigest(missing)
 	if _, err := e.Summarize(ctx, x.l, d); !errors.Is(err, lake.ErrNotFound) {

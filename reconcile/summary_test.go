@@ -171,10 +171,7 @@ func TestSummaryScopes(t *testing.T) {
 		t.Fatalf("the t2 job has unknown %d duplicate %d quarantined %d: the test would prove nothing", rep3.Unknown, rep3.Duplicate, rep3.Quarantined)
 	}
 
-	e, err := OpenSession(ctx, x.l, EngineOptions{Threads: 1, TempDir: x.dir}, Scope{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := x.session(t)
 	defer e.Close()
 	all, t1, t2 := []string{x.m1.JobKey, x.m2.JobKey, m3.JobKey}, []string{x.m1.JobKey, x.m2.JobKey}, []string{m3.JobKey}
 	past, future := x.m1.CreatedAt.Add(-time.Hour), m3.CreatedAt.Add(time.Hour)

@@ -36,7 +36,7 @@ func TestJobCommandsReadTheirRecordsJobs(t *testing.T) {
 	}
 	// Damage every table file of the two other jobs.
 	damaged := 0
-	filepath.WalkDir(filepath.Join(b.lake, "tables"), func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(b.lake, "tables"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") || !strings.Contains(p, others[0]) && !strings.Contains(p, others[1]) {
 			return err
 		}
@@ -52,6 +52,9 @@ func TestJobCommandsReadTheirRecordsJobs(t *testing.T) {
 		damaged++
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if damaged == 0 {
 		t.Fatal("no table file of the other jobs found to damage: the test would prove nothing")
 	}
