@@ -324,6 +324,9 @@ type planInput struct {
 	recs *planRuns
 	// n is how many valid records were read.
 	n int64
+	// keys is the least and greatest business key of the valid records
+	// (the manifest's business_keys), set once n > 0.
+	keys lake.KeyRange
 	// early, if not nil, holds the expected rows, written while reading
 	// (recs then holds no record).
 	early *earlyExpected
@@ -508,6 +511,14 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 			return nil
 		}
 		in.sameKeys = in.sameKeys && pr.key == pr.customID
+		switch {
+		case in.n == 0:
+			in.keys = lake.KeyRange{First: pr.key, Last: pr.key}
+		case pr.key < in.keys.First:
+			in.keys.First = pr.key
+		case pr.key > in.keys.Last:
+			in.keys.Last = pr.key
+		}
 		// While the keys only grow, none was carried, so lastKey is the key
 		// of the record before.
 		inOrder := in.n == 0 || pr.key > lastKey
@@ -701,7 +712,17 @@ func newManifest(o *PlanOptions, id *planJob, in *planInput, name, held string) 
 		Retention: o.Retention, OutputSchemaVersion: o.OutputSchemaVersion, ShardMaxRecords: o.ShardMaxRecords, ShardMaxBytes: o.ShardMaxBytes,
 		NotBefore: o.NotBefore, MinRecords: o.MinRecords, BelowMin: belowMin, Held: held,
 		ParentProvider: o.ParentProvider, ParentModel: o.ParentModel, OutputSchema: o.OutputSchema, Translated: o.Translated && o.Lineage != nil,
+		BusinessKeys: keyRange(in),
 	}
+}
+
+// keyRange is the manifest's business_keys: nil for a job without records.
+func keyRange(in *planInput) *lake.KeyRange {
+	if in.n == 0 {
+		return nil
+	}
+	k := in.keys
+	return &k
 }
 
 // commitPlan writes the shards and expected rows of m, then m itself (the

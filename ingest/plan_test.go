@@ -23,6 +23,12 @@ func openaiLine(id, model, content string) string {
 	return fmt.Sprintf(`{"custom_id": %q, "method": "POST", "url": "/v1/chat/completions", "body": {"model": %q, "messages": [{"role": "user", "content": %q}], "max_tokens": 100}}`, id, model, content)
 }
 
+// keyedLine is an OpenAI request whose business key, under --key-field
+// body.metadata.doc, is key.
+func keyedLine(id, key string) string {
+	return fmt.Sprintf(`{"custom_id": %q, "method": "POST", "url": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "metadata": {"doc": %q}}}`, id, key)
+}
+
 func writeFile(t *testing.T, name string, lines []string, eol string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -676,5 +682,67 @@ func TestHexArena(t *testing.T) {
 		if hs[i] != d.Hex() {
 			t.Fatalf("digest %d: %q, want %q", i, hs[i], d.Hex())
 		}
+	}
+}
+
+// TestPlanKeepsBusinessKeyRange: the manifest keeps the least and the
+// greatest business key of the job's expected rows, whichever way plan
+// reads the input (in key order and written as read, sorted in memory or in
+// run files, keyed by another field than the custom id).
+func TestPlanKeepsBusinessKeyRange(t *testing.T) {
+	var lines, keyed []string
+	for i := range 60 {
+		lines = append(lines, openaiLine(fmt.Sprintf("r%04d", i), "gpt-4o-mini", fmt.Sprintf("item %d", i)))
+		// The custom ids run down while the keys run up, and the keys'
+		// byte order is not their numbers' (k10 before k9).
+		keyed = append(keyed, keyedLine(fmt.Sprintf("c%02d", 59-i), fmt.Sprintf("k%d", i)))
+	}
+	shuffled := slices.Clone(lines)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, c := range []struct {
+		name  string
+		lines []string
+		edit  func(*PlanOptions)
+		want  lake.KeyRange
+	}{
+		{"in key order", lines, nil, lake.KeyRange{First: "r0000", Last: "r0059"}},
+		{"in key order, split", lines, func(o *PlanOptions) { o.SplitMinRecords = 20 }, lake.KeyRange{First: "r0000", Last: "r0059"}},
+		{"shuffled, in run files", shuffled, func(o *PlanOptions) { o.RunRecords = 16 }, lake.KeyRange{First: "r0000", Last: "r0059"}},
+		{"reversed", reversed(lines), nil, lake.KeyRange{First: "r0000", Last: "r0059"}},
+		{"keyed by another field", keyed, func(o *PlanOptions) { o.KeyField, o.RunRecords = "body.metadata.doc", 16 }, lake.KeyRange{First: "k0", Last: "k9"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			l := newLake(t)
+			o := opts(writeFile(t, "in.jsonl", c.lines, "\n"))
+			if c.edit != nil {
+				c.edit(&o)
+			}
+			res, err := Plan(ctx, l, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := l.GetManifest(ctx, mustDigest(t, res.JobKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, k := range m.ExpectedFiles {
+				if err := lake.ReadTableFile(ctx, l, k, func(rows []lake.ExpectedRow) error {
+					for _, r := range rows {
+						keys = append(keys, r.BusinessKey)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(keys) != len(c.lines) || slices.Min(keys) != c.want.First || slices.Max(keys) != c.want.Last {
+				t.Fatalf("%d expected rows, keys %s to %s; the test wants %d, %s to %s", len(keys), slices.Min(keys), slices.Max(keys), len(c.lines), c.want.First, c.want.Last)
+			}
+			if m.BusinessKeys == nil || *m.BusinessKeys != c.want {
+				t.Errorf("manifest business_keys %+v, want %+v", m.BusinessKeys, c.want)
+			}
+		})
 	}
 }

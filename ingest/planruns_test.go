@@ -38,9 +38,7 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 		shuffled = append(shuffled, openaiLine(fmt.Sprintf("id-%03d", i), "gpt-4o-mini", fmt.Sprintf("text %d", rng.IntN(1000))))
 	}
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	withKey := func(id, key string) string {
-		return fmt.Sprintf(`{"custom_id": %q, "method": "POST", "url": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "metadata": {"doc": %q}}}`, id, key)
-	}
+	withKey := keyedLine
 	var keyed []string
 	for i := range 30 {
 		keyed = append(keyed, withKey(fmt.Sprintf("c%02d", 29-i), fmt.Sprintf("k%02d", i)))

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -133,7 +134,14 @@ func ScanCustomIDs(path string, fn func(id []byte)) error {
 		return err
 	}
 	defer f.Close()
-	cc, err := newColumnCursor(pf, path, "custom_id", parquet.ByteArray)
+	return scanColumn(pf, path, "custom_id", fn)
+}
+
+// scanColumn calls fn with each value of the required byte-array column
+// name of the expected table file pf (named path in errors), in row order;
+// the value is valid only during the call.
+func scanColumn(pf *parquet.File, path, name string, fn func(v []byte)) error {
+	cc, err := newColumnCursor(pf, path, name, parquet.ByteArray)
 	if err != nil {
 		return err
 	}
@@ -141,14 +149,35 @@ func ScanCustomIDs(path string, fn func(id []byte)) error {
 	for _, chunk := range cc.chunks {
 		n, err := scanChunk(chunk, fn)
 		if err != nil {
-			return fmt.Errorf("expected file %s: column custom_id: %w", path, err)
+			return fmt.Errorf("expected file %s: column %s: %w", path, name, err)
 		}
 		seen += n
 	}
 	if seen != pf.NumRows() {
-		return fmt.Errorf("expected file %s: %d custom_ids in a file of %d rows", path, seen, pf.NumRows())
+		return fmt.Errorf("expected file %s: %d values of %s in a file of %d rows", path, seen, name, pf.NumRows())
 	}
 	return nil
+}
+
+// expectedKeyRange reads the business keys of the expected table file
+// whose bytes are b (named key in errors): their least and greatest, and
+// how many rows there are (none: an empty range).
+func expectedKeyRange(key string, b []byte) (r KeyRange, rows int64, err error) {
+	pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return KeyRange{}, 0, fmt.Errorf("expected file %s: %w", key, err)
+	}
+	var first, last []byte
+	err = scanColumn(pf, key, "business_key", func(v []byte) {
+		if rows == 0 || bytes.Compare(v, first) < 0 {
+			first = append(first[:0], v...)
+		}
+		if rows == 0 || bytes.Compare(v, last) > 0 {
+			last = append(last[:0], v...)
+		}
+		rows++
+	})
+	return KeyRange{First: string(first), Last: string(last)}, rows, err
 }
 
 // scanChunk calls fn with each value of a required byte-array column chunk

@@ -77,7 +77,23 @@ type Manifest struct {
 	// object) every answer of the job must satisfy, "" for none: reconcile
 	// checks it without being told (retry passes it on to the child).
 	OutputSchema string `json:"output_schema,omitempty"`
+	// BusinessKeys is the least and the greatest of the job's business
+	// keys (byte order), nil for a job without records or one planned
+	// before plan kept them. A record id hashes its business key, so jobs
+	// of one tenant, source and prompt version whose ranges do not meet
+	// hold no record id in common (verify checks the range against the
+	// job's expected table).
+	BusinessKeys *KeyRange `json:"business_keys,omitempty"`
 }
+
+// KeyRange is a closed range of business keys.
+type KeyRange struct {
+	First string `json:"first"`
+	Last  string `json:"last"`
+}
+
+// Meets says whether r and o have a key in common (each range taken whole).
+func (r KeyRange) Meets(o KeyRange) bool { return r.First <= o.Last && o.First <= r.Last }
 
 // ManifestShard is one shard file of a job, stored content-addressed.
 type ManifestShard struct {

@@ -441,6 +441,55 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 		if m.OutputSchema != "" {
 			v.checkRef(k, "output schema", m.OutputSchema)
 		}
+		if err := v.checkKeyRange(ctx, k, &m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkKeyRange checks a manifest's business_keys against its job's
+// expected rows: a job's report leaves out the jobs whose first attempt's
+// range does not meet its own, so a range that left out a key would leave
+// out a job that holds its record. Expected files that are missing or
+// corrupt are reported by checkRef.
+func (v *verifier) checkKeyRange(ctx context.Context, k string, m *Manifest) error {
+	if m.BusinessKeys == nil {
+		return nil // a job planned before plan kept the range: every job's report reads it
+	}
+	var (
+		all  KeyRange
+		rows int64
+	)
+	for _, f := range m.ExpectedFiles {
+		c, ok := v.content[f]
+		if !ok || !c.ok {
+			return nil
+		}
+		b, err := v.l.GetVerified(ctx, f, c.want)
+		if err != nil {
+			return err
+		}
+		r, n, err := expectedKeyRange(f, b)
+		if err != nil {
+			v.problem(k, SeverityError, "%v", err)
+			return nil
+		}
+		if n > 0 {
+			if rows == 0 || r.First < all.First {
+				all.First = r.First
+			}
+			if rows == 0 || r.Last > all.Last {
+				all.Last = r.Last
+			}
+			rows += n
+		}
+	}
+	switch {
+	case rows == 0:
+		v.problem(k, SeverityError, "manifest gives business keys %q to %q, but its expected files hold no row", m.BusinessKeys.First, m.BusinessKeys.Last)
+	case all != *m.BusinessKeys:
+		v.problem(k, SeverityError, "manifest gives business keys %q to %q, its expected rows run from %q to %q", m.BusinessKeys.First, m.BusinessKeys.Last, all.First, all.Last)
 	}
 	return nil
 }

@@ -37,12 +37,12 @@ func buildLake(t *testing.T, l *Lake) *fixture {
 	must(err)
 	f.shard = ObjectKey(sd)
 	f.expected, err = WriteTable(ctx, l, f.tmp, "expected", f.tenant, f.job, []ExpectedRow{
-		{JobKey: f.job.Hex(), Tenant: f.tenant, ShardID: "s0", ShardLine: 1, RecordID: "r1", CustomID: "a", Attempt: 1},
-		{JobKey: f.job.Hex(), Tenant: f.tenant, ShardID: "s0", ShardLine: 2, RecordID: "r2", CustomID: "b", Attempt: 1},
+		{JobKey: f.job.Hex(), Tenant: f.tenant, ShardID: "s0", ShardLine: 1, RecordID: "r1", BusinessKey: "a", CustomID: "a", Attempt: 1},
+		{JobKey: f.job.Hex(), Tenant: f.tenant, ShardID: "s0", ShardLine: 2, RecordID: "r2", BusinessKey: "b", CustomID: "b", Attempt: 1},
 	})
 	must(err)
 	m := Manifest{Version: ManifestVersion, JobKey: f.job.Hex(), Tenant: f.tenant, Provider: "openai", Model: "gpt-test",
-		ExpectedRecords: 2, Attempt: 1, CreatedAt: t0,
+		ExpectedRecords: 2, Attempt: 1, CreatedAt: t0, BusinessKeys: &KeyRange{First: "a", Last: "b"},
 		Shards:        []ManifestShard{{ShardID: "s0", Object: sd, Records: 2, Bytes: int64(len(shardBytes))}},
 		ExpectedFiles: []string{f.expected}}
 	f.manifest = ManifestKey(f.job)
@@ -218,6 +218,19 @@ func TestVerify(t *testing.T) {
 		{"missing retry shard", func(t *testing.T, l *Lake, f *fixture) { remove(t, l, f.retry) }, []want{
 			at(kReport, SeverityError, "retry_shards "),
 		}},
+		{"manifest's business keys leave out a key", func(t *testing.T, l *Lake, f *fixture) {
+			editManifest(t, l, f, func(m *Manifest) { m.BusinessKeys.Last = "a" })
+		}, []want{
+			at(kManifest, SeverityError, `business keys "a" to "a", its expected rows run from "a" to "b"`),
+		}},
+		{"manifest's business keys wider than its rows", func(t *testing.T, l *Lake, f *fixture) {
+			editManifest(t, l, f, func(m *Manifest) { m.BusinessKeys.First = "" })
+		}, []want{
+			at(kManifest, SeverityError, `business keys "" to "b", its expected rows run from "a" to "b"`),
+		}},
+		{"manifest from before plan kept business keys", func(t *testing.T, l *Lake, f *fixture) {
+			editManifest(t, l, f, func(m *Manifest) { m.BusinessKeys = nil })
+		}, nil},
 		{"missing manifest", func(t *testing.T, l *Lake, f *fixture) { remove(t, l, f.manifest) }, []want{
 			at(kExpected, SeverityWarning, "orphan"),
 			at(kIngest, SeverityError, "has no manifest"),
@@ -381,5 +394,20 @@ func TestParseLedgerKey(t *testing.T) {
 				t.Errorf("ParseLedgerKey = %s, %q, %d, %v; want %q, %d, %v", gotJob.Hex()[:8], shard, seq, ok, tc.shard, tc.seq, tc.ok)
 			}
 		})
+	}
+}
+
+// editManifest stores the fixture's manifest again, as edit changes it.
+func editManifest(t *testing.T, l *Lake, f *fixture, edit func(*Manifest)) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := l.GetManifest(ctx, f.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	remove(t, l, f.manifest)
+	if _, err := l.PutJSON(ctx, f.manifest, FormatManifest, m); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -73,14 +73,18 @@ func (c *manifests) root(ctx context.Context, m *lake.Manifest) (*lake.Manifest,
 // manifests, can hold a record id in common. A record id is the sha256 of
 // the tenant, business key, source version, prompt version and the record's
 // model config hash, so jobs whose first attempts differ in source or
-// prompt version, or have no model config hash in common, cannot. A job
-// whose first attempt is unknown (nil), or a manifest that lists no model
-// config hashes, may share any.
+// prompt version, whose business keys lie in ranges that do not meet, or
+// that have no model config hash in common, cannot. A job whose first
+// attempt is unknown (nil) may share any; a manifest that lists no model
+// config hashes, or no business key range, leaves that test out.
 func related(a, b *lake.Manifest) bool {
 	if a == nil || b == nil {
 		return true
 	}
 	if a.SourceVersion != b.SourceVersion || a.PromptVersion != b.PromptVersion {
+		return false
+	}
+	if a.BusinessKeys != nil && b.BusinessKeys != nil && !a.BusinessKeys.Meets(*b.BusinessKeys) {
 		return false
 	}
 	if len(a.ModelConfigHashes) == 0 || len(b.ModelConfigHashes) == 0 {

@@ -18,6 +18,10 @@ func TestRelated(t *testing.T) {
 	m := func(source, prompt string, cfgs ...string) *lake.Manifest {
 		return &lake.Manifest{SourceVersion: source, PromptVersion: prompt, ModelConfigHashes: cfgs}
 	}
+	keys := func(first, last string, m *lake.Manifest) *lake.Manifest {
+		m.BusinessKeys = &lake.KeyRange{First: first, Last: last}
+		return m
+	}
 	for _, c := range []struct {
 		name string
 		a, b *lake.Manifest
@@ -31,6 +35,12 @@ func TestRelated(t *testing.T) {
 		{"no configs listed", m("s", "p"), m("s", "p", "c2"), true},
 		{"a first attempt unknown", nil, m("s", "p", "c2"), true},
 		{"both unknown", nil, nil, true},
+		{"business keys in ranges that meet", keys("a", "k", m("s", "p", "c1")), keys("k", "z", m("s", "p", "c1")), true},
+		{"one range within the other", keys("a", "z", m("s", "p", "c1")), keys("k", "k", m("s", "p", "c1")), true},
+		{"business keys in ranges apart", keys("a", "j", m("s", "p", "c1")), keys("k", "z", m("s", "p", "c1")), false},
+		{"ranges apart in byte order", keys("job-10", "job-19", m("s", "p", "c1")), keys("job-2", "job-9", m("s", "p", "c1")), false},
+		{"no range listed", m("s", "p", "c1"), keys("k", "z", m("s", "p", "c1")), true},
+		{"ranges apart, another prompt", keys("a", "j", m("s", "p", "c1")), keys("a", "j", m("s", "p2", "c1")), false},
 	} {
 		if got := related(c.a, c.b); got != c.want {
 			t.Errorf("%s: related %v, want %v", c.name, got, c.want)
@@ -48,7 +58,7 @@ func TestJobSessionReadsRelatedJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	x := newLineageLake(t) // t1, prompt p1: r2 failed for good in job 1, r0, r1, r3 succeeded
-	plan := func(name, tenant, prompt, dataset string, lines []string) *lake.Manifest {
+	plan := func(name, tenant, prompt, dataset string, lines []string, answer string) *lake.Manifest {
 		t.Helper()
 		res, err := ingest.Plan(ctx, x.l, ingest.PlanOptions{Provider: "openai", Input: writeLines(t, x.dir, name+".jsonl", lines),
 			Tenant: tenant, PromptVersion: prompt, DatasetVersion: dataset, TmpDir: x.dir})
@@ -56,19 +66,27 @@ func TestJobSessionReadsRelatedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := x.manifest(t, res.JobKey)
-		// r2 answered in every one of them.
-		x.ingestAndReconcile(t, m, []string{okLine("r2", "r2 in "+name)}, nil)
+		x.ingestAndReconcile(t, m, []string{okLine(answer, answer+" in "+name)}, nil)
 		return m
 	}
 	same := []string{requestLine(2), requestLine(5)}
 	otherConfig := []string{strings.Replace(requestLine(2), `"model":"gpt-4o-mini"`, `"model":"gpt-4o-mini","temperature":0`, 1)}
 	// The same records planned again (another dataset version): the same
 	// record ids, so its answer for r2 is the family's r2 accepted.
-	again := plan("again", "t1", "p1", "again", same)
+	again := plan("again", "t1", "p1", "again", same, "r2")
 	for _, u := range []struct{ name, tenant, prompt string }{{"other-tenant", "t2", "p1"}, {"other-prompt", "t1", "p2"}} {
-		plan(u.name, u.tenant, u.prompt, "", same)
+		plan(u.name, u.tenant, u.prompt, "", same, "r2")
 	}
-	plan("other-config", "t1", "p1", "", otherConfig)
+	plan("other-config", "t1", "p1", "", otherConfig, "r2")
+	// Records of the same tenant, versions and config whose business keys
+	// (r5, r6) lie past the family's (r0 to r3): a daily job of new
+	// records, which shares no record id with the family.
+	if later := plan("later-keys", "t1", "p1", "", []string{requestLine(5), requestLine(6)}, "r5"); later.BusinessKeys == nil || *later.BusinessKeys != (lake.KeyRange{First: "r5", Last: "r6"}) {
+		t.Fatalf("the later job's manifest keeps business keys %+v, want r5 to r6", later.BusinessKeys)
+	}
+	if x.m1.BusinessKeys == nil || *x.m1.BusinessKeys != (lake.KeyRange{First: "r0", Last: "r3"}) {
+		t.Fatalf("job 1's manifest keeps business keys %+v, want r0 to r3", x.m1.BusinessKeys)
+	}
 
 	summaryJSON := func(e *Engine, job string) string {
 		t.Helper()
