@@ -37,6 +37,11 @@ type Options struct {
 	Seed uint64
 	// MaxRounds bounds the retry generations of one job (default 3).
 	MaxRounds int
+	// SameVersions plans every job with one prompt version and no source
+	// version, as a daily pipeline that passes neither a new prompt version
+	// nor --dataset-version does: the jobs of a tenant are told apart only by
+	// their business keys (each job's are its own).
+	SameVersions bool
 	// TmpDir holds the inputs and the steps' temporary files.
 	TmpDir string
 	// Log receives the steps' logs (discarded if nil).
@@ -108,8 +113,12 @@ func (g *Generator) Job(ctx context.Context, i int) ([]string, error) {
 	}
 	defer sm.Close()
 	drv := &lifecycle.Driver{Lake: g.l, Ledger: lake.NewLedger(g.l, ""), Client: sm, Target: ingest.SimProvider, Lease: 10 * time.Minute, TmpDir: g.o.TmpDir}
+	prompt, source := fmt.Sprintf("v%d", i/g.o.Tenants%7+1), fmt.Sprintf("job-%d", i)
+	if g.o.SameVersions {
+		prompt, source = "v1", ""
+	}
 	plan, err := ingest.Plan(ctx, g.l, ingest.PlanOptions{Provider: ingest.SimProvider, Input: in, Tenant: g.Tenant(i),
-		PromptVersion: fmt.Sprintf("v%d", i/g.o.Tenants%7+1), SourceVersion: fmt.Sprintf("job-%d", i), TmpDir: g.o.TmpDir})
+		PromptVersion: prompt, SourceVersion: source, TmpDir: g.o.TmpDir})
 	if err != nil {
 		return nil, fmt.Errorf("lakegen job %d: plan: %w", i, err)
 	}

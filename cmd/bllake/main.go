@@ -35,6 +35,7 @@ func main() {
 		workers  = flag.Int("workers", 2, "jobs made at once")
 		tmpDir   = flag.String("tmp-dir", "", "temporary files (default: the system's)")
 		progress = flag.Bool("progress", true, "report progress on stderr")
+		sameVers = flag.Bool("same-versions", false, "plan every job with one prompt version and no source version (a daily pipeline's jobs, told apart by their business keys)")
 		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile to this file")
 	)
 	flag.Parse()
@@ -52,7 +53,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *lakeURL, *from, *to, *workers, *progress, lakegen.Options{Records: *records, Tenants: *tenants, Seed: *seed, TmpDir: *tmpDir}); err != nil {
+	if err := run(ctx, *lakeURL, *from, *to, *workers, *progress, lakegen.Options{Records: *records, Tenants: *tenants, Seed: *seed, TmpDir: *tmpDir, SameVersions: *sameVers}); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bllake:", err)
 		os.Exit(1)
