@@ -39,7 +39,7 @@ type Options struct {
 	MaxRounds int
 	// SameVersions plans every job with one prompt version and no source
 	// version, as a daily pipeline that passes neither a new prompt version
-	// nor --dataset-version does: the jobs of a tenant are told apart only by
+	// nor --source-version does: the jobs of a tenant are told apart only by
 	// their business keys (each job's are its own).
 	SameVersions bool
 	// TmpDir holds the inputs and the steps' temporary files.
