@@ -11,8 +11,9 @@
 # then the same two queries again over the compaction, and `batchlake verify`;
 # and, live and compacted, `batchlake report --job` of the lake's newest first
 # attempt, which reads only the jobs that can hold its records (its family in
-# these lakes, each job with a source version of its own), so its time should
-# not grow with the lake.
+# these lakes, each job with a source version of its own, or with business
+# keys of its own under SAME_VERSIONS), so its time should not grow with the
+# lake.
 # The answers with and without the compaction must be byte for byte the same
 # and verify must pass, or the run fails (exit 3). Later sizes keep the
 # earlier compaction, so their live row shows a lake whose newest jobs are not
@@ -30,6 +31,10 @@
 #   LAKE=./bench-lake    the lake (kept and grown on the next run)
 #   WORKERS=2            jobs bllake makes at once
 #   NICE=10              bllake's niceness (it takes both cores for minutes)
+#   SAME_VERSIONS=1      jobs planned as a daily pipeline plans them: one prompt
+#                        version, no source version, each job's business keys its
+#                        own (bllake -same-versions); the report's job then shares
+#                        its versions with every job of its tenant
 #   BIN=./bin/bench      where batchlake and bllake are built
 set -euo pipefail
 
@@ -76,7 +81,7 @@ grow() {
 		have=$(inputs_in_lake)
 		next=$(( have + ( want - $(jobs_in_lake) + 1 ) / 2 ))
 		(( next > have )) || next=$(( have + 1 ))
-		nice -n "$NICE" "$BIN/bllake" -lake "$LAKE" -from "$have" -to "$next" -workers "$WORKERS" >/dev/null
+		nice -n "$NICE" "$BIN/bllake" -lake "$LAKE" -from "$have" -to "$next" -workers "$WORKERS" ${SAME_VERSIONS:+-same-versions} >/dev/null
 		echo "$next" >"$LAKE.inputs"
 	done
 }
