@@ -1,29 +1,46 @@
 package main
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestJobCommandsReadTheirRecordsJobs: report, manual and cost of one job
 // read only the jobs that can hold its records. The same records planned
-// for another tenant, and for another prompt version, are two jobs whose
-// table files are then damaged: a session over the whole lake refuses them,
-// the job's own commands do not read them and answer as before.
+// for another tenant, and for another prompt version, and records of other
+// business keys under the same versions, are three jobs whose table files
+// are then damaged: a session over the whole lake refuses them, the job's
+// own commands do not read them and answer as before.
 func TestJobCommandsReadTheirRecordsJobs(t *testing.T) {
 	b := newBox(t)
 	f := newFlowFiles(t)
-	plan := func(tenant, prompt string) string {
+	// The same flow with other business keys (set-… where the flow's are
+	// req-…, all of them past the flow's): the next day's records of a
+	// pipeline that keeps its versions.
+	later := flowFiles{}
+	for _, c := range []struct {
+		from string
+		to   *string
+	}{{f.input, &later.input}, {f.output, &later.output}, {f.errors, &later.errors}} {
+		data, err := os.ReadFile(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*c.to = writeFile(t, filepath.Base(c.from), bytes.ReplaceAll(data, []byte(`"req-`), []byte(`"set-`)))
+	}
+	plan := func(f flowFiles, tenant, prompt string) string {
 		job := jobOf(t, b.want([]int{0}, "plan", "--input", f.input, "--tenant", tenant, "--prompt-version", prompt, "--shard-max-records", "5"))
 		b.want([]int{0}, "ingest", "--job", job, "--output", f.output, "--errors", f.errors)
 		b.want([]int{exitReview}, "reconcile", "--job", job)
 		return job
 	}
-	job := plan("acme", "p1")
-	others := []string{plan("other", "p1"), plan("acme", "p2")}
+	job := plan(f, "acme", "p1")
+	others := []string{plan(f, "other", "p1"), plan(f, "acme", "p2"), plan(later, "acme", "p1")}
 	commands := [][]string{
 		{"report", "--job", job},
 		{"manual", "--job", job},
@@ -34,10 +51,10 @@ func TestJobCommandsReadTheirRecordsJobs(t *testing.T) {
 	for _, c := range commands {
 		before[strings.Join(c, " ")] = b.want([]int{0}, c...).stdout
 	}
-	// Damage every table file of the two other jobs.
+	// Damage every table file of the other jobs.
 	damaged := 0
 	err := filepath.WalkDir(filepath.Join(b.lake, "tables"), func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") || !strings.Contains(p, others[0]) && !strings.Contains(p, others[1]) {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") || !slices.ContainsFunc(others, func(o string) bool { return strings.Contains(p, o) }) {
 			return err
 		}
 		data, err := os.ReadFile(p)
