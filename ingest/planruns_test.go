@@ -38,15 +38,14 @@ func TestPlanExternalSortMatchesInMemory(t *testing.T) {
 		shuffled = append(shuffled, openaiLine(fmt.Sprintf("id-%03d", i), "gpt-4o-mini", fmt.Sprintf("text %d", rng.IntN(1000))))
 	}
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	withKey := keyedLine
 	var keyed []string
 	for i := range 30 {
-		keyed = append(keyed, withKey(fmt.Sprintf("c%02d", 29-i), fmt.Sprintf("k%02d", i)))
+		keyed = append(keyed, keyedLine(fmt.Sprintf("c%02d", 29-i), fmt.Sprintf("k%02d", i)))
 	}
 	dupIDs := slices.Clone(shuffled)
 	dupIDs = append(dupIDs, shuffled[3], shuffled[10], shuffled[3])
 	dupKeys := slices.Clone(keyed)
-	dupKeys = append(dupKeys, withKey("c99", "k05"), withKey("c05", "k98"), withKey("c98", "k05"))
+	dupKeys = append(dupKeys, keyedLine("c99", "k05"), keyedLine("c05", "k98"), keyedLine("c98", "k05"))
 	manyDups := slices.Clone(shuffled)
 	for range 60 {
 		manyDups = append(manyDups, shuffled[rng.IntN(len(shuffled))])
