@@ -19,17 +19,26 @@ import (
 )
 
 // A compaction gathers the rows the lake-wide views read for many jobs into
-// one content-addressed Parquet object per view source, so that a session
-// over a lake of thousands of jobs reads a dozen files instead of tens of
+// a few content-addressed Parquet objects per view source, so that a session
+// over a lake of thousands of jobs reads a few dozen files instead of tens of
 // thousands of markers and table files. It is a cache with a proof: written
 // once, never trusted for a job whose markers changed since (JobMarkers), and
 // checked against its sources by verify.
 //
-//	compactions/<hex>.json   the marker: jobs covered and their marker fingerprints, the objects
+// Its rows are held in segments: each segment one object per view source,
+// holding the rows of the jobs the marker places in it. Compacting again
+// keeps the segments whose jobs are all unchanged as they are (their objects
+// named again, not written), so the lake grows by the new rows rather than by
+// a copy of every row each time.
+//
+//	compactions/<hex>.json   the marker: jobs covered, their marker fingerprints and segments, the objects
 const (
-	CompactionArea    = "compactions/"
-	FormatCompaction  = "batchlake.compaction/v1"
-	CompactionVersion = 1
+	CompactionArea   = "compactions/"
+	FormatCompaction = "batchlake.compaction/v1"
+	// CompactionVersion is the marker version written: 2 holds segments;
+	// markers of version 1 (one object per view source, in tables) are
+	// still read, as one segment.
+	CompactionVersion = 2
 )
 
 // Compaction is the marker of one compaction.
@@ -38,6 +47,16 @@ type Compaction struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Jobs are the jobs covered, in job key order.
 	Jobs []CompactedJob `json:"jobs"`
+	// Segments (version 2) are the objects of the rows, oldest first; each
+	// job's rows are in the segment its Segment names.
+	Segments []CompactionSegment `json:"segments,omitempty"`
+	// Tables (version 1 only) maps each view source to the objects/ key of
+	// the one Parquet file of every job's rows.
+	Tables map[string]string `json:"tables,omitempty"`
+}
+
+// CompactionSegment is one segment of a compaction: the rows of its jobs.
+type CompactionSegment struct {
 	// Tables maps each view source (expected, attempts, quarantine,
 	// outcomes, costs, manifests, shards, ledger, report_files, ingests,
 	// batches) to the objects/ key of its Parquet file.
@@ -50,6 +69,72 @@ type CompactedJob struct {
 	JobKey  string `json:"job_key"`
 	Tenant  string `json:"tenant"`
 	Markers string `json:"markers"`
+	// Segment is the index in Segments of the segment holding its rows
+	// (always 0 in version 1).
+	Segment int `json:"segment"`
+}
+
+// SegmentTables is each segment's view sources and objects, oldest first
+// (a version 1 marker's tables are its one segment).
+func (c *Compaction) SegmentTables() []map[string]string {
+	if c.Version == 1 {
+		return []map[string]string{c.Tables}
+	}
+	out := make([]map[string]string, len(c.Segments))
+	for i, s := range c.Segments {
+		out[i] = s.Tables
+	}
+	return out
+}
+
+// Objects is the objects/ keys holding view source table's rows, one a
+// segment; false when a segment has no such table.
+func (c *Compaction) Objects(table string) ([]string, bool) {
+	var keys []string
+	for _, ts := range c.SegmentTables() {
+		k, ok := ts[table]
+		if !ok {
+			return nil, false
+		}
+		keys = append(keys, k)
+	}
+	return keys, true
+}
+
+// check is what a marker of a known version must satisfy besides its
+// envelope: version 1 has tables and no segments; version 2 segments and
+// no tables, every job in one of them and every segment holding a job.
+func (c *Compaction) check() error {
+	switch c.Version {
+	case 1:
+		if c.Tables == nil || len(c.Segments) > 0 {
+			return fmt.Errorf("compaction_version 1 holds tables and no segments")
+		}
+		for _, j := range c.Jobs {
+			if j.Segment != 0 {
+				return fmt.Errorf("compaction_version 1: job %s in segment %d", j.JobKey, j.Segment)
+			}
+		}
+	case 2:
+		if c.Tables != nil {
+			return fmt.Errorf("compaction_version 2 holds its tables in segments")
+		}
+		held := make([]int, len(c.Segments))
+		for _, j := range c.Jobs {
+			if j.Segment < 0 || j.Segment >= len(c.Segments) {
+				return fmt.Errorf("job %s in segment %d of %d", j.JobKey, j.Segment, len(c.Segments))
+			}
+			held[j.Segment]++
+		}
+		for i, n := range held {
+			if n == 0 {
+				return fmt.Errorf("segment %d holds no job", i)
+			}
+		}
+	default:
+		return fmt.Errorf("unknown compaction_version %d", c.Version)
+	}
+	return nil
 }
 
 // CompactionKey is the key of a compaction marker named by digest d.
@@ -66,7 +151,12 @@ func ParseCompactionKey(k string) (Digest, bool) {
 
 // PutCompaction stores c under the digest of its body and returns the key.
 func (l *Lake) PutCompaction(ctx context.Context, c *Compaction) (string, error) {
-	c.Version = CompactionVersion
+	if c.Version == 0 {
+		c.Version = CompactionVersion
+	}
+	if err := c.check(); err != nil {
+		return "", fmt.Errorf("lake put compaction: %w", err)
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		return "", err
@@ -132,8 +222,11 @@ func (l *Lake) getCompaction(ctx context.Context, k string) (*Compaction, error)
 	if err := l.GetJSON(ctx, k, FormatCompaction, &c); err != nil {
 		return nil, err
 	}
-	if c.Version != CompactionVersion {
+	if c.Version != 1 && c.Version != CompactionVersion {
 		return nil, errUnknownVersion(k, c.Version)
+	}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("lake read %s: %v: %w", k, err, ErrCorrupt)
 	}
 	return &c, nil
 }
@@ -224,8 +317,8 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if c.Version != CompactionVersion {
-			v.problem(k, SeverityError, "unknown compaction_version %d", c.Version)
+		if err := c.check(); err != nil {
+			v.problem(k, SeverityError, "%v", err)
 			continue
 		}
 		for _, j := range c.Jobs {
@@ -235,12 +328,14 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 				v.problem(k, SeverityError, "compaction names job %q: %v", j.JobKey, err)
 			}
 		}
-		for name, key := range c.Tables {
-			if _, ok := ParseObjectKey(key); !ok || !strings.HasPrefix(key, "objects/") {
-				v.problem(k, SeverityError, "compaction table %s is %q, not an object key", name, key)
-				continue
+		for _, tables := range c.SegmentTables() {
+			for name, key := range tables {
+				if _, ok := ParseObjectKey(key); !ok || !strings.HasPrefix(key, "objects/") {
+					v.problem(k, SeverityError, "compaction table %s is %q, not an object key", name, key)
+					continue
+				}
+				v.checkRef(k, "compaction table "+name, key)
 			}
-			v.checkRef(k, "compaction table "+name, key)
 		}
 	}
 	return nil

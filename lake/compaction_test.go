@@ -16,15 +16,34 @@ func TestCompactionMarker(t *testing.T) {
 		name   string
 		tamper func(f *fixture, c *Compaction)
 		want   []string // problem messages, by substring
+		// refused: the marker itself is malformed, so a session refuses
+		// to read it too (the others fail later, on the objects).
+		refused bool
 	}{
-		{"intact", func(*fixture, *Compaction) {}, nil},
-		{"table object missing", func(f *fixture, c *Compaction) { c.Tables["costs"] = ObjectKey(Sum([]byte("gone"))) },
-			[]string{"compaction table costs objects/sha256/"}},
-		{"table not an object", func(f *fixture, c *Compaction) { c.Tables["ledger"] = f.expected },
-			[]string{"compaction table ledger is"}},
+		{"intact", func(*fixture, *Compaction) {}, nil, false},
+		{"table object missing", func(f *fixture, c *Compaction) { c.Segments[0].Tables["costs"] = ObjectKey(Sum([]byte("gone"))) },
+			[]string{"compaction table costs objects/sha256/"}, false},
+		{"table not an object", func(f *fixture, c *Compaction) { c.Segments[0].Tables["ledger"] = f.expected },
+			[]string{"compaction table ledger is"}, false},
 		{"job without a manifest", func(f *fixture, c *Compaction) {
 			c.Jobs = append(c.Jobs, CompactedJob{JobKey: Sum([]byte("no such job")).Hex(), Tenant: "acme"})
-		}, []string{"compaction of job"}},
+		}, []string{"compaction of job"}, false},
+		{"a second segment's object missing", func(f *fixture, c *Compaction) {
+			c.Jobs = append(c.Jobs, CompactedJob{JobKey: f.job.Hex(), Tenant: f.tenant, Segment: 1})
+			c.Segments = append(c.Segments, CompactionSegment{Tables: map[string]string{"outcomes": ObjectKey(Sum([]byte("gone")))}})
+		}, []string{"compaction table outcomes objects/sha256/"}, false},
+		{"job in no segment", func(f *fixture, c *Compaction) { c.Jobs[0].Segment = 1 }, []string{"in segment 1 of 1"}, true},
+		{"segment without a job", func(f *fixture, c *Compaction) {
+			c.Segments = append(c.Segments, CompactionSegment{Tables: map[string]string{"outcomes": f.shard}})
+		}, []string{"segment 1 holds no job"}, true},
+		{"tables beside segments", func(f *fixture, c *Compaction) { c.Tables = map[string]string{"outcomes": f.shard} },
+			[]string{"compaction_version 2 holds its tables in segments"}, true},
+		{"version 1, its one object per view source", func(f *fixture, c *Compaction) {
+			c.Version, c.Tables, c.Segments = 1, map[string]string{"outcomes": f.shard}, nil
+		}, nil, false},
+		{"version 1 with segments", func(f *fixture, c *Compaction) { c.Version = 1 },
+			[]string{"compaction_version 1 holds tables and no segments"}, true},
+		{"unknown version", func(f *fixture, c *Compaction) { c.Version = 3 }, []string{"unknown compaction_version 3"}, true},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -36,15 +55,26 @@ func TestCompactionMarker(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					c := &Compaction{CreatedAt: t0, Jobs: []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
-						Tables: map[string]string{"outcomes": f.shard}}
+					c := &Compaction{Version: CompactionVersion, CreatedAt: t0,
+						Jobs:     []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
+						Segments: []CompactionSegment{{Tables: map[string]string{"outcomes": f.shard}}}}
 					tc.tamper(f, c)
-					k, err := l.PutCompaction(ctx, c)
+					// Stored as PutCompaction would, without its check: the
+					// marker may be one it refuses to write.
+					b, err := json.Marshal(c)
 					if err != nil {
 						t.Fatal(err)
 					}
+					k := CompactionKey(Sum(b))
+					if _, err := l.PutJSON(ctx, k, FormatCompaction, c); err != nil {
+						t.Fatal(err)
+					}
 					latest, lk, err := l.LatestCompaction(ctx)
-					if err != nil || lk != k || len(latest.Jobs) != len(c.Jobs) {
+					if tc.refused {
+						if err == nil {
+							t.Errorf("LatestCompaction read a malformed marker")
+						}
+					} else if err != nil || lk != k || len(latest.Jobs) != len(c.Jobs) {
 						t.Fatalf("LatestCompaction: %s %v, want %s", lk, err, k)
 					}
 					rep, err := Verify(ctx, l)
@@ -107,7 +137,8 @@ func TestLatestCompactionReadsOnlyTheNewest(t *testing.T) {
 	ctx := context.Background()
 	put := func(t *testing.T, l *Lake, at time.Time, seal func(body []byte) []byte) string {
 		t.Helper()
-		body, err := json.Marshal(&Compaction{Version: CompactionVersion, CreatedAt: at, Tables: map[string]string{}})
+		body, err := json.Marshal(&Compaction{Version: CompactionVersion, CreatedAt: at,
+			Jobs: []CompactedJob{{JobKey: "j"}}, Segments: []CompactionSegment{{Tables: map[string]string{"x": "y0"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +156,7 @@ func TestLatestCompactionReadsOnlyTheNewest(t *testing.T) {
 	// parses, its first bytes are intact, and it does not verify.
 	damaged := func(body []byte) []byte {
 		b := sealed(body)
-		return bytes.Replace(b, []byte(`"tables":{}`), []byte(`"tables":{"x":"y"}`), 1)
+		return bytes.Replace(b, []byte(`"tables":{"x":"y0"}`), []byte(`"tables":{"x":"y1"}`), 1)
 	}
 	// The same envelope, body first.
 	bodyFirst := func(body []byte) []byte {

@@ -15,17 +15,24 @@ import (
 )
 
 // A compaction (lake.Compaction) holds, for many jobs at once, the rows the
-// views read: one content-addressed Parquet object per view source. A
-// session then reads a dozen files for the jobs it covers instead of every
-// job's markers and table files, and reads live only the jobs that are new
-// or whose markers changed since (their marker fingerprint differs). verify
-// re-reads every covered job live and checks the compaction holds exactly
-// those rows (VerifyCompactions).
+// views read, in segments of one content-addressed Parquet object per view
+// source. A session then reads a few dozen files for the jobs it covers
+// instead of every job's markers and table files, and reads live only the
+// jobs that are new or whose markers changed since (their marker
+// fingerprint differs). verify re-reads every covered job live and checks
+// the compaction holds exactly those rows (VerifyCompactions).
 
 // CompactResult is what Compact wrote.
 type CompactResult struct {
-	Key    string            `json:"key"`
-	Jobs   int               `json:"jobs"`
+	Key string `json:"key"`
+	// Jobs is how many jobs the compaction covers, in Segments segments.
+	Jobs     int `json:"jobs"`
+	Segments int `json:"segments"`
+	// JobsWritten is how many jobs' rows this run wrote into its new
+	// segment (new and changed jobs, and those of the segments it merged);
+	// the other segments are the latest compaction's, named again.
+	JobsWritten int `json:"jobs_written"`
+	// Tables are the new segment's objects (none when nothing changed).
 	Tables map[string]string `json:"tables"`
 }
 
@@ -34,9 +41,23 @@ type jobKeyRow struct {
 	JobKey string `parquet:"job_key"`
 }
 
-// Compact writes a compaction of every job in the lake and its marker. The
-// jobs the latest compaction covers and whose markers are unchanged are
-// taken from it; only new and changed jobs are read.
+// segmentJobRow is a job and the local file of its segment's object, as
+// the compaction check reads them.
+type segmentJobRow struct {
+	File   string `parquet:"file"`
+	JobKey string `parquet:"job_key"`
+}
+
+// Compact writes a compaction of every job in the lake and its marker.
+//
+// The latest compaction's segments whose jobs are all unchanged are kept as
+// they are. One new segment holds the rows of the new and changed jobs, read
+// live, and the unchanged jobs of the segments that held a changed job. It
+// also takes in the newest kept segments while each holds no more jobs than
+// it has gathered so far (a binary counter's carries), so the segments stay
+// about logarithmic in number and each job's rows are written again only
+// that many times. When no job is new or changed, the latest compaction
+// stands and nothing is written.
 func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time.Time) (*CompactResult, error) {
 	if now == nil {
 		now = time.Now
@@ -57,9 +78,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
-	// The latest compaction's rows of the jobs unchanged since are taken
-	// as they are: compacting again reads only new and changed jobs.
-	prev, _, err := l.LatestCompaction(ctx)
+	prev, prevKey, err := l.LatestCompaction(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -67,62 +86,140 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if prev != nil {
 		comp = newCompactionUse(prev, marks, Scope{})
 	}
+	// A job without markers has no fingerprint to trust rows by: sessions
+	// read it live, so the compaction leaves it out.
 	var ds []lake.Digest
 	for _, d := range all {
-		if !comp.covers(d.Hex()) {
+		if !comp.covers(d.Hex()) && marks[d.Hex()] != "" {
 			ds = append(ds, d)
 		}
+	}
+	plan := planSegments(prev, comp, len(ds))
+	if prev != nil && len(ds) == 0 && len(plan.merged) == 0 {
+		return &CompactResult{Key: prevKey, Jobs: len(prev.Jobs), Segments: len(plan.kept), Tables: map[string]string{}}, nil
 	}
 	src, ms, err := readJobs(ctx, newManifests(l), ds, nil)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]lake.CompactedJob, 0, len(ms))
+	fresh := make([]lake.CompactedJob, 0, len(ms)+plan.mergedJobs)
 	for _, m := range ms {
-		jobs = append(jobs, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
+		fresh = append(fresh, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
 	}
-	if comp != nil {
-		for _, j := range prev.Jobs {
-			if comp.covers(j.JobKey) {
-				jobs = append(jobs, j)
-			}
-		}
+	for _, s := range plan.merged {
+		fresh = append(fresh, s.jobs...)
 	}
-	sort.Slice(jobs, func(i, j int) bool { return jobs[i].JobKey < jobs[j].JobKey })
 	dir := filepath.Join(e.tmp, "compact")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.emptyDir = dir
-	res := &CompactResult{Jobs: len(jobs), Tables: map[string]string{}}
-	for _, t := range e.viewTables(ctx, dir, src) {
-		paths, err := t.files()
-		if err != nil {
-			return nil, err
-		}
-		q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true)"
-		if comp != nil {
-			expr, _, err := comp.source(ctx, e, t)
+	res := &CompactResult{JobsWritten: len(fresh), Tables: map[string]string{}}
+	if len(fresh) > 0 {
+		for _, t := range e.viewTables(ctx, dir, src) {
+			paths, err := t.files()
 			if err != nil {
 				return nil, err
 			}
-			q += " UNION ALL BY NAME " + expr
+			q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true)"
+			if len(plan.merged) > 0 {
+				expr, _, err := comp.segmentsSource(ctx, e, t, plan.merged)
+				if err != nil {
+					return nil, err
+				}
+				q += " UNION ALL BY NAME " + expr
+			}
+			out := filepath.Join(dir, t.table+".compact.parquet")
+			if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Query": q, "Out": quote(out)}); err != nil {
+				return nil, fmt.Errorf("compact %s: %w", t.table, err)
+			}
+			d, _, err := l.PutFile(ctx, out, lake.ObjectKey)
+			if err != nil {
+				return nil, fmt.Errorf("compact %s: %w", t.table, err)
+			}
+			res.Tables[t.table] = lake.ObjectKey(d)
 		}
-		out := filepath.Join(dir, t.table+".compact.parquet")
-		if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Query": q, "Out": quote(out)}); err != nil {
-			return nil, fmt.Errorf("compact %s: %w", t.table, err)
-		}
-		d, _, err := l.PutFile(ctx, out, lake.ObjectKey)
-		if err != nil {
-			return nil, fmt.Errorf("compact %s: %w", t.table, err)
-		}
-		res.Tables[t.table] = lake.ObjectKey(d)
 	}
-	c := &lake.Compaction{CreatedAt: now().UTC(), Jobs: jobs, Tables: res.Tables}
+	c := &lake.Compaction{CreatedAt: now().UTC()}
+	for _, s := range plan.kept {
+		for _, j := range s.jobs {
+			j.Segment = len(c.Segments)
+			c.Jobs = append(c.Jobs, j)
+		}
+		c.Segments = append(c.Segments, lake.CompactionSegment{Tables: s.tables})
+	}
+	if len(fresh) > 0 {
+		for _, j := range fresh {
+			j.Segment = len(c.Segments)
+			c.Jobs = append(c.Jobs, j)
+		}
+		c.Segments = append(c.Segments, lake.CompactionSegment{Tables: res.Tables})
+	}
+	sort.Slice(c.Jobs, func(i, j int) bool { return c.Jobs[i].JobKey < c.Jobs[j].JobKey })
+	res.Jobs, res.Segments = len(c.Jobs), len(c.Segments)
 	if res.Key, err = l.PutCompaction(ctx, c); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// segment is one segment of the latest compaction as Compact sees it: its
+// objects and the jobs in it that are unchanged since.
+type segment struct {
+	tables map[string]string
+	jobs   []lake.CompactedJob
+	// changed: a job in it is not covered any more (its markers changed).
+	changed bool
+}
+
+// segmentPlan is which of the latest compaction's segments a compaction
+// keeps as they are (kept, oldest first) and which it writes again into its
+// new segment (merged), mergedJobs being the unchanged jobs of those.
+type segmentPlan struct {
+	kept, merged []segment
+	mergedJobs   int
+}
+
+// planSegments sorts the latest compaction's segments (prev, used as comp)
+// for a compaction that reads live jobs: those holding a changed job go
+// into the new segment, and so do the newest of the others while each
+// holds no more jobs than the new segment has gathered.
+func planSegments(prev *lake.Compaction, comp *compactionUse, live int) segmentPlan {
+	var p segmentPlan
+	if prev == nil {
+		return p
+	}
+	segs := make([]segment, len(prev.SegmentTables()))
+	for i, ts := range prev.SegmentTables() {
+		segs[i].tables = ts
+	}
+	for _, j := range prev.Jobs {
+		s := &segs[j.Segment]
+		if comp.covers(j.JobKey) {
+			s.jobs = append(s.jobs, j)
+		} else {
+			s.changed = true
+		}
+	}
+	gathered := live
+	for _, s := range segs {
+		if s.changed {
+			p.merged = append(p.merged, s)
+			gathered += len(s.jobs)
+		} else {
+			p.kept = append(p.kept, s)
+		}
+	}
+	for gathered > 0 && len(p.kept) > 0 && len(p.kept[len(p.kept)-1].jobs) <= gathered {
+		s := p.kept[len(p.kept)-1]
+		p.kept = p.kept[:len(p.kept)-1]
+		p.merged = append(p.merged, s)
+		gathered += len(s.jobs)
+	}
+	for _, s := range p.merged {
+		p.mergedJobs += len(s.jobs)
+	}
+	return p
 }
 
 // compactionUse is the lake's latest compaction as one session uses it.
@@ -179,32 +276,58 @@ func newCompactionUse(c *lake.Compaction, marks map[string]string, scope Scope) 
 func (u *compactionUse) covers(job string) bool { return u != nil && u.covered[job] }
 
 // source is the SELECT of one view source's compacted rows for the jobs the
-// session reads from the compaction, and the local file it reads.
+// session reads from the compaction, and the local files it reads.
 func (u *compactionUse) source(ctx context.Context, e *Engine, t viewTable) (string, []string, error) {
-	key, ok := u.c.Tables[t.table]
+	keys, ok := u.c.Objects(t.table)
 	if !ok {
 		return "", nil, fmt.Errorf("compaction has no %s table", t.table)
 	}
-	p, err := e.stage.local(ctx, key)
-	if err != nil {
-		return "", nil, err
+	return u.read(ctx, e, t, keys, u.tenant)
+}
+
+// segmentsSource is the SELECT of one view source's rows in segs, but for
+// the jobs whose markers changed since (Compact writes those segments
+// again, the changed jobs read live).
+func (u *compactionUse) segmentsSource(ctx context.Context, e *Engine, t viewTable, segs []segment) (string, []string, error) {
+	var keys []string
+	for _, s := range segs {
+		k, ok := s.tables[t.table]
+		if !ok {
+			return "", nil, fmt.Errorf("compaction has no %s table", t.table)
+		}
+		keys = append(keys, k)
 	}
+	return u.read(ctx, e, t, keys, "")
+}
+
+// read is the SELECT of the rows of objects keys, each checked against its
+// digest as it is staged, without the changed jobs and, if tenant is set,
+// of that tenant only.
+func (u *compactionUse) read(ctx context.Context, e *Engine, t viewTable, keys []string, tenant string) (string, []string, error) {
 	empty, err := t.empty()
 	if err != nil {
 		return "", nil, err
+	}
+	files := []string{empty}
+	for _, k := range keys {
+		p, err := e.stage.local(ctx, k)
+		if err != nil {
+			return "", nil, err
+		}
+		files = append(files, p)
 	}
 	var where []string
 	if len(u.stale) > 0 {
 		where = append(where, "job_key NOT IN "+sqlTuple(u.stale))
 	}
-	if u.tenant != "" {
-		where = append(where, "tenant = "+quote(u.tenant))
+	if tenant != "" {
+		where = append(where, "tenant = "+quote(tenant))
 	}
-	q := "SELECT * FROM read_parquet(" + sqlList([]string{empty, p}) + ", union_by_name = true)"
+	q := "SELECT * FROM read_parquet(" + sqlList(files) + ", union_by_name = true)"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	return q, []string{empty, p}, nil
+	return q, files, nil
 }
 
 // sqlTuple is ('a', 'b', …).
@@ -256,12 +379,11 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 	}
 	e.emptyDir = dir
 	var (
-		fresh, named []jobKeyRow
-		ds           []lake.Digest
-		tenants      = map[string]string{}
+		fresh   []jobKeyRow
+		ds      []lake.Digest
+		tenants = map[string]string{}
 	)
 	for _, j := range c.Jobs {
-		named = append(named, jobKeyRow{j.JobKey})
 		if j.Markers == "" || marks[j.JobKey] != j.Markers {
 			continue
 		}
@@ -286,21 +408,37 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 	if err != nil {
 		return nil, err
 	}
-	namedPath, err := smallTable(dir, "named-jobs", named)
-	if err != nil {
-		return nil, err
-	}
 	var problems []lake.Problem
 	for _, t := range e.viewTables(ctx, dir, src) {
-		ck, ok := c.Tables[t.table]
+		cks, ok := c.Objects(t.table)
 		if !ok {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction has no %s table", t.table)})
 			continue
 		}
-		p, err := e.stage.local(ctx, ck)
-		if err != nil {
-			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
+		var staged []string
+		for _, ck := range cks {
+			p, err := e.stage.local(ctx, ck)
+			if err != nil {
+				problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
+				staged = nil
+				break
+			}
+			staged = append(staged, p)
+		}
+		if staged == nil && len(cks) > 0 {
 			continue
+		}
+		// Each segment's rows must be of the jobs the marker places in it:
+		// compacting again keeps or rewrites a segment by its jobs.
+		var named []segmentJobRow
+		for _, j := range c.Jobs {
+			if j.Segment < len(staged) {
+				named = append(named, segmentJobRow{File: staged[j.Segment], JobKey: j.JobKey})
+			}
+		}
+		namedPath, err := smallTable(dir, "named-"+t.table, named)
+		if err != nil {
+			return nil, err
 		}
 		live, err := t.files()
 		if err != nil {
@@ -310,7 +448,7 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		if err != nil {
 			return nil, err
 		}
-		rows, err := e.QueryFile(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList([]string{empty, p}), "Live": sqlList(live),
+		rows, err := e.QueryFile(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged...)), "Live": sqlList(live),
 			"Fresh": sqlList(freshPath), "Named": sqlList(namedPath)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.table, err)
@@ -329,7 +467,7 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		}
 		if strays > 0 {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError,
-				Message: fmt.Sprintf("compaction table %s: %d rows of jobs the compaction does not name", t.table, strays)})
+				Message: fmt.Sprintf("compaction table %s: %d rows of jobs the compaction does not name in that segment", t.table, strays)})
 		}
 	}
 	return problems, nil

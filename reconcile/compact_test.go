@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -223,7 +225,7 @@ func TestCompactionGivesTheSameViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged := lake.Compaction{CreatedAt: clock.Add(time.Hour), Tables: old.Tables}
+	forged := lake.Compaction{CreatedAt: clock.Add(time.Hour), Segments: old.Segments}
 	// (old is the first compaction: from before the new and changed jobs.)
 	for _, j := range old.Jobs {
 		j.Markers = marks[j.JobKey]
@@ -267,7 +269,7 @@ func TestCompactionGivesTheSameViews(t *testing.T) {
 		}
 	}
 	t.Run("a session refuses a damaged compacted file", func(t *testing.T) {
-		tamper(t, old.Tables["costs"])
+		tamper(t, old.Segments[0].Tables["costs"])
 		e, err := reconcile.OpenSession(ctx, l, reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}, all)
 		if err == nil {
 			e.Close()
@@ -304,4 +306,139 @@ func mustDigest(t *testing.T, s string) lake.Digest {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// Compacting again keeps the segments of unchanged jobs as they are (their
+// objects named again, nothing written), writes one new segment for new
+// and changed jobs, writes nothing when no job changed, and verify holds a
+// segment to the jobs its marker places in it.
+func TestCompactingAgainKeepsUnchangedSegments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes simulated jobs end to end")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	l := openLake(t, ctx, dir)
+	g, err := lakegen.New(l, lakegen.Options{TmpDir: t.TempDir(), Tenants: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var first []string
+	for i := range 3 {
+		keys, err := g.Job(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, keys...)
+	}
+	eo := reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}
+	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	compact := func(t *testing.T, step int) (*reconcile.CompactResult, *lake.Compaction) {
+		t.Helper()
+		res, err := reconcile.Compact(ctx, l, eo, func() time.Time { return clock.Add(time.Duration(step) * time.Minute) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c lake.Compaction
+		if err := l.GetJSON(ctx, res.Key, lake.FormatCompaction, &c); err != nil {
+			t.Fatal(err)
+		}
+		return res, &c
+	}
+	checkViews := func(t *testing.T) {
+		t.Helper()
+		plain := openLake(t, ctx, copyLake(t, dir))
+		sameViews(t, "compacted", dumpViews(t, ctx, l, reconcile.Scope{}), dumpViews(t, ctx, plain, reconcile.Scope{}))
+		if ps, err := reconcile.VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
+			t.Fatalf("verify: problems %+v, err %v", ps, err)
+		}
+	}
+	markers := func(t *testing.T) int {
+		t.Helper()
+		ks, err := l.List(ctx, lake.CompactionArea)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ks)
+	}
+
+	r1, c1 := compact(t, 1)
+	if r1.Segments != 1 || r1.JobsWritten != len(first) {
+		t.Fatalf("first compaction: %d segments, %d jobs written; want 1 and %d", r1.Segments, r1.JobsWritten, len(first))
+	}
+	t.Run("nothing changed: nothing written", func(t *testing.T) {
+		r, _ := compact(t, 2)
+		if r.Key != r1.Key || r.JobsWritten != 0 || len(r.Tables) != 0 || markers(t) != 1 {
+			t.Errorf("compacting an unchanged lake: key %s (first %s), %d jobs written, %d objects, %d markers", r.Key, r1.Key, r.JobsWritten, len(r.Tables), markers(t))
+		}
+	})
+
+	added, err := g.Job(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(added) >= len(first) {
+		t.Fatalf("the new job has %d jobs with its retries, the first segment %d: the test needs fewer", len(added), len(first))
+	}
+	r2, c2 := compact(t, 3)
+	t.Run("a new job: the old segment kept, a new one written", func(t *testing.T) {
+		if r2.Segments != 2 || r2.JobsWritten != len(added) || r2.Jobs != len(first)+len(added) {
+			t.Fatalf("%d segments, %d jobs written, %d covered; want 2, %d, %d", r2.Segments, r2.JobsWritten, r2.Jobs, len(added), len(first)+len(added))
+		}
+		if !reflect.DeepEqual(c2.Segments[0].Tables, c1.Segments[0].Tables) {
+			t.Errorf("the first segment's objects were written again:\n got %v\nwant %v", c2.Segments[0].Tables, c1.Segments[0].Tables)
+		}
+		for _, j := range c2.Jobs {
+			if want := slices.Contains(added, j.JobKey); (j.Segment == 1) != want {
+				t.Errorf("job %s in segment %d", j.JobKey, j.Segment)
+			}
+		}
+		checkViews(t)
+	})
+
+	// A job of the first segment changes: that segment is written again,
+	// with the new job's segment (no larger than what it gathers).
+	if _, err := reconcile.Run(ctx, l, reconcile.Options{JobKey: first[0], MaxAttempts: 5, TmpDir: t.TempDir(), Engine: eo}); err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := compact(t, 4)
+	t.Run("a changed job: its segment written again", func(t *testing.T) {
+		if r3.Segments != 1 || r3.JobsWritten != r2.Jobs {
+			t.Fatalf("%d segments, %d jobs written; want 1 and %d", r3.Segments, r3.JobsWritten, r2.Jobs)
+		}
+		checkViews(t)
+	})
+
+	t.Run("verify refuses rows in another segment than the marker says", func(t *testing.T) {
+		// c2's two segments, and the marker moving one of the first
+		// segment's jobs into the second (its markers as they are now).
+		marks, err := l.JobMarkers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := lake.Compaction{CreatedAt: clock.Add(time.Hour), Segments: c2.Segments}
+		moved := ""
+		for _, j := range c2.Jobs {
+			j.Markers = marks[j.JobKey]
+			if j.Segment == 0 && moved == "" && j.JobKey != first[0] {
+				j.Segment, moved = 1, j.JobKey
+			}
+			forged.Jobs = append(forged.Jobs, j)
+		}
+		if _, err := l.PutCompaction(ctx, &forged); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := reconcile.VerifyCompactions(ctx, l, eo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range ps {
+			found = found || strings.Contains(p.Message, "does not name in that segment")
+		}
+		if !found {
+			t.Errorf("no problem with job %s's rows in segment 0 of a marker placing it in 1: %+v", moved, ps)
+		}
+	})
 }
