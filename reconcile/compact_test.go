@@ -374,6 +374,21 @@ func TestCompactingAgainKeepsUnchangedSegments(t *testing.T) {
 		}
 	})
 
+	// The same compaction as a marker of version 1 (one object per view
+	// source, from before segments), the newest: sessions and verify read
+	// it as one segment, and compacting again keeps it.
+	v1 := lake.Compaction{Version: 1, CreatedAt: clock.Add(150 * time.Second), Jobs: c1.Jobs, Tables: c1.Segments[0].Tables}
+	v1Key, err := l.PutCompaction(ctx, &v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a version 1 marker is read as one segment", func(t *testing.T) {
+		if _, k, err := l.LatestCompaction(ctx); err != nil || k != v1Key {
+			t.Fatalf("latest compaction %s, %v; want the version 1 marker %s", k, err, v1Key)
+		}
+		checkViews(t)
+	})
+
 	added, err := g.Job(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
