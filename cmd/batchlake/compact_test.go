@@ -1,10 +1,14 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestCompactCommand: on the simulator's whole loop, `compact` covers the
 // lake's jobs, `sql` answers the same over the compaction as without it
-// (including a job run after it), and `verify` passes with it.
+// (including a job run after it), `verify` passes with it, and compacting
+// an unchanged lake writes nothing.
 func TestCompactCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulator's whole loop twice")
@@ -62,5 +66,10 @@ func TestCompactCommand(t *testing.T) {
 	same("after the second compact", answers(), live)
 	if code, res := cli(t, "verify", "--lake", lk); code != exitOK || res["ok"] != true {
 		t.Fatalf("verify: exit %d %v", code, res)
+	}
+	// Nothing new or changed: nothing written, the latest compaction stands.
+	code, again := cli(t, "compact", "--lake", lk)
+	if code != exitOK || again["key"] != res["key"] || fmt.Sprint(again["jobs_written"]) != "0" || again["jobs"] != res["jobs"] || again["segments"] != res["segments"] {
+		t.Fatalf("compact of an unchanged lake: exit %d %v, want the key, jobs and segments of %v and no job written", code, again, res)
 	}
 }
