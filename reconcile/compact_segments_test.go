@@ -1,10 +1,14 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
 )
 
@@ -92,5 +96,72 @@ func TestPlanSegments(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A job without markers (its plan stopped after its manifest, before its
+// first ledger events) has no fingerprint: the compaction leaves it out,
+// sessions read it live, and compacting again does not write its segment
+// again for it.
+func TestCompactionLeavesOutJobsWithoutMarkers(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	plan := func(tenant string) string {
+		in := `{"custom_id":"r1","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + tenant + `"}]}}`
+		res, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: tenant, PromptVersion: "p1",
+			Input: writeLines(t, dir, tenant+".jsonl", []string{in})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.JobKey
+	}
+	kept, bare := plan("t1"), plan("t2")
+	if err := os.RemoveAll(filepath.Join(dir, "lake", "ledger", bare)); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := l.JobMarkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marks[kept] == "" || marks[bare] != "" {
+		t.Fatalf("markers: %q for the planned job, %q for the one without its ledger", marks[kept], marks[bare])
+	}
+	eo := EngineOptions{Threads: 1, TempDir: t.TempDir()}
+	first, err := Compact(ctx, l, eo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := l.LatestCompaction(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Jobs) != 1 || c.Jobs[0].JobKey != kept {
+		t.Fatalf("the compaction names %+v, want only %s", c.Jobs, kept)
+	}
+	again, err := Compact(ctx, l, eo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Key != first.Key || again.JobsWritten != 0 {
+		t.Errorf("compacting again wrote %d jobs (key %s, first %s), want nothing", again.JobsWritten, again.Key, first.Key)
+	}
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: t.TempDir()}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rows, err := e.Query(ctx, "SELECT count(DISTINCT job_key) FROM expected")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows.Close()
+	if n != 2 {
+		t.Errorf("the views hold %d jobs' expected rows, want 2 (the job without markers read live)", n)
 	}
 }
