@@ -113,26 +113,35 @@ func openLake(t *testing.T, ctx context.Context, dir string) *lake.Lake {
 	return l
 }
 
-func TestCompactionGivesTheSameViews(t *testing.T) {
-	if testing.Short() {
-		t.Skip("makes simulated jobs end to end")
-	}
-	ctx := context.Background()
+// lakeOfJobs is a local lake (its folder, open) of n simulated jobs over two
+// tenants, their generator (closed with the test) and the job keys made
+// (first attempts and their retry children).
+func lakeOfJobs(t *testing.T, ctx context.Context, n int) (string, *lake.Lake, *lakegen.Generator, []string) {
+	t.Helper()
 	dir := t.TempDir()
 	l := openLake(t, ctx, dir)
 	g, err := lakegen.New(l, lakegen.Options{TmpDir: t.TempDir(), Tenants: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	var first []string
-	for i := range 3 {
-		keys, err := g.Job(ctx, i)
+	t.Cleanup(func() { g.Close() })
+	var keys []string
+	for i := range n {
+		k, err := g.Job(ctx, i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first = append(first, keys...)
+		keys = append(keys, k...)
 	}
+	return dir, l, g, keys
+}
+
+func TestCompactionGivesTheSameViews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes simulated jobs end to end")
+	}
+	ctx := context.Background()
+	dir, l, g, first := lakeOfJobs(t, ctx, 3)
 	eo := reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}
 	all := reconcile.Scope{}
 	one := reconcile.Scope{Tenant: g.Tenant(1)}
@@ -317,21 +326,7 @@ func TestCompactingAgainKeepsUnchangedSegments(t *testing.T) {
 		t.Skip("makes simulated jobs end to end")
 	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	l := openLake(t, ctx, dir)
-	g, err := lakegen.New(l, lakegen.Options{TmpDir: t.TempDir(), Tenants: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	var first []string
-	for i := range 3 {
-		keys, err := g.Job(ctx, i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first = append(first, keys...)
-	}
+	dir, l, g, first := lakeOfJobs(t, ctx, 3)
 	eo := reconcile.EngineOptions{Threads: 1, TempDir: t.TempDir()}
 	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	compact := func(t *testing.T, step int) (*reconcile.CompactResult, *lake.Compaction) {
