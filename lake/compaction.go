@@ -87,8 +87,8 @@ func (c *Compaction) SegmentTables() []map[string]string {
 	return out
 }
 
-// Objects is the objects/ keys holding view source table's rows, one a
-// segment; false when a segment has no such table.
+// Objects is the objects/ keys of view source table, one per segment;
+// false when a segment has no such table.
 func (c *Compaction) Objects(table string) ([]string, bool) {
 	var keys []string
 	for _, ts := range c.SegmentTables() {
