@@ -17,7 +17,8 @@
 # The answers with and without the compaction must be byte for byte the same
 # and verify must pass, or the run fails (exit 3). Later sizes keep the
 # earlier compaction, so their live row shows a lake whose newest jobs are not
-# in a compaction yet.
+# in a compaction yet, and compacting again writes their segment (the
+# compaction's segments are printed beside compact's time).
 #
 # After the table it prints whether the compacted queries at the largest
 # size met the target (<= 2 s wall each).
@@ -102,7 +103,7 @@ timeq() {
 		"$(printf '%s\n' "${cpus[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
 }
 
-printf '%-8s %-9s %-16s %-16s %-10s %-16s\n' jobs query "live wall/cpu s" "compact wall/cpu" "compact s" "verify wall/cpu s"
+printf '%-8s %-9s %-16s %-16s %-16s %-16s\n' jobs query "live wall/cpu s" "compact wall/cpu" "compact s (segs)" "verify wall/cpu s"
 status=0
 for n in $STEPS; do
 	(( n <= JOBS )) || continue
@@ -114,8 +115,8 @@ for n in $STEPS; do
 	job=$(newest_first_attempt)
 	live_j=$(timeq live-report "report $job")
 	if [[ -d $WORK/compactions ]]; then mv "$WORK/compactions" "$LAKE/compactions"; fi
-	"$TIME" -f "%e" -o "$WORK/t" "$BL" compact --lake "$LAKE" >/dev/null 2>"$WORK/compact.err" || { cat "$WORK/compact.err" >&2; die "compact failed"; }
-	compact_s=$(cat "$WORK/t")
+	"$TIME" -f "%e" -o "$WORK/t" "$BL" compact --lake "$LAKE" >"$WORK/compact.json" 2>"$WORK/compact.err" || { cat "$WORK/compact.err" >&2; die "compact failed"; }
+	compact_s="$(cat "$WORK/t") ($(python3 -c 'import json, sys; print(json.load(sys.stdin)["segments"])' <"$WORK/compact.json"))"
 	comp_c=$(timeq comp-costs "$Q_COSTS"); comp_r=$(timeq comp-records "$Q_RECORDS"); comp_j=$(timeq comp-report "report $job")
 	if "$TIME" -f "%e/%U/%S" -o "$WORK/t" "$BL" verify --lake "$LAKE" >"$WORK/verify.json" 2>"$WORK/verify.err"; then
 		verify_s=$(awk -F/ '{printf "%s/%.2f", $1, $2 + $3}' "$WORK/t")
@@ -129,7 +130,7 @@ for n in $STEPS; do
 			status=3
 		fi
 	done
-	printf '%-8s %-9s %-16s %-16s %-10s %-16s\n' "$have" costs "${live_c/ //}" "${comp_c/ //}" "$compact_s" "$verify_s"
+	printf '%-8s %-9s %-16s %-16s %-16s %-16s\n' "$have" costs "${live_c/ //}" "${comp_c/ //}" "$compact_s" "$verify_s"
 	printf '%-8s %-9s %-16s %-16s\n' "$have" records "${live_r/ //}" "${comp_r/ //}"
 	printf '%-8s %-9s %-16s %-16s\n' "$have" report "${live_j/ //}" "${comp_j/ //}"
 	last="$have ${comp_c%% *} ${comp_r%% *}"
