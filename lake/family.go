@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // Detail keys of the ledger event that supersedes an unsubmitted retry
@@ -65,15 +66,30 @@ func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Family{Jobs: map[string]*Manifest{}, Children: map[string][]string{}}
-	for _, d := range ds {
-		m, ok := l.manifests.get(d)
-		if !ok {
-			if m, err = l.GetManifest(ctx, d); err != nil {
-				return nil, err
+	// Several at a time: on an object store each manifest is a round trip.
+	ms := make([]*Manifest, len(ds))
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(familyReaders)
+	for i, d := range ds {
+		if m, ok := l.manifests.get(d); ok {
+			ms[i] = m
+			continue
+		}
+		eg.Go(func() error {
+			m, err := l.GetManifest(ectx, d)
+			if err != nil {
+				return err
 			}
 			l.manifests.put(d, m)
-		}
+			ms[i] = m
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	f := &Family{Jobs: map[string]*Manifest{}, Children: map[string][]string{}}
+	for _, m := range ms {
 		f.Jobs[m.JobKey] = m
 		if m.ParentJobKey != "" {
 			f.Children[m.ParentJobKey] = append(f.Children[m.ParentJobKey], m.JobKey)
@@ -81,6 +97,9 @@ func ReadFamily(ctx context.Context, l *Lake) (*Family, error) {
 	}
 	return f, nil
 }
+
+// familyReaders is how many manifests ReadFamily reads at once.
+const familyReaders = 8
 
 // manifestCache holds the manifests ReadFamily has read, by job key; the
 // zero value is empty and ready.

@@ -2,7 +2,9 @@ package lake
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -56,5 +58,60 @@ func TestReadFamilyReadsEachManifestOnce(t *testing.T) {
 	defer l2.Close()
 	if _, err := ReadFamily(ctx, l2); err == nil {
 		t.Error("a fresh Lake read the damaged manifest without an error")
+	}
+}
+
+// ReadFamily reads many manifests at once and indexes every one: a root,
+// children of it and a chain of grandchildren, more jobs than it reads at a
+// time.
+func TestReadFamilyIndexesEveryManifest(t *testing.T) {
+	ctx := context.Background()
+	l, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	put := func(name, parent string) string {
+		t.Helper()
+		d := HashFields(name)
+		m := Manifest{Version: ManifestVersion, JobKey: d.Hex(), Tenant: "t", ParentJobKey: parent}
+		if _, err := l.PutJSON(ctx, ManifestKey(d), FormatManifest, m); err != nil {
+			t.Fatal(err)
+		}
+		return d.Hex()
+	}
+	root := put("root", "")
+	want := map[string]string{root: ""}
+	for i := range 3 * familyReaders {
+		parent := root
+		if i%2 == 1 {
+			parent = put(fmt.Sprintf("child %d", i-1), root) // the next job's parent
+			want[parent] = root
+		}
+		k := put(fmt.Sprintf("job %d", i), parent)
+		want[k] = parent
+	}
+	f, err := ReadFamily(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Jobs) != len(want) {
+		t.Fatalf("%d jobs, want %d", len(f.Jobs), len(want))
+	}
+	children := 0
+	for k, parent := range want {
+		m := f.Jobs[k]
+		if m == nil || m.JobKey != k || m.ParentJobKey != parent {
+			t.Errorf("job %s: %+v, want its manifest (parent %q)", k, m, parent)
+		}
+		if parent != "" && !slices.Contains(f.Children[parent], k) {
+			t.Errorf("job %s is not among its parent's children %v", k, f.Children[parent])
+		}
+		if parent != "" {
+			children++
+		}
+	}
+	if got := f.Descendants(root, ""); len(got) != children {
+		t.Errorf("%d descendants of the root, want %d", len(got), children)
 	}
 }
