@@ -8,6 +8,18 @@ import (
 	"testing"
 )
 
+// putFamilyManifest stores a bare manifest of job name (its key the hash of
+// name) with parent (a job key, or none).
+func putFamilyManifest(t *testing.T, l *Lake, name, parent string) Digest {
+	t.Helper()
+	d := HashFields(name)
+	m := Manifest{Version: ManifestVersion, JobKey: d.Hex(), Tenant: "t", ParentJobKey: parent}
+	if _, err := l.PutJSON(context.Background(), ManifestKey(d), FormatManifest, m); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // ReadFamily reads a manifest once per Lake (manifests are write-once) and
 // still sees every manifest written since: a process making many retry
 // children reads the lake's manifests once, not once per child.
@@ -19,15 +31,7 @@ func TestReadFamilyReadsEachManifestOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	put := func(name, parent string) Digest {
-		t.Helper()
-		d := HashFields(name)
-		m := Manifest{Version: ManifestVersion, JobKey: d.Hex(), Tenant: "t", ParentJobKey: parent}
-		if _, err := l.PutJSON(ctx, ManifestKey(d), FormatManifest, m); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	put := func(name, parent string) Digest { return putFamilyManifest(t, l, name, parent) }
 	root := put("root", "")
 	child := put("child", root.Hex())
 	f, err := ReadFamily(ctx, l)
@@ -71,15 +75,7 @@ func TestReadFamilyIndexesEveryManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	put := func(name, parent string) string {
-		t.Helper()
-		d := HashFields(name)
-		m := Manifest{Version: ManifestVersion, JobKey: d.Hex(), Tenant: "t", ParentJobKey: parent}
-		if _, err := l.PutJSON(ctx, ManifestKey(d), FormatManifest, m); err != nil {
-			t.Fatal(err)
-		}
-		return d.Hex()
-	}
+	put := func(name, parent string) string { return putFamilyManifest(t, l, name, parent).Hex() }
 	root := put("root", "")
 	want := map[string]string{root: ""}
 	for i := range 3 * familyReaders {
