@@ -21,6 +21,9 @@ type versionInfo struct {
 	LakeFormats     []string `json:"lake_formats"`
 	ManifestVersion int      `json:"manifest_version"`
 	IngestVersion   int      `json:"ingest_version"`
+	// CompactionVersion is the compaction markers' version it writes (it
+	// reads version 1 too).
+	CompactionVersion int `json:"compaction_version"`
 	// DuckDBAllocator is how DuckDB's own allocator returns freed memory
 	// (allocator.go), when DuckDB has one.
 	DuckDBAllocator string `json:"duckdb_allocator,omitempty"`
@@ -34,7 +37,7 @@ type versionInfo struct {
 // revision the binary was built from, else "devel".
 func buildVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 	v := versionInfo{Version: "devel", Go: runtime.Version(), LakeFormats: lake.Formats(),
-		ManifestVersion: lake.ManifestVersion, IngestVersion: lake.IngestSplitVersion}
+		ManifestVersion: lake.ManifestVersion, IngestVersion: lake.IngestSplitVersion, CompactionVersion: lake.CompactionVersion}
 	if !ok || bi == nil {
 		return v
 	}

@@ -36,9 +36,10 @@ func TestVersionFlag(t *testing.T) {
 	if v.Version == "" || v.Go == "" {
 		t.Errorf("--version: empty version or go: %+v", v)
 	}
-	if !slices.Equal(v.LakeFormats, lake.Formats()) || v.ManifestVersion != lake.ManifestVersion || v.IngestVersion != lake.IngestSplitVersion {
-		t.Errorf("--version: formats %v manifest %d ingest %d, want %v %d %d", v.LakeFormats, v.ManifestVersion, v.IngestVersion,
-			lake.Formats(), lake.ManifestVersion, lake.IngestSplitVersion)
+	if !slices.Equal(v.LakeFormats, lake.Formats()) || v.ManifestVersion != lake.ManifestVersion || v.IngestVersion != lake.IngestSplitVersion ||
+		v.CompactionVersion != lake.CompactionVersion {
+		t.Errorf("--version: formats %v manifest %d ingest %d compaction %d, want %v %d %d %d", v.LakeFormats, v.ManifestVersion, v.IngestVersion,
+			v.CompactionVersion, lake.Formats(), lake.ManifestVersion, lake.IngestSplitVersion, lake.CompactionVersion)
 	}
 	for _, f := range []string{lake.FormatManifest, lake.FormatIngest, lake.FormatReport, lake.FormatEvent, lake.FormatPartition} {
 		if !slices.Contains(v.LakeFormats, f) {
