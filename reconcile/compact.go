@@ -102,7 +102,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if err != nil {
 		return nil, err
 	}
-	fresh := make([]lake.CompactedJob, 0, len(ms)+plan.mergedJobs)
+	fresh := make([]lake.CompactedJob, 0, len(ms)+plan.mergedJobs())
 	for _, m := range ms {
 		fresh = append(fresh, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
 	}
@@ -174,10 +174,18 @@ type segment struct {
 
 // segmentPlan is which of the latest compaction's segments a compaction
 // keeps as they are (kept, oldest first) and which it writes again into its
-// new segment (merged), mergedJobs being the unchanged jobs of those.
+// new segment (merged).
 type segmentPlan struct {
 	kept, merged []segment
-	mergedJobs   int
+}
+
+// mergedJobs is how many unchanged jobs the merged segments hold.
+func (p segmentPlan) mergedJobs() int {
+	n := 0
+	for _, s := range p.merged {
+		n += len(s.jobs)
+	}
+	return n
 }
 
 // planSegments sorts the latest compaction's segments (prev, used as comp)
@@ -189,8 +197,9 @@ func planSegments(prev *lake.Compaction, comp *compactionUse, live int) segmentP
 	if prev == nil {
 		return p
 	}
-	segs := make([]segment, len(prev.SegmentTables()))
-	for i, ts := range prev.SegmentTables() {
+	tables := prev.SegmentTables()
+	segs := make([]segment, len(tables))
+	for i, ts := range tables {
 		segs[i].tables = ts
 	}
 	for _, j := range prev.Jobs {
@@ -215,9 +224,6 @@ func planSegments(prev *lake.Compaction, comp *compactionUse, live int) segmentP
 		p.kept = p.kept[:len(p.kept)-1]
 		p.merged = append(p.merged, s)
 		gathered += len(s.jobs)
-	}
-	for _, s := range p.merged {
-		p.mergedJobs += len(s.jobs)
 	}
 	return p
 }
@@ -308,14 +314,11 @@ func (u *compactionUse) read(ctx context.Context, e *Engine, t viewTable, keys [
 	if err != nil {
 		return "", nil, err
 	}
-	files := []string{empty}
-	for _, k := range keys {
-		p, err := e.stage.local(ctx, k)
-		if err != nil {
-			return "", nil, err
-		}
-		files = append(files, p)
+	staged, err := e.stageObjects(ctx, keys)
+	if err != nil {
+		return "", nil, err
 	}
+	files := append([]string{empty}, staged...)
 	var where []string
 	if len(u.stale) > 0 {
 		where = append(where, "job_key NOT IN "+sqlTuple(u.stale))
@@ -328,6 +331,20 @@ func (u *compactionUse) read(ctx context.Context, e *Engine, t viewTable, keys [
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	return q, files, nil
+}
+
+// stageObjects is the local files of the lake's objects keys, in order,
+// each checked against its digest as it is staged.
+func (e *Engine) stageObjects(ctx context.Context, keys []string) ([]string, error) {
+	files := make([]string, len(keys))
+	for i, k := range keys {
+		p, err := e.stage.local(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		files[i] = p
+	}
+	return files, nil
 }
 
 // sqlTuple is ('a', 'b', …).
@@ -415,26 +432,18 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction has no %s table", t.table)})
 			continue
 		}
-		var staged []string
-		for _, ck := range cks {
-			p, err := e.stage.local(ctx, ck)
-			if err != nil {
-				problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
-				staged = nil
-				break
-			}
-			staged = append(staged, p)
-		}
-		if staged == nil && len(cks) > 0 {
+		staged, err := e.stageObjects(ctx, cks)
+		if err != nil {
+			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
 			continue
 		}
 		// Each segment's rows must be of the jobs the marker places in it:
-		// compacting again keeps or rewrites a segment by its jobs.
-		var named []segmentJobRow
-		for _, j := range c.Jobs {
-			if j.Segment < len(staged) {
-				named = append(named, segmentJobRow{File: staged[j.Segment], JobKey: j.JobKey})
-			}
+		// compacting again keeps or rewrites a segment by its jobs. (The
+		// marker was checked when it was read: every job's segment is one
+		// of staged.)
+		named := make([]segmentJobRow, len(c.Jobs))
+		for i, j := range c.Jobs {
+			named[i] = segmentJobRow{File: staged[j.Segment], JobKey: j.JobKey}
 		}
 		namedPath, err := smallTable(dir, "named-"+t.table, named)
 		if err != nil {

@@ -83,8 +83,8 @@ func TestPlanSegments(t *testing.T) {
 			if got := names(p.merged); !reflect.DeepEqual(got, tc.merged) {
 				t.Errorf("merged %v, want %v", got, tc.merged)
 			}
-			if p.mergedJobs != tc.mergedJobs {
-				t.Errorf("merged jobs %d, want %d", p.mergedJobs, tc.mergedJobs)
+			if p.mergedJobs() != tc.mergedJobs {
+				t.Errorf("merged jobs %d, want %d", p.mergedJobs(), tc.mergedJobs)
 			}
 			for _, s := range p.merged {
 				for _, j := range s.jobs {
