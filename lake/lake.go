@@ -43,6 +43,8 @@ type Lake struct {
 	Retry RetryPolicy
 	// manifests caches the manifests ReadFamily read (write-once objects).
 	manifests manifestCache
+	// mdisk keeps a remote lake's manifests on local disk (SetManifestCache).
+	mdisk *manifestDisk
 	// probe is the check that the store refuses to overwrite (probe.go).
 	probe probeState
 }

@@ -1,0 +1,179 @@
+package lake
+
+import (
+	"context"
+	"crypto/md5"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// manifestGets counts the object reads of manifests an S3 server answers.
+type manifestGets struct{ n atomic.Int64 }
+
+func (c *manifestGets) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+ManifestPrefix) {
+			c.n.Add(1)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *manifestGets) take() int64 { return c.n.Swap(0) }
+
+// familyOf is f as sorted strings, to compare two reads of a family.
+func familyOf(f *Family) []string {
+	var out []string
+	for k, m := range f.Jobs {
+		out = append(out, fmt.Sprintf("job %s tenant %s parent %s", k, m.Tenant, m.ParentJobKey))
+	}
+	for p, cs := range f.Children {
+		cs = slices.Clone(cs)
+		slices.Sort(cs)
+		out = append(out, fmt.Sprintf("children of %s: %v", p, cs))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestManifestCacheOnS3: a remote lake's manifests, read once, are taken
+// from the cache folder by every later process that lists them, with no
+// request each; a cached file that is not the lake's bytes is read from the
+// lake again and mended; a new manifest is read; nothing is taken from the
+// cache without a listing's MD5 to check it against.
+func TestManifestCacheOnS3(t *testing.T) {
+	ctx := context.Background()
+	gets := &manifestGets{}
+	srv := httptest.NewServer(gets.wrap(newFakeS3(t, "lake").Server()))
+	t.Cleanup(srv.Close)
+	u := s3URL(srv.URL, "lake")
+	cache := t.TempDir()
+	// Each open is a new process's lake.
+	open := func(withCache bool) *Lake {
+		l := openLake(t, u)
+		if withCache {
+			l.SetManifestCache(cache)
+		}
+		return l
+	}
+	w := open(false)
+	root := putFamilyManifest(t, w, "root", "")
+	var jobs []Digest
+	for i := range 11 {
+		jobs = append(jobs, putFamilyManifest(t, w, fmt.Sprintf("child %d", i), root.Hex()))
+	}
+	read := func(l *Lake) []string {
+		t.Helper()
+		f, err := ReadFamily(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return familyOf(f)
+	}
+	gets.take()
+	want := read(open(false))
+	if n := gets.take(); n != 12 {
+		t.Fatalf("without a cache: %d manifest reads, want 12", n)
+	}
+	if got := read(open(true)); !slices.Equal(got, want) {
+		t.Fatalf("first read through the cache:\n%v\nwant\n%v", got, want)
+	}
+	if n := gets.take(); n != 12 {
+		t.Fatalf("first read through the cache: %d manifest reads, want 12", n)
+	}
+	files, _ := filepath.Glob(filepath.Join(cache, "*.json"))
+	if len(files) != 12 {
+		t.Fatalf("cache holds %d manifests, want 12", len(files))
+	}
+	if got := read(open(true)); !slices.Equal(got, want) {
+		t.Fatalf("second process:\n%v\nwant\n%v", got, want)
+	}
+	if n := gets.take(); n != 0 {
+		t.Fatalf("second process: %d manifest reads, want none", n)
+	}
+
+	// A cached file holding another manifest (valid, sealed, of this lake):
+	// read from the lake again, and the file mended.
+	victim := filepath.Join(cache, jobs[3].Hex()+"-")
+	var vf, other string
+	for _, f := range files {
+		if strings.HasPrefix(f, victim) {
+			vf = f
+		} else if other == "" {
+			other = f
+		}
+	}
+	forged, err := os.ReadFile(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vf, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(open(true)); !slices.Equal(got, want) {
+		t.Fatalf("with a forged cache file:\n%v\nwant\n%v", got, want)
+	}
+	if n := gets.take(); n != 1 {
+		t.Fatalf("with a forged cache file: %d manifest reads, want 1", n)
+	}
+	lakeBytes, err := w.readAll(ctx, ManifestKey(jobs[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(vf); string(b) != string(lakeBytes) {
+		t.Fatal("the forged cache file was not mended")
+	}
+
+	// A new job: its manifest alone is read.
+	late := putFamilyManifest(t, w, "late child", root.Hex())
+	gets.take()
+	got := read(open(true))
+	if n := gets.take(); n != 1 {
+		t.Fatalf("after a new job: %d manifest reads, want 1", n)
+	}
+	if len(got) != len(want)+1 || !slices.Contains(got, fmt.Sprintf("job %s tenant t parent %s", late.Hex(), root.Hex())) {
+		t.Fatalf("after a new job: %v", got)
+	}
+
+	// No listing, no MD5 to check a cached file against: read from the lake.
+	l := open(true)
+	if _, err := l.GetManifest(ctx, jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.take(); n != 1 {
+		t.Fatalf("a manifest read with no listing: %d reads, want 1", n)
+	}
+}
+
+// A manifest whose bytes do not hash to the MD5 its listing gave (an S3
+// ETag that is not an MD5) is not kept; a local lake keeps no cache.
+func TestManifestCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
+	dir := t.TempDir()
+	c := &manifestDisk{dir: dir, listed: map[Digest][]byte{}}
+	job := HashFields("job")
+	b := []byte(`{"format":"x"}`)
+	sum := md5.Sum([]byte("other bytes"))
+	c.put(job, sum[:], b)
+	c.put(job, nil, b)
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Fatalf("kept %d files of bytes it cannot check", len(files))
+	}
+	right := md5.Sum(b)
+	c.put(job, right[:], b)
+	c.listed[job] = right[:]
+	if got, _ := c.get(job); string(got) != string(b) {
+		t.Fatalf("cached %q, got %q", b, got)
+	}
+	l := openLake(t, t.TempDir())
+	l.SetManifestCache(t.TempDir())
+	if l.mdisk != nil {
+		t.Fatal("a local lake keeps a manifest cache")
+	}
+}
