@@ -77,13 +77,29 @@ func (l *Lake) PutJSON(ctx context.Context, key, format string, v any) (created 
 	return l.PutOnce(ctx, key, b)
 }
 
-// GetJSON reads and verifies the marker at key into v.
+// GetJSON reads and verifies the marker at key into v. A remote lake with a
+// marker cache (SetMarkerCache) takes it from the cache when a listing in
+// this process gave its MD5 and the cached bytes hash to it, and keeps one
+// it reads from the lake.
 func (l *Lake) GetJSON(ctx context.Context, key, format string, v any) error {
-	b, err := l.readAll(ctx, key)
-	if err != nil {
+	var b, sum []byte
+	if l.mdisk != nil {
+		b, sum = l.mdisk.get(key)
+	}
+	cached := b != nil
+	if !cached {
+		var err error
+		if b, err = l.readAll(ctx, key); err != nil {
+			return err
+		}
+	}
+	if err := OpenJSON(key, format, b, v); err != nil {
 		return err
 	}
-	return OpenJSON(key, format, b, v)
+	if !cached && l.mdisk != nil {
+		l.mdisk.put(key, sum, b)
+	}
+	return nil
 }
 
 func errUnknownVersion(key string, v int) error {

@@ -105,10 +105,9 @@ func (l *Lake) HasJobs(ctx context.Context) (bool, error) {
 }
 
 // JobKeys lists the keys of every job with a manifest, in lexical order
-// (by name: a local lake's manifests are not each stat'ed). A remote lake
-// with a manifest cache notes each manifest's listed MD5 for GetManifest.
+// (by name: a local lake's manifests are not each stat'ed).
 func (l *Lake) JobKeys(ctx context.Context) ([]Digest, error) {
-	keys, err := l.listManifestKeys(ctx)
+	keys, err := l.listNames(ctx, ManifestPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,8 @@ type Lake struct {
 	Retry RetryPolicy
 	// manifests caches the manifests ReadFamily read (write-once objects).
 	manifests manifestCache
-	// mdisk keeps a remote lake's manifests on local disk (SetManifestCache).
-	mdisk *manifestDisk
+	// mdisk keeps a remote lake's JSON markers on local disk (SetMarkerCache).
+	mdisk *markerDisk
 	// probe is the check that the store refuses to overwrite (probe.go).
 	probe probeState
 }
@@ -582,7 +582,8 @@ func (v *resumingReader) Read(p []byte) (int, error) {
 
 func (v *resumingReader) Close() error { return v.r.Close() }
 
-// List returns every key under prefix, in lexical order.
+// List returns every key under prefix, in lexical order. A remote lake
+// with a marker cache notes each marker's listed MD5 for GetJSON.
 func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
 	// A listing that fails part way is started again from the beginning.
 	keys, err := retry(ctx, l, "list", prefix, func(ctx context.Context) ([]string, error) {
@@ -600,6 +601,9 @@ func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
 				continue
 			}
 			keys = append(keys, o.Key)
+			if l.mdisk != nil {
+				l.mdisk.noteListed(o.Key, o.MD5)
+			}
 		}
 	})
 	if err != nil {

@@ -127,32 +127,14 @@ func (m *Manifest) Shard(id string) (ManifestShard, bool) {
 	return ManifestShard{}, false
 }
 
-// GetManifest reads and verifies a job's manifest. A remote lake with a
-// manifest cache (SetManifestCache) takes it from the cache when the latest
-// listing of the manifests (JobKeys) gave its MD5 and the cached bytes hash
-// to it, and keeps one it reads.
+// GetManifest reads and verifies a job's manifest.
 func (l *Lake) GetManifest(ctx context.Context, job Digest) (*Manifest, error) {
-	key := ManifestKey(job)
-	var b, sum []byte
-	if l.mdisk != nil {
-		b, sum = l.mdisk.get(job)
-	}
-	cached := b != nil
-	if !cached {
-		var err error
-		if b, err = l.readAll(ctx, key); err != nil {
-			return nil, err
-		}
-	}
 	var m Manifest
-	if err := OpenJSON(key, FormatManifest, b, &m); err != nil {
+	if err := l.GetJSON(ctx, ManifestKey(job), FormatManifest, &m); err != nil {
 		return nil, err
 	}
 	if m.Version != ManifestVersion {
-		return nil, errUnknownVersion(key, m.Version)
-	}
-	if !cached && l.mdisk != nil {
-		l.mdisk.put(job, sum, b)
+		return nil, errUnknownVersion(ManifestKey(job), m.Version)
 	}
 	return &m, nil
 }

@@ -190,7 +190,7 @@ func (g *globals) open(ctx context.Context) (*lake.Lake, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.SetManifestCache(filepath.Join(reconcile.CacheDir(g.cacheDir), "manifests"))
+	l.SetMarkerCache(filepath.Join(reconcile.CacheDir(g.cacheDir), "markers"))
 	return l, nil
 }
 
@@ -259,7 +259,7 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 	pf.StringVar(&g.tmpDir, "tmp-dir", "", "directory for temporary files (default: the system's); on a local lake's file system the files it stores are linked, not copied")
 	pf.IntVar(&g.threads, "threads", 0, "DuckDB threads (default: all cores; reconcile of a job under 50,000 records: one)")
 	pf.StringVar(&g.memLimit, "memory-limit", os.Getenv("BATCHLAKE_MEMORY_LIMIT"), "DuckDB memory limit (env BATCHLAKE_MEMORY_LIMIT; default "+reconcileMemoryLimit+" for reconcile, "+queryMemoryLimit+" for the other commands); DuckDB spills to --tmp-dir beyond it")
-	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files and manifests (default: the user cache dir)")
+	pf.StringVar(&g.cacheDir, "cache-dir", "", "local cache of a remote lake's table files and markers (default: the user cache dir)")
 	root.AddCommand(planCmd(ctx, g), ingestCmd(ctx, g), reconcileCmd(ctx, g), retryCmd(ctx, g), sqlCmd(ctx, g),
 		submitCmd(ctx, g), statusCmd(ctx, g), collectCmd(ctx, g), cancelCmd(ctx, g), runCmd(ctx, g), verifyCmd(ctx, g), catalogCmd(ctx, g), costCmd(ctx, g), manualCmd(ctx, g), reportCmd(ctx, g),
 		jobsCmd(ctx, g), compactCmd(ctx, g))

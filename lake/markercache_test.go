@@ -43,12 +43,12 @@ func familyOf(f *Family) []string {
 	return out
 }
 
-// TestManifestCacheOnS3: a remote lake's manifests, read once, are taken
+// TestMarkerCacheOnS3: a remote lake's manifests, read once, are taken
 // from the cache folder by every later process that lists them, with no
 // request each; a cached file that is not the lake's bytes is read from the
 // lake again and mended; a new manifest is read; nothing is taken from the
 // cache without a listing's MD5 to check it against.
-func TestManifestCacheOnS3(t *testing.T) {
+func TestMarkerCacheOnS3(t *testing.T) {
 	ctx := context.Background()
 	gets := &manifestGets{}
 	srv := httptest.NewServer(gets.wrap(newFakeS3(t, "lake").Server()))
@@ -59,7 +59,7 @@ func TestManifestCacheOnS3(t *testing.T) {
 	open := func(withCache bool) *Lake {
 		l := openLake(t, u)
 		if withCache {
-			l.SetManifestCache(cache)
+			l.SetMarkerCache(cache)
 		}
 		return l
 	}
@@ -101,31 +101,25 @@ func TestManifestCacheOnS3(t *testing.T) {
 
 	// A cached file holding another manifest (valid, sealed, of this lake):
 	// read from the lake again, and the file mended.
-	victim := filepath.Join(cache, jobs[3].Hex()+"-")
-	var vf, other string
-	for _, f := range files {
-		if strings.HasPrefix(f, victim) {
-			vf = f
-		} else if other == "" {
-			other = f
-		}
+	lakeBytes, err := w.readAll(ctx, ManifestKey(jobs[3]))
+	if err != nil {
+		t.Fatal(err)
 	}
-	forged, err := os.ReadFile(other)
+	sum := md5.Sum(lakeBytes)
+	vf := (&markerDisk{dir: cache}).path(ManifestKey(jobs[3]), sum[:])
+	forged, err := w.readAll(ctx, ManifestKey(jobs[4]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(vf, forged, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	gets.take()
 	if got := read(open(true)); !slices.Equal(got, want) {
 		t.Fatalf("with a forged cache file:\n%v\nwant\n%v", got, want)
 	}
 	if n := gets.take(); n != 1 {
 		t.Fatalf("with a forged cache file: %d manifest reads, want 1", n)
-	}
-	lakeBytes, err := w.readAll(ctx, ManifestKey(jobs[3]))
-	if err != nil {
-		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(vf); string(b) != string(lakeBytes) {
 		t.Fatal("the forged cache file was not mended")
@@ -152,12 +146,12 @@ func TestManifestCacheOnS3(t *testing.T) {
 	}
 }
 
-// A manifest whose bytes do not hash to the MD5 its listing gave (an S3
-// ETag that is not an MD5) is not kept; a local lake keeps no cache.
-func TestManifestCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
+// A marker whose bytes do not hash to the MD5 its listing gave (an S3 ETag
+// that is not an MD5) is not kept; a local lake keeps no cache.
+func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	dir := t.TempDir()
-	c := &manifestDisk{dir: dir, listed: map[Digest][]byte{}}
-	job := HashFields("job")
+	c := &markerDisk{dir: dir, listed: map[string][]byte{}}
+	job := ManifestKey(HashFields("job"))
 	b := []byte(`{"format":"x"}`)
 	sum := md5.Sum([]byte("other bytes"))
 	c.put(job, sum[:], b)
@@ -172,7 +166,7 @@ func TestManifestCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 		t.Fatalf("cached %q, got %q", b, got)
 	}
 	l := openLake(t, t.TempDir())
-	l.SetManifestCache(t.TempDir())
+	l.SetMarkerCache(t.TempDir())
 	if l.mdisk != nil {
 		t.Fatal("a local lake keeps a manifest cache")
 	}

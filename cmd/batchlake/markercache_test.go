@@ -16,11 +16,11 @@ import (
 	"github.com/batchlake/batchlake/internal/testrun"
 )
 
-// TestCommandsTakeManifestsFromTheCache: on an S3 lake, a command reads
-// each manifest from the lake once; the next command with the same
-// --cache-dir reads none of them from the lake and prints the same, and one
-// with another cache folder reads them all again.
-func TestCommandsTakeManifestsFromTheCache(t *testing.T) {
+// TestCommandsTakeMarkersFromTheCache: on an S3 lake, `jobs` reads each
+// marker it lists (manifests, ledger events, reports) from the lake once;
+// the next `jobs` with the same --cache-dir reads none of them from the lake
+// and prints the same, and one with another cache folder reads them again.
+func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
 	input, err := filepath.Abs(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestCommandsTakeManifestsFromTheCache(t *testing.T) {
 	var gets atomic.Int64
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".json") {
 			gets.Add(1)
 		}
 		faker.Server().ServeHTTP(w, r)
@@ -59,20 +59,20 @@ func TestCommandsTakeManifestsFromTheCache(t *testing.T) {
 	}
 	other, n := jobs("other")
 	if n == 0 {
-		t.Fatal("jobs with an empty cache read no manifest from the lake")
+		t.Fatal("jobs with an empty cache read no marker from the lake")
 	}
 	first, _ := jobs("cache")
 	second, n := jobs("cache")
 	if n != 0 {
-		t.Fatalf("jobs with the manifests cached: %d manifest reads from the lake, want none", n)
+		t.Fatalf("jobs with the markers cached: %d marker reads from the lake, want none", n)
 	}
 	if first != second || first != other {
 		t.Fatalf("jobs printed\n%s\nthen\n%s\nwith another cache\n%s", first, second, other)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir, "cache", "manifests")); len(ents) == 0 {
-		t.Fatal("no manifest in the cache folder")
+	if ents, _ := os.ReadDir(filepath.Join(dir, "cache", "markers")); len(ents) < 3 {
+		t.Fatalf("%d markers in the cache folder, want a manifest, a ledger event and a report at least", len(ents))
 	}
 	if _, n := jobs("other"); n != 0 {
-		t.Fatalf("jobs again with the other cache: %d manifest reads, want none", n)
+		t.Fatalf("jobs again with the other cache: %d marker reads, want none", n)
 	}
 }
