@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // A remote lake's JSON markers (manifests, ledger events, ingest records,
@@ -32,6 +33,9 @@ type markerDisk struct {
 	mu  sync.Mutex
 	// listed holds each marker's MD5 as the latest listing gave it.
 	listed map[string][]byte
+	// off is set once a marker could not be kept (a folder that cannot be
+	// written): the command reads on from the lake, warned once.
+	off atomic.Bool
 }
 
 // SetMarkerCache keeps a remote lake's JSON markers in dir (created when
@@ -91,14 +95,15 @@ func (c *markerDisk) get(key string) (b, sum []byte) {
 }
 
 // put keeps b, the bytes of the marker at key as read from the lake, when
-// they hash to sum, the MD5 the listing gave. A failure to write is only
-// logged: the cache saves requests, the lake is what is read.
+// they hash to sum, the MD5 the listing gave. A failure to write is logged
+// once and ends the keeping: the cache saves requests, the lake is what is
+// read.
 func (c *markerDisk) put(key string, sum, b []byte) {
-	if got := md5.Sum(b); sum == nil || !bytes.Equal(got[:], sum) {
+	if got := md5.Sum(b); sum == nil || !bytes.Equal(got[:], sum) || c.off.Load() {
 		return
 	}
-	if err := c.write(c.path(key, sum), b); err != nil {
-		slog.Warn("marker cache: cannot keep a marker", "dir", c.dir, "key", key, "err", err)
+	if err := c.write(c.path(key, sum), b); err != nil && !c.off.Swap(true) {
+		slog.Warn("marker cache: cannot keep markers; reading them from the lake", "dir", c.dir, "err", err)
 	}
 }
 

@@ -165,6 +165,17 @@ func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	if got, _ := c.get(job); string(got) != string(b) {
 		t.Fatalf("cached %q, got %q", b, got)
 	}
+	// A folder that cannot be made (a file in its place): keeping stops,
+	// warned once, and nothing is kept.
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cb := &markerDisk{dir: blocked, listed: map[string][]byte{}}
+	cb.put(job, right[:], b)
+	if !cb.off.Load() {
+		t.Fatal("a folder that cannot be written is tried for every marker")
+	}
 	l := openLake(t, t.TempDir())
 	l.SetMarkerCache(t.TempDir())
 	if l.mdisk != nil {
