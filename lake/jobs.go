@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"gocloud.dev/blob"
@@ -174,8 +175,17 @@ func (l *Lake) ResolveJob(ctx context.Context, s string) (Digest, error) {
 // whole sequence, for listings that only show the current state.
 func (g *Ledger) Tip(ctx context.Context, job Digest, shard string) (Event, error) {
 	keys, err := g.eventKeys(ctx, job, shard)
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return Event{}, err
+	}
+	return g.TipOf(ctx, job, shard, keys)
+}
+
+// TipOf is Tip of a shard whose event keys, in sequence order, a listing
+// has already found (ListLedgers).
+func (g *Ledger) TipOf(ctx context.Context, job Digest, shard string, keys []string) (Event, error) {
+	if len(keys) == 0 {
+		return Event{}, nil
 	}
 	k := keys[len(keys)-1]
 	var e Event
@@ -186,4 +196,47 @@ func (g *Ledger) Tip(ctx context.Context, job Digest, shard string) (Event, erro
 		return Event{}, fmt.Errorf("ledger %s/%s: event %s has seq %d, want %d (gap or misnamed event): %w", job.Hex(), shard, k, e.Seq, len(keys), ErrCorrupt)
 	}
 	return e, nil
+}
+
+// ListLedgers lists the event keys of every shard of every job in one
+// listing, each shard's in sequence order: a command that shows every job's
+// state (`jobs`) makes one listing of the lake instead of one a shard, each
+// a request on an object store.
+func (l *Lake) ListLedgers(ctx context.Context) (map[Digest]map[string][]string, error) {
+	names, err := l.List(ctx, LedgerArea)
+	if err != nil {
+		return nil, err
+	}
+	out := map[Digest]map[string][]string{}
+	for _, k := range names {
+		job, shard, _, ok := ParseLedgerKey(k)
+		if !ok {
+			continue
+		}
+		if out[job] == nil {
+			out[job] = map[string][]string{}
+		}
+		out[job][shard] = append(out[job][shard], k)
+	}
+	for _, shards := range out {
+		for _, keys := range shards {
+			sort.Strings(keys)
+		}
+	}
+	return out, nil
+}
+
+// ListReports lists every job's report keys in one listing.
+func (l *Lake) ListReports(ctx context.Context) (map[Digest][]string, error) {
+	names, err := l.List(ctx, ReportArea)
+	if err != nil {
+		return nil, err
+	}
+	out := map[Digest][]string{}
+	for _, k := range names {
+		if job, ok := jobMarkerKey(k, ReportArea); ok {
+			out[job] = append(out[job], k)
+		}
+	}
+	return out, nil
 }

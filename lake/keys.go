@@ -133,7 +133,10 @@ func ParseTableFileKey(key string) (table, tenant string, job, file Digest, ok b
 }
 
 // ReportPrefix is the prefix of a job's reports.
-func ReportPrefix(job Digest) string { return "reports/" + job.Hex() + "/" }
+func ReportPrefix(job Digest) string { return ReportArea + job.Hex() + "/" }
+
+// ReportArea is the top-level folder of every job's reports.
+const ReportArea = "reports/"
 
 // ReportKey is the key of the report of one reconcile run, named by the digest
 // of everything that run read (files, flags, prices).
@@ -185,8 +188,11 @@ func ParsePartitionKey(key string) (job, run Digest, p Partition, ok bool) {
 	return job, run, p, true
 }
 
+// LedgerArea is the top-level folder of every job's ledger.
+const LedgerArea = "ledger/"
+
 // LedgerPrefix is the prefix of all ledger events of a job.
-func LedgerPrefix(job Digest) string { return "ledger/" + job.Hex() + "/" }
+func LedgerPrefix(job Digest) string { return LedgerArea + job.Hex() + "/" }
 
 // LedgerShardPrefix is the prefix of the events of one shard of a job.
 func LedgerShardPrefix(job Digest, shard string) string {

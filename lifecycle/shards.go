@@ -76,34 +76,24 @@ func (s LakeShards) CustomIDs(ctx context.Context, jobKey, shardID string) ([]st
 // to "job_key/shard_id". It reads the last ledger event of every shard, so
 // callers ask only when they must (a candidate batch to rule out).
 func (s LakeShards) Bound(ctx context.Context) (map[string]string, error) {
-	keys, err := s.Lake.List(ctx, "ledger/")
+	ledgers, err := s.Lake.ListLedgers(ctx)
 	if err != nil {
 		// A local lake's listing can trip over a concurrent append's temp
 		// file vanishing under it; once more is enough.
-		if keys, err = s.Lake.List(ctx, "ledger/"); err != nil {
+		if ledgers, err = s.Lake.ListLedgers(ctx); err != nil {
 			return nil, err
-		}
-	}
-	last := map[string]string{} // job/shard → key of its highest seq
-	seqs := map[string]int{}
-	for _, k := range keys {
-		job, shard, seq, ok := lake.ParseLedgerKey(k)
-		if !ok {
-			continue
-		}
-		js := job.Hex() + "/" + shard
-		if seq > seqs[js] {
-			seqs[js], last[js] = seq, k
 		}
 	}
 	out := map[string]string{}
-	for js, k := range last {
-		var e lake.Event
-		if err := s.Lake.GetJSON(ctx, k, lake.FormatEvent, &e); err != nil {
-			return nil, err
-		}
-		if e.ProviderJobID != "" {
-			out[e.ProviderJobID] = js
+	for job, shards := range ledgers {
+		for shard, keys := range shards {
+			var e lake.Event
+			if err := s.Lake.GetJSON(ctx, keys[len(keys)-1], lake.FormatEvent, &e); err != nil {
+				return nil, err
+			}
+			if e.ProviderJobID != "" {
+				out[e.ProviderJobID] = job.Hex() + "/" + shard
+			}
 		}
 	}
 	return out, nil

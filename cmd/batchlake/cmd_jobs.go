@@ -77,6 +77,21 @@ func listJobs(ctx context.Context, l *lake.Lake, tenant string) ([]jobRow, error
 	if err != nil {
 		return nil, err
 	}
+	// On an object store every listing is a request: the ledgers and the
+	// reports of every job are listed at once there, not one a shard and
+	// one a job. A local lake reads each shard's folder as it goes.
+	var (
+		ledgers map[lake.Digest]map[string][]string
+		reports map[lake.Digest][]string
+	)
+	if _, local := l.LocalDir(); !local {
+		if ledgers, err = l.ListLedgers(ctx); err != nil {
+			return nil, err
+		}
+		if reports, err = l.ListReports(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rows := make([]*jobRow, len(keys))
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(8) // object stores answer many small reads at once
@@ -94,14 +109,25 @@ func listJobs(ctx context.Context, l *lake.Lake, tenant string) ([]jobRow, error
 				Shards: len(m.Shards), CreatedAt: m.CreatedAt, Attempt: m.Attempt, ParentJobKey: m.ParentJobKey}
 			states := make([]lake.State, 0, len(m.Shards))
 			for _, s := range m.Shards {
-				e, err := led.Tip(ectx, d, s.ShardID)
+				var e lake.Event
+				if ledgers != nil {
+					e, err = led.TipOf(ectx, d, s.ShardID, ledgers[d][s.ShardID])
+				} else {
+					e, err = led.Tip(ectx, d, s.ShardID)
+				}
 				if err != nil {
 					return err
 				}
 				states = append(states, e.State)
 			}
 			r.State = lake.JobState(states)
-			if r.Cost, err = newestCost(ectx, l, d); err != nil {
+			var reps []string
+			if reports != nil {
+				reps = reports[d]
+			} else if reps, err = l.List(ectx, lake.ReportPrefix(d)); err != nil {
+				return err
+			}
+			if r.Cost, err = newestCost(ectx, l, reps); err != nil {
 				return err
 			}
 			rows[i] = r
@@ -126,13 +152,9 @@ func listJobs(ctx context.Context, l *lake.Lake, tenant string) ([]jobRow, error
 	return out, nil
 }
 
-// newestCost returns the cost of the job's most recent reconcile report, or
-// nil when it was never reconciled.
-func newestCost(ctx context.Context, l *lake.Lake, job lake.Digest) (*jobCost, error) {
-	keys, err := l.List(ctx, lake.ReportPrefix(job))
-	if err != nil {
-		return nil, err
-	}
+// newestCost returns the cost of the most recent of a job's reconcile
+// reports (keys, its listing), or nil when it was never reconciled.
+func newestCost(ctx context.Context, l *lake.Lake, keys []string) (*jobCost, error) {
 	var newest *reconcile.Report
 	var newestKey string
 	for _, k := range keys {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -14,48 +17,81 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/batchlake/batchlake/internal/testrun"
+	"github.com/batchlake/batchlake/lake"
 )
+
+// s3Requests counts what an S3 server on loopback was asked: reads of JSON
+// markers, and the prefixes listed.
+type s3Requests struct {
+	markerGets atomic.Int64
+	mu         sync.Mutex
+	listed     []string
+}
+
+func (c *s3Requests) reset() {
+	c.markerGets.Store(0)
+	c.mu.Lock()
+	c.listed = nil
+	c.mu.Unlock()
+}
+
+func (c *s3Requests) lists() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.listed)
+}
+
+// countedS3Lake starts an S3 server on loopback whose requests c counts,
+// runs the demo input through `run --provider sim` into a lake there, and
+// returns the global flags of a command on that lake with its cache in
+// dir/cache (the caller's name for the folder).
+func countedS3Lake(t *testing.T, c *s3Requests) (dir string, global func(cache string) []string) {
+	t.Helper()
+	for k, v := range testrun.OfflineAWS() {
+		t.Setenv(k, v)
+	}
+	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
+			c.mu.Lock()
+			c.listed = append(c.listed, r.URL.Query().Get("prefix"))
+			c.mu.Unlock()
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".json"):
+			c.markerGets.Add(1)
+		}
+		faker.Server().ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
+		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
+	dir = t.TempDir()
+	global = func(cache string) []string {
+		return []string{"--lake", "s3://lake/p?" + q.Encode(), "--tmp-dir", dir, "--cache-dir", filepath.Join(dir, cache),
+			"--progress", "never", "--threads", "1"}
+	}
+	if code, out, errs := runCLI(append([]string{"run", "--provider", "sim", "--input", demoInput, "--tenant", "acme",
+		"--prompt-version", "v1", "--poll", "1ms"}, global("cache")...)...); code != exitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	return dir, global
+}
 
 // TestCommandsTakeMarkersFromTheCache: on an S3 lake, `jobs` reads each
 // marker it lists (manifests, ledger events, reports) from the lake once;
 // the next `jobs` with the same --cache-dir reads none of them from the lake
 // and prints the same, and one with another cache folder reads them again.
 func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
-	input, err := filepath.Abs(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range testrun.OfflineAWS() {
-		t.Setenv(k, v)
-	}
-	var gets atomic.Int64
-	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".json") {
-			gets.Add(1)
-		}
-		faker.Server().ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
-		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
-	dir := t.TempDir()
-	global := func(cache string) []string {
-		return []string{"--lake", "s3://lake/p?" + q.Encode(), "--tmp-dir", dir, "--cache-dir", filepath.Join(dir, cache),
-			"--progress", "never", "--threads", "1"}
-	}
-	if code, out, errs := runCLI(append([]string{"run", "--provider", "sim", "--input", input, "--tenant", "acme",
-		"--prompt-version", "v1", "--poll", "1ms"}, global("cache")...)...); code != exitOK {
-		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
-	}
+	var c s3Requests
+	dir, global := countedS3Lake(t, &c)
 	jobs := func(cache string) (string, int64) {
 		t.Helper()
-		gets.Store(0)
+		c.reset()
 		code, out, errs := runCLI(append([]string{"jobs"}, global(cache)...)...)
 		if code != exitOK {
 			t.Fatalf("jobs: exit %d\n%s", code, errs)
 		}
-		return out, gets.Load()
+		return out, c.markerGets.Load()
 	}
 	other, n := jobs("other")
 	if n == 0 {
@@ -74,5 +110,84 @@ func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
 	}
 	if _, n := jobs("other"); n != 0 {
 		t.Fatalf("jobs again with the other cache: %d marker reads, want none", n)
+	}
+}
+
+// TestJobsOnS3ListsTheLakeOnce: on an S3 lake, `jobs` lists the ledgers
+// and the reports of every job at once, not a request a shard and a job, and
+// says what the lake's own views say of each job's state and cost.
+func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
+	var c s3Requests
+	_, global := countedS3Lake(t, &c)
+	// A second job of many shards, planned only.
+	if code, out, errs := runCLI(append([]string{"plan", "--provider", "sim", "--input", demoInput, "--tenant", "beta",
+		"--prompt-version", "v2", "--shard-max-records", "40"}, global("cache")...)...); code != exitOK {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	c.reset()
+	code, out, errs := runCLI(append([]string{"jobs"}, global("cache")...)...)
+	if code != exitOK {
+		t.Fatalf("jobs: exit %d\n%s", code, errs)
+	}
+	// Never a shard's ledger or a job's reports on their own (the manifests
+	// are listed once to find the jobs and once to see the lake has any).
+	l := c.lists()
+	for _, p := range l {
+		if p != lake.ManifestPrefix && p != lake.LedgerArea && p != lake.ReportArea {
+			t.Errorf("jobs listed %q (all: %q), want only the manifests, the ledgers and the reports", p, l)
+		}
+	}
+	if slices.Index(l, lake.LedgerArea) < 0 || slices.Index(l, lake.ReportArea) < 0 || len(l) > 4 {
+		t.Errorf("jobs listed %q, want the ledgers and the reports once each", l)
+	}
+	var list struct {
+		Jobs []jobRow `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("jobs: %v\n%s", err, out)
+	}
+	shards := 0
+	for _, j := range list.Jobs {
+		shards += j.Shards
+	}
+	if len(list.Jobs) < 2 || shards < 10 {
+		t.Fatalf("%d jobs of %d shards in all, want the run's and the 8-shard plan's:\n%s", len(list.Jobs), shards, out)
+	}
+	query := func(q string) []map[string]any {
+		t.Helper()
+		code, out, errs := runCLI(append([]string{"sql", "--format", "json", q}, global("cache")...)...)
+		if code != exitOK {
+			t.Fatalf("sql %s: exit %d\n%s", q, code, errs)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatalf("sql %s: %v\n%s", q, err, out)
+		}
+		return rows
+	}
+	states := query("SELECT job_key, max_by(state, seq) AS state FROM ledger GROUP BY job_key, shard_id")
+	costs := query("SELECT job_key, CAST(sum(cost_usd) AS VARCHAR) AS usd FROM costs GROUP BY job_key")
+	for _, j := range list.Jobs {
+		var shardStates []lake.State
+		for _, r := range states {
+			if r["job_key"] == j.JobKey {
+				shardStates = append(shardStates, lake.State(r["state"].(string)))
+			}
+		}
+		if want := lake.JobState(shardStates); j.State != want || len(shardStates) != j.Shards {
+			t.Errorf("job %s: state %s of %d shards, the ledger view says %s of %d", j.JobKey[:12], j.State, j.Shards, want, len(shardStates))
+		}
+		var usd string
+		for _, r := range costs {
+			if r["job_key"] == j.JobKey {
+				usd = r["usd"].(string)
+			}
+		}
+		switch {
+		case j.Cost == nil && usd != "":
+			t.Errorf("job %s: no cost, the costs view says %s", j.JobKey[:12], usd)
+		case j.Cost != nil && !sameDecimal(j.Cost.TotalUSD.String(), usd):
+			t.Errorf("job %s: cost %s, the costs view says %s", j.JobKey[:12], j.Cost.TotalUSD, usd)
+		}
 	}
 }
