@@ -287,7 +287,13 @@ func TestReadCommandsNeedALake(t *testing.T) {
 // sqlRows runs `batchlake sql --format json` in-process.
 func sqlRows(t *testing.T, lk, q string) []map[string]any {
 	t.Helper()
-	code, out, errb := cliRaw("sql", "--lake", lk, "--format", "json", q)
+	return sqlRowsWith(t, q, "--lake", lk)
+}
+
+// sqlRowsWith is sqlRows with the given global flags (a remote lake's).
+func sqlRowsWith(t *testing.T, q string, global ...string) []map[string]any {
+	t.Helper()
+	code, out, errb := cliRaw(append([]string{"sql", "--format", "json", q}, global...)...)
 	if code != exitOK {
 		t.Fatalf("sql %s: exit %d\n%s", q, code, errb)
 	}

@@ -153,20 +153,8 @@ func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
 	if len(list.Jobs) < 2 || shards < 10 {
 		t.Fatalf("%d jobs of %d shards in all, want the run's and the 8-shard plan's:\n%s", len(list.Jobs), shards, out)
 	}
-	query := func(q string) []map[string]any {
-		t.Helper()
-		code, out, errs := runCLI(append([]string{"sql", "--format", "json", q}, global("cache")...)...)
-		if code != exitOK {
-			t.Fatalf("sql %s: exit %d\n%s", q, code, errs)
-		}
-		var rows []map[string]any
-		if err := json.Unmarshal([]byte(out), &rows); err != nil {
-			t.Fatalf("sql %s: %v\n%s", q, err, out)
-		}
-		return rows
-	}
-	states := query("SELECT job_key, max_by(state, seq) AS state FROM ledger GROUP BY job_key, shard_id")
-	costs := query("SELECT job_key, CAST(sum(cost_usd) AS VARCHAR) AS usd FROM costs GROUP BY job_key")
+	states := sqlRowsWith(t, "SELECT job_key, max_by(state, seq) AS state FROM ledger GROUP BY job_key, shard_id", global("cache")...)
+	costs := sqlRowsWith(t, "SELECT job_key, CAST(sum(cost_usd) AS VARCHAR) AS usd FROM costs GROUP BY job_key", global("cache")...)
 	for _, j := range list.Jobs {
 		var shardStates []lake.State
 		for _, r := range states {
