@@ -10,23 +10,25 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"github.com/batchlake/batchlake/internal/testrun"
 )
 
-// manifestGets counts the object reads of manifests an S3 server answers.
-type manifestGets struct{ n atomic.Int64 }
+// manifestReads is how many manifests the watched S3 server was asked for
+// since the last take, which starts the count again.
+type manifestReads struct{ w *testrun.LakeWatch }
 
-func (c *manifestGets) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+ManifestPrefix) {
-			c.n.Add(1)
+func (c manifestReads) take() int {
+	n := 0
+	for _, r := range c.w.Arrived() {
+		if strings.HasPrefix(r, http.MethodGet+" ") && strings.Contains(r, "/"+ManifestPrefix) {
+			n++
 		}
-		next.ServeHTTP(w, r)
-	})
+	}
+	c.w.Reset("", "", "")
+	return n
 }
-
-func (c *manifestGets) take() int64 { return c.n.Swap(0) }
 
 // familyOf is f as sorted strings, to compare two reads of a family.
 func familyOf(f *Family) []string {
@@ -50,8 +52,9 @@ func familyOf(f *Family) []string {
 // cache without a listing's MD5 to check it against.
 func TestMarkerCacheOnS3(t *testing.T) {
 	ctx := context.Background()
-	gets := &manifestGets{}
-	srv := httptest.NewServer(gets.wrap(newFakeS3(t, "lake").Server()))
+	watch := testrun.NewLakeWatch()
+	gets := manifestReads{watch}
+	srv := httptest.NewServer(watch.Wrap(newFakeS3(t, "lake").Server()))
 	t.Cleanup(srv.Close)
 	u := s3URL(srv.URL, "lake")
 	cache := t.TempDir()

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -20,48 +18,29 @@ import (
 	"github.com/batchlake/batchlake/lake"
 )
 
-// s3Requests counts what an S3 server on loopback was asked: reads of JSON
-// markers, and the prefixes listed.
-type s3Requests struct {
-	markerGets atomic.Int64
-	mu         sync.Mutex
-	listed     []string
+// markerReads is how many JSON markers the watched S3 server was asked for
+// since the last Reset.
+func markerReads(w *testrun.LakeWatch) int {
+	n := 0
+	for _, r := range w.Arrived() {
+		if strings.HasPrefix(r, http.MethodGet+" ") && strings.HasSuffix(r, ".json") {
+			n++
+		}
+	}
+	return n
 }
 
-func (c *s3Requests) reset() {
-	c.markerGets.Store(0)
-	c.mu.Lock()
-	c.listed = nil
-	c.mu.Unlock()
-}
-
-func (c *s3Requests) lists() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.listed)
-}
-
-// countedS3Lake starts an S3 server on loopback whose requests c counts,
+// countedS3Lake starts an S3 server on loopback whose requests w watches,
 // runs the demo input through `run --provider sim` into a lake there, and
 // returns the global flags of a command on that lake with its cache in
 // dir/cache (the caller's name for the folder).
-func countedS3Lake(t *testing.T, c *s3Requests) (dir string, global func(cache string) []string) {
+func countedS3Lake(t *testing.T, w *testrun.LakeWatch) (dir string, global func(cache string) []string) {
 	t.Helper()
 	for k, v := range testrun.OfflineAWS() {
 		t.Setenv(k, v)
 	}
 	faker := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true), gofakes3.WithLogger(gofakes3.DiscardLog()))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodGet && r.URL.Query().Has("list-type"):
-			c.mu.Lock()
-			c.listed = append(c.listed, r.URL.Query().Get("prefix"))
-			c.mu.Unlock()
-		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".json"):
-			c.markerGets.Add(1)
-		}
-		faker.Server().ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(w.Wrap(faker.Server()))
 	t.Cleanup(srv.Close)
 	q := url.Values{"region": {"us-east-1"}, "endpoint": {srv.URL}, "use_path_style": {"true"}, "disable_https": {"true"},
 		"response_checksum_validation": {"when_required"}, "request_checksum_calculation": {"when_required"}}
@@ -82,16 +61,16 @@ func countedS3Lake(t *testing.T, c *s3Requests) (dir string, global func(cache s
 // the next `jobs` with the same --cache-dir reads none of them from the lake
 // and prints the same, and one with another cache folder reads them again.
 func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
-	var c s3Requests
-	dir, global := countedS3Lake(t, &c)
-	jobs := func(cache string) (string, int64) {
+	w := testrun.NewLakeWatch()
+	dir, global := countedS3Lake(t, w)
+	jobs := func(cache string) (string, int) {
 		t.Helper()
-		c.reset()
+		w.Reset("", "", "")
 		code, out, errs := runCLI(append([]string{"jobs"}, global(cache)...)...)
 		if code != exitOK {
 			t.Fatalf("jobs: exit %d\n%s", code, errs)
 		}
-		return out, c.markerGets.Load()
+		return out, markerReads(w)
 	}
 	other, n := jobs("other")
 	if n == 0 {
@@ -117,21 +96,21 @@ func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
 // and the reports of every job at once, not a request a shard and a job, and
 // says what the lake's own views say of each job's state and cost.
 func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
-	var c s3Requests
-	_, global := countedS3Lake(t, &c)
+	w := testrun.NewLakeWatch()
+	_, global := countedS3Lake(t, w)
 	// A second job of many shards, planned only.
 	if code, out, errs := runCLI(append([]string{"plan", "--provider", "sim", "--input", demoInput, "--tenant", "beta",
 		"--prompt-version", "v2", "--shard-max-records", "40"}, global("cache")...)...); code != exitOK {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
-	c.reset()
+	w.Reset("", "", "")
 	code, out, errs := runCLI(append([]string{"jobs"}, global("cache")...)...)
 	if code != exitOK {
 		t.Fatalf("jobs: exit %d\n%s", code, errs)
 	}
 	// Never a shard's ledger or a job's reports on their own (the manifests
 	// are listed once to find the jobs and once to see the lake has any).
-	l := c.lists()
+	l := w.Listed()
 	for _, p := range l {
 		if p != lake.ManifestPrefix && p != lake.LedgerArea && p != lake.ReportArea {
 			t.Errorf("jobs listed %q (all: %q), want only the manifests, the ledgers and the reports", p, l)

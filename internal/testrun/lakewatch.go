@@ -26,6 +26,7 @@ type LakeWatch struct {
 	n        int // held requests in flight at once that close met
 	met      chan struct{}
 	arrived  []string // "METHOD path" of each request, in arrival order
+	listed   []string // the prefix of each listing, in arrival order
 }
 
 // NewLakeWatch returns a watch that holds nothing.
@@ -46,7 +47,7 @@ func (w *LakeWatch) ResetN(method, under, ext string, n int) {
 	defer w.mu.Unlock()
 	w.gets, w.puts, w.lists, w.hold, w.under, w.ext, w.met = 0, 0, 0, method, under, ext, make(chan struct{})
 	w.n = n
-	w.arrived = nil
+	w.arrived, w.listed = nil, nil
 }
 
 // Arrived returns "METHOD path" of each request since the last Reset, in the
@@ -55,6 +56,14 @@ func (w *LakeWatch) Arrived() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.arrived...)
+}
+
+// Listed returns the prefix of each listing since the last Reset, in the
+// order they arrived.
+func (w *LakeWatch) Listed() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.listed...)
 }
 
 // Counts returns the event objects read and written and the ledger
@@ -82,6 +91,9 @@ func (w *LakeWatch) Wrap(next http.Handler) http.Handler {
 		event := strings.Contains(r.URL.Path, "/ledger/") && strings.HasSuffix(r.URL.Path, ".json")
 		w.mu.Lock()
 		w.arrived = append(w.arrived, r.Method+" "+r.URL.Path)
+		if r.Method == http.MethodGet && r.URL.Query().Has("list-type") {
+			w.listed = append(w.listed, r.URL.Query().Get("prefix"))
+		}
 		switch {
 		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Query().Get("prefix"), "ledger/"):
 			w.lists++
