@@ -182,6 +182,6 @@ func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	l := openLake(t, t.TempDir())
 	l.SetMarkerCache(t.TempDir())
 	if l.mdisk != nil {
-		t.Fatal("a local lake keeps a manifest cache")
+		t.Fatal("a local lake keeps a marker cache")
 	}
 }
