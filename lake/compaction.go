@@ -9,9 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -271,36 +269,13 @@ func (l *Lake) compactionCreatedAt(ctx context.Context, k string) (time.Time, bo
 // retractions and ledger keys (reports are read only where a ledger event
 // names them). Two equal fingerprints mean the same markers, hence the same
 // rows: markers are write-once, and everything they reference is
-// content-addressed. It lists each area once, flat (one listing per
-// thousand keys on an object store, not one per job).
+// content-addressed. It lists each area once, flat (ListMarkerKeys).
 func (l *Lake) JobMarkers(ctx context.Context) (map[string]string, error) {
-	byJob := map[string][]string{}
-	for _, area := range []string{"ingests/", RetractionArea, "ledger/"} {
-		keys, err := l.listNames(ctx, area)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range keys {
-			if isTempKey(k) {
-				continue
-			}
-			job, _, ok := strings.Cut(strings.TrimPrefix(k, area), "/")
-			if !ok {
-				continue
-			}
-			byJob[job] = append(byJob[job], k)
-		}
+	m, err := l.ListMarkerKeys(ctx)
+	if err != nil {
+		return nil, err
 	}
-	out := make(map[string]string, len(byJob))
-	for job, keys := range byJob {
-		sort.Strings(keys)
-		h := NewFieldHasher()
-		for _, k := range keys {
-			h.AddString(path.Clean(k))
-		}
-		out[job] = h.Sum().Hex()
-	}
-	return out, nil
+	return m.Fingerprints(), nil
 }
 
 // checkCompactions checks each compaction marker: its envelope, its version,

@@ -77,7 +77,7 @@ const ManifestPrefix = "manifests/"
 func ManifestKey(job Digest) string { return ManifestPrefix + job.Hex() + ".json" }
 
 // IngestPrefix is the prefix of a job's ingest records.
-func IngestPrefix(job Digest) string { return "ingests/" + job.Hex() + "/" }
+func IngestPrefix(job Digest) string { return IngestArea + job.Hex() + "/" }
 
 // IngestKey is the key of the ingest record of one raw file in one channel.
 func IngestKey(job Digest, channel string, raw Digest) string {

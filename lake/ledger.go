@@ -185,6 +185,16 @@ func (g *Ledger) events(ctx context.Context, job Digest, shard string, limit int
 	if err != nil {
 		return nil, err
 	}
+	return g.eventsAt(ctx, job, shard, keys, limit)
+}
+
+// ListedEvents is Events of a shard whose event keys, in sequence order, a
+// listing has already found (MarkerKeys.EventKeys).
+func (g *Ledger) ListedEvents(ctx context.Context, job Digest, shard string, keys []string) ([]Event, error) {
+	return g.eventsAt(ctx, job, shard, keys, ledgerReads)
+}
+
+func (g *Ledger) eventsAt(ctx context.Context, job Digest, shard string, keys []string, limit int) ([]Event, error) {
 	if err := g.checkNames(job, shard, keys); err != nil {
 		return nil, err
 	}
@@ -193,7 +203,7 @@ func (g *Ledger) events(ctx context.Context, job Digest, shard string, limit int
 		limit = 1
 	}
 	evs := make([]Event, len(keys))
-	err = EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
+	err := EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
 		var err error
 		evs[i], err = g.event(ctx, job, shard, keys[i], i+1)
 		return err

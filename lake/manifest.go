@@ -204,6 +204,12 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 	keys = slices.DeleteFunc(keys, func(k string) bool {
 		return !strings.HasSuffix(k, ".json") // a concurrent write's temp file (fileblob)
 	})
+	return l.IngestRecordsAt(ctx, keys)
+}
+
+// IngestRecordsAt reads the ingest records at keys, a job's as a listing
+// found them (MarkerKeys.IngestKeys).
+func (l *Lake) IngestRecordsAt(ctx context.Context, keys []string) ([]IngestRecord, error) {
 	// A job has a marker per result file (two a shard, collected): on a
 	// remote lake each is a round trip, read LedgerFanout at a time.
 	limit := LedgerFanout
@@ -211,7 +217,7 @@ func (l *Lake) IngestRecords(ctx context.Context, job Digest) ([]IngestRecord, e
 		limit = 1
 	}
 	out := make([]IngestRecord, len(keys))
-	err = EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
+	err := EachOf(ctx, len(keys), limit, func(ctx context.Context, i int) error {
 		if err := l.GetJSON(ctx, keys[i], FormatIngest, &out[i]); err != nil {
 			return err
 		}

@@ -69,11 +69,13 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	defer e.Close()
 	// Fingerprints first: a job whose markers change while it is read gets
 	// a fingerprint older than its rows, so no session and no verify trusts
-	// its rows (they read it live).
-	marks, err := l.JobMarkers(ctx)
+	// its rows (they read it live). The rows are read through the same
+	// listing, so they are those of the markers fingerprinted.
+	listed, err := l.ListMarkerKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
+	marks := listed.Fingerprints()
 	all, err := l.JobKeys(ctx)
 	if err != nil {
 		return nil, err
@@ -98,7 +100,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if prev != nil && len(ds) == 0 && len(plan.merged) == 0 {
 		return &CompactResult{Key: prevKey, Jobs: len(prev.Jobs), Segments: len(plan.kept), Tables: map[string]string{}}, nil
 	}
-	src, ms, err := readJobs(ctx, newManifests(l), ds, nil)
+	src, ms, err := readJobs(ctx, newManifests(l), ds, nil, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -239,15 +241,16 @@ type compactionUse struct {
 }
 
 // useCompaction finds the lake's latest compaction and which of its jobs
-// are unchanged since (nil: no compaction).
+// are unchanged since (nil: no compaction), and returns the listing of the
+// jobs' markers it fingerprinted them by, for the jobs read live.
 //
 // The marker and the listing of the jobs' markers are read at once: both
 // grow with the lake (a marker names every job; the listing opens a folder
 // or two a job), and one waits on the disk while the other parses.
-func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse, error) {
+func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse, *lake.MarkerKeys, error) {
 	var (
-		c     *lake.Compaction
-		marks map[string]string
+		c      *lake.Compaction
+		listed *lake.MarkerKeys
 	)
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.Go(func() (err error) {
@@ -255,13 +258,16 @@ func (e *Engine) useCompaction(ctx context.Context, scope Scope) (*compactionUse
 		return err
 	})
 	eg.Go(func() (err error) {
-		marks, err = e.lake.JobMarkers(ectx)
+		listed, err = e.lake.ListMarkerKeys(ectx)
 		return err
 	})
-	if err := eg.Wait(); err != nil || c == nil {
-		return nil, err
+	if err := eg.Wait(); err != nil {
+		return nil, nil, err
 	}
-	return newCompactionUse(c, marks, scope), nil
+	if c == nil {
+		return nil, listed, nil
+	}
+	return newCompactionUse(c, listed.Fingerprints(), scope), listed, nil
 }
 
 // newCompactionUse sorts c's jobs into those whose markers (marks) are
@@ -373,18 +379,19 @@ func VerifyCompactions(ctx context.Context, l *lake.Lake, o EngineOptions) ([]la
 	if c == nil {
 		return nil, nil
 	}
-	marks, err := l.JobMarkers(ctx)
+	listed, err := l.ListMarkerKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := verifyCompaction(ctx, l, o, k, c, marks)
+	ps, err := verifyCompaction(ctx, l, o, k, c, listed)
 	if err != nil {
 		return nil, fmt.Errorf("verify compaction %s: %w", k, err)
 	}
 	return ps, nil
 }
 
-func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key string, c *lake.Compaction, marks map[string]string) ([]lake.Problem, error) {
+func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key string, c *lake.Compaction, listed *lake.MarkerKeys) ([]lake.Problem, error) {
+	marks := listed.Fingerprints()
 	e, err := OpenEngine(l, o)
 	if err != nil {
 		return nil, err
@@ -412,7 +419,7 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		tenants[d.Hex()] = j.Tenant
 		fresh = append(fresh, jobKeyRow{j.JobKey})
 	}
-	src, ms, err := readJobs(ctx, newManifests(l), ds, nil)
+	src, ms, err := readJobs(ctx, newManifests(l), ds, nil, listed)
 	if err != nil {
 		return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("reading its jobs: %v", err)}}, nil
 	}
@@ -489,8 +496,10 @@ const markerReaders = 8
 
 // readJobs reads the markers of the jobs ds, several at a time, into one
 // viewSources in the order of ds. keep, if set, is asked about each manifest
-// first: a job it refuses is skipped. It returns the manifests kept.
-func readJobs(ctx context.Context, c *manifests, ds []lake.Digest, keep func(*lake.Manifest) bool) (*viewSources, []*lake.Manifest, error) {
+// first: a job it refuses is skipped. listed, if set, is a listing of the
+// lake's markers to take the jobs' ingest records and ledger events from,
+// instead of listing each job's and shard's. It returns the manifests kept.
+func readJobs(ctx context.Context, c *manifests, ds []lake.Digest, keep func(*lake.Manifest) bool, listed *lake.MarkerKeys) (*viewSources, []*lake.Manifest, error) {
 	l := c.l
 	per := make([]*viewSources, len(ds))
 	ms := make([]*lake.Manifest, len(ds))
@@ -510,7 +519,7 @@ func readJobs(ctx context.Context, c *manifests, ds []lake.Digest, keep func(*la
 				return nil
 			}
 			var s viewSources
-			if err := s.addJob(ectx, l, g, d, m); err != nil {
+			if err := s.addJob(ectx, l, g, d, m, listed); err != nil {
 				return err
 			}
 			per[i], ms[i] = &s, m

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -622,5 +623,109 @@ func TestPlanShardsStoredSideBySide(t *testing.T) {
 				t.Errorf("on s3: %v\non a local lake: %v", m.Shards, lm.Shards)
 			}
 		})
+	}
+}
+
+// TestSessionOnS3ListsMarkersOnce: a session on an S3 lake lists its ingest
+// records and ledgers once for every job (never a job's or a shard's on their
+// own), and its views say what each job's own markers say; the reports its
+// ledger events name are listed too, so a second session with the same
+// marker cache reads no marker from the lake at all.
+func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
+	ctx := context.Background()
+	w := testrun.NewLakeWatch()
+	u := s3LakeURL(t, w)
+	l := openS3Lake(t, u)
+	dir := t.TempDir()
+	var jobs []*lake.Manifest
+	for seed := range uint64(3) {
+		m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(seed+20, 7)), 30+int(seed), 0, 0), 8)
+		if seed < 2 { // the third is planned and ingested only: no report
+			if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		jobs = append(jobs, m)
+	}
+	// What each job's own markers say, read job by job and shard by shard.
+	wantEvents, wantLines := map[string]int64{}, map[string]int64{}
+	g := lake.NewLedger(l, "")
+	for _, m := range jobs {
+		d, _ := lake.ParseDigest(m.JobKey)
+		for _, sh := range m.Shards {
+			evs, err := g.Events(ctx, d, sh.ShardID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEvents[m.JobKey] += int64(len(evs))
+		}
+		recs, err := l.IngestRecords(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			wantLines[m.JobKey] += r.Lines
+		}
+	}
+	if len(wantEvents) != 3 {
+		t.Fatalf("%d jobs, want 3", len(wantEvents))
+	}
+	session := func() (events, lines map[string]int64, reads int) {
+		t.Helper()
+		nl := openS3Lake(t, u) // a new process, with the same marker cache
+		nl.SetMarkerCache(filepath.Join(dir, "markers"))
+		w.Reset("", "", "")
+		e, err := OpenSession(ctx, nl, EngineOptions{Threads: 1, TempDir: dir, CacheDir: filepath.Join(dir, "cache")}, Scope{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for _, r := range w.Arrived() {
+			if strings.HasPrefix(r, http.MethodGet+" ") && strings.HasSuffix(r, ".json") {
+				reads++
+			}
+		}
+		for _, p := range w.Listed() {
+			// "ledger/" is an area; "ingests/<job>/" a job's, "ledger/<job>/<shard>/" a shard's.
+			if strings.Count(p, "/") > 1 {
+				t.Errorf("the session listed %q: a job's or a shard's markers on their own (all: %q)", p, w.Listed())
+			}
+		}
+		events, lines = map[string]int64{}, map[string]int64{}
+		for q, into := range map[string]map[string]int64{
+			"SELECT job_key, count(*) FROM ledger GROUP BY ALL":   events,
+			"SELECT job_key, count(*) FROM attempts GROUP BY ALL": lines,
+		} {
+			rows, err := e.DB.QueryContext(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var job string
+				var n int64
+				if err := rows.Scan(&job, &n); err != nil {
+					t.Fatal(err)
+				}
+				into[job] = n
+			}
+			if err := rows.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return events, lines, reads
+	}
+	events, lines, reads := session()
+	if reads == 0 {
+		t.Fatal("the first session read no marker from the lake")
+	}
+	if !maps.Equal(events, wantEvents) || !maps.Equal(lines, wantLines) {
+		t.Fatalf("views: events %v, attempts %v; the jobs' own markers: %v and %v", events, lines, wantEvents, wantLines)
+	}
+	events, lines, reads = session()
+	if reads != 0 {
+		t.Errorf("a second session with the markers cached read %d markers from the lake, want none", reads)
+	}
+	if !maps.Equal(events, wantEvents) || !maps.Equal(lines, wantLines) {
+		t.Fatalf("second session's views: events %v, attempts %v; the jobs' own markers: %v and %v", events, lines, wantEvents, wantLines)
 	}
 }

@@ -143,13 +143,14 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 	}
 	e.emptyDir = smallDir
 	var (
-		comp *compactionUse
-		all  []lake.Digest
+		comp   *compactionUse
+		listed *lake.MarkerKeys
+		all    []lake.Digest
 	)
 	eg, ectx := errgroup.WithContext(ctx)
 	if kind == "TEMP VIEW" {
 		eg.Go(func() (err error) {
-			comp, err = e.useCompaction(ectx, scope)
+			comp, listed, err = e.useCompaction(ectx, scope)
 			return err
 		})
 	}
@@ -180,12 +181,24 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 			comp.tenant = tenant
 		}
 	}
-	src, _, err := readJobs(ctx, ms, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant })
+	if _, local := l.LocalDir(); listed == nil && !local && len(ds) >= listMarkersJobs {
+		var err error
+		if listed, err = l.ListMarkerKeys(ctx); err != nil {
+			return nil, err
+		}
+	}
+	src, _, err := readJobs(ctx, ms, ds, func(m *lake.Manifest) bool { return scope.Tenant == "" || m.Tenant == scope.Tenant }, listed)
 	if err != nil {
 		return nil, err
 	}
 	return e.createViews(ctx, kind, smallDir, src, comp, scope)
 }
+
+// listMarkersJobs is how many jobs a session reads live from an object store
+// before it lists the lake's markers at once (lake.ListMarkerKeys) instead of
+// each job's and shard's: a flat listing returns a thousand keys a request,
+// and a job has a few markers a shard.
+const listMarkersJobs = 16
 
 // viewSources are what the views read of the jobs read live: table files
 // (lake keys) and the rows of the small tables built from markers.
@@ -200,14 +213,21 @@ type viewSources struct {
 }
 
 // addJob reads one job's markers: its ingest records, every shard's ledger
-// events and the reports they name.
-func (s *viewSources) addJob(ctx context.Context, l *lake.Lake, g *lake.Ledger, d lake.Digest, m *lake.Manifest) error {
+// events and the reports they name; from listed's keys if set, else
+// listing the job's and each shard's.
+func (s *viewSources) addJob(ctx context.Context, l *lake.Lake, g *lake.Ledger, d lake.Digest, m *lake.Manifest, listed *lake.MarkerKeys) error {
 	s.mrows = append(s.mrows, manifestRow{m.JobKey, m.Tenant, m.Provider, m.Model, m.Endpoint, m.PromptVersion, m.SourceVersion,
 		m.DatasetVersion, m.GenerationConfigHash, m.InputSHA256, m.ExpectedRecords, int32(m.Attempt), m.ParentJobKey,
 		m.CreatedAt, m.SubmittedBy, m.CostCenter, m.Retention, m.OutputSchemaVersion, m.NotBefore,
 		m.ParentProvider, m.ParentModel, m.OutputSchema})
 	s.expected = append(s.expected, m.ExpectedFiles...)
-	recs, err := l.IngestRecords(ctx, d)
+	var recs []lake.IngestRecord
+	var err error
+	if listed != nil {
+		recs, err = l.IngestRecordsAt(ctx, listed.IngestKeys(d))
+	} else {
+		recs, err = l.IngestRecords(ctx, d)
+	}
 	if err != nil {
 		return err
 	}
@@ -225,7 +245,12 @@ func (s *viewSources) addJob(ctx context.Context, l *lake.Lake, g *lake.Ledger, 
 	var reportAt time.Time
 	reportKeys := map[string]bool{}
 	for _, sh := range m.Shards {
-		evs, err := g.Events(ctx, d, sh.ShardID)
+		var evs []lake.Event
+		if listed != nil {
+			evs, err = g.ListedEvents(ctx, d, sh.ShardID, listed.EventKeys(d, sh.ShardID))
+		} else {
+			evs, err = g.Events(ctx, d, sh.ShardID)
+		}
 		if err != nil {
 			return err
 		}
