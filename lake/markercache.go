@@ -2,6 +2,7 @@ package lake
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,9 +30,20 @@ import (
 // that: one that does not hash to its MD5 is read from the lake again. A
 // marker read without a listing, or whose listed MD5 is not its bytes' (an
 // S3 ETag under SSE-KMS or SSE-C), is read from the lake.
+//
+// The folder is bounded by its number of files (maxFiles): a process that
+// keeps a marker then removes the oldest kept beyond the bound, in the
+// background. A marker removed is read from the lake again when next asked.
 type markerDisk struct {
 	dir string
-	mu  sync.Mutex
+	// maxFiles bounds the folder; past it the oldest files are removed down
+	// to nine tenths of it.
+	maxFiles int
+	// trim runs the bound's check once a process, after its first put.
+	trim sync.Once
+	// trimmed is closed when that check is done (tests wait for it).
+	trimmed chan struct{}
+	mu      sync.Mutex
 	// listed holds each marker's MD5 as the latest listing gave it.
 	listed map[string][]byte
 	// off is set once a marker could not be kept (a folder that cannot be
@@ -46,8 +59,17 @@ func (l *Lake) SetMarkerCache(dir string) {
 		l.mdisk = nil
 		return
 	}
-	l.mdisk = &markerDisk{dir: dir, listed: map[string][]byte{}}
+	l.mdisk = newMarkerDisk(dir)
 }
+
+func newMarkerDisk(dir string) *markerDisk {
+	return &markerDisk{dir: dir, listed: map[string][]byte{}, maxFiles: markerCacheFiles, trimmed: make(chan struct{})}
+}
+
+// markerCacheFiles bounds the marker cache folder: markers are about 0.8 KB
+// each, so some 200 MB of them (a file takes a block of 4 KiB on most
+// disks: about 1 GiB there), beside the table files' 4 GiB.
+const markerCacheFiles = 250_000
 
 // noteListed records the MD5 a listing gave of a marker (a key ending in
 // .json); nil forgets it.
@@ -102,8 +124,50 @@ func (c *markerDisk) put(key string, sum, b []byte) {
 	if got := md5.Sum(b); sum == nil || !bytes.Equal(got[:], sum) || c.off.Load() {
 		return
 	}
-	if err := c.write(c.path(key, sum), b); err != nil && !c.off.Swap(true) {
-		slog.Warn("marker cache: cannot keep markers; reading them from the lake", "dir", c.dir, "err", err)
+	if err := c.write(c.path(key, sum), b); err != nil {
+		if !c.off.Swap(true) {
+			slog.Warn("marker cache: cannot keep markers; reading them from the lake", "dir", c.dir, "err", err)
+		}
+		return
+	}
+	c.trim.Do(func() {
+		go func() {
+			defer close(c.trimmed)
+			c.bound()
+		}()
+	})
+}
+
+// bound removes the oldest kept markers (by the time they were written)
+// when the folder holds more than maxFiles, down to nine tenths of it, so
+// that a folder just past the bound is not trimmed by every process. Files
+// being written (".fetch-") are left alone.
+func (c *markerDisk) bound() {
+	f, err := os.Open(c.dir)
+	if err != nil {
+		return
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil || len(names) <= c.maxFiles {
+		return
+	}
+	type kept struct {
+		name string
+		mod  int64
+	}
+	all := make([]kept, 0, len(names))
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") {
+			continue
+		}
+		if info, err := os.Lstat(filepath.Join(c.dir, n)); err == nil && info.Mode().IsRegular() {
+			all = append(all, kept{n, info.ModTime().UnixNano()})
+		}
+	}
+	slices.SortFunc(all, func(a, b kept) int { return cmp.Compare(a.mod, b.mod) })
+	for _, k := range all[:max(0, len(all)-c.maxFiles*9/10)] {
+		os.Remove(filepath.Join(c.dir, k.name))
 	}
 }
 

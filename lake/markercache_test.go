@@ -3,7 +3,9 @@ package lake
 import (
 	"context"
 	"crypto/md5"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batchlake/batchlake/internal/testrun"
 )
@@ -153,7 +156,7 @@ func TestMarkerCacheOnS3(t *testing.T) {
 // that is not an MD5) is not kept; a local lake keeps no cache.
 func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	dir := t.TempDir()
-	c := &markerDisk{dir: dir, listed: map[string][]byte{}}
+	c := newMarkerDisk(dir)
 	job := ManifestKey(HashFields("job"))
 	b := []byte(`{"format":"x"}`)
 	sum := md5.Sum([]byte("other bytes"))
@@ -174,7 +177,7 @@ func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cb := &markerDisk{dir: blocked, listed: map[string][]byte{}}
+	cb := newMarkerDisk(blocked)
 	cb.put(job, right[:], b)
 	if !cb.off.Load() {
 		t.Fatal("a folder that cannot be written is tried for every marker")
@@ -183,5 +186,63 @@ func TestMarkerCacheKeepsOnlyWhatItCanCheck(t *testing.T) {
 	l.SetMarkerCache(t.TempDir())
 	if l.mdisk != nil {
 		t.Fatal("a local lake keeps a marker cache")
+	}
+}
+
+// TestMarkerCacheBounded: a folder past its bound of files loses its oldest
+// markers, down to nine tenths of the bound, once the process keeps one;
+// the newest stay, and files being written are left alone.
+func TestMarkerCacheBounded(t *testing.T) {
+	dir := t.TempDir()
+	c := newMarkerDisk(dir)
+	c.maxFiles = 20
+	old := time.Now().Add(-time.Hour)
+	var keys []string
+	for i := range 24 {
+		k := ManifestKey(HashFields(fmt.Sprint("job", i)))
+		b := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		sum := md5.Sum(b)
+		p := c.path(k, sum[:])
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Written in turn: job0 the oldest.
+		if err := os.Chtimes(p, old.Add(time.Duration(i)*time.Minute), old.Add(time.Duration(i)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, p)
+	}
+	inFlight := filepath.Join(dir, ".fetch-123")
+	if err := os.WriteFile(inFlight, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(inFlight, old.Add(-time.Hour), old.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	b := []byte(`{"n":"new"}`)
+	sum := md5.Sum(b)
+	newest := ManifestKey(HashFields("newest"))
+	c.put(newest, sum[:], b)
+	select {
+	case <-c.trimmed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("keeping a marker did not check the folder's bound")
+	}
+	for i, p := range keys {
+		_, err := os.Stat(p)
+		if gone := errors.Is(err, fs.ErrNotExist); gone != (i < 7) { // 25 kept, down to 18: the 7 oldest go
+			t.Errorf("marker %d of 24 (oldest first): removed %v, want %v", i, gone, i < 7)
+		}
+	}
+	if _, err := os.Stat(c.path(newest, sum[:])); err != nil {
+		t.Errorf("the marker just kept: %v", err)
+	}
+	if _, err := os.Stat(inFlight); err != nil {
+		t.Errorf("a file being written: %v", err)
+	}
+	// Once a process: a second put does not look at the folder again.
+	c.put(ManifestKey(HashFields("another")), sum[:], b)
+	if ents, _ := os.ReadDir(dir); len(ents) != 18+1+1 {
+		t.Errorf("%d files after a second put, want 20 (18 markers, the in-flight file and the new one)", len(ents))
 	}
 }
