@@ -489,10 +489,13 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 	return problems, nil
 }
 
-// markerReaders is how many jobs' markers are read at once: reading is a
-// round trip per object on an object store, and a few parallel reads keep a
-// local lake's cores busy parsing.
-const markerReaders = 8
+// markerReaders is how many jobs' markers are read at once: a few parallel
+// reads keep a local lake's cores busy parsing; on an object store reading
+// is a round trip per object, mostly waiting, so more are in flight.
+const (
+	markerReaders       = 8
+	remoteMarkerReaders = 32
+)
 
 // readJobs reads the markers of the jobs ds, several at a time, into one
 // viewSources in the order of ds. keep, if set, is asked about each manifest
@@ -505,7 +508,11 @@ func readJobs(ctx context.Context, c *manifests, ds []lake.Digest, keep func(*la
 	ms := make([]*lake.Manifest, len(ds))
 	g := lake.NewLedger(l, "")
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(markerReaders)
+	if _, local := l.LocalDir(); local {
+		eg.SetLimit(markerReaders)
+	} else {
+		eg.SetLimit(remoteMarkerReaders)
+	}
 	for i, d := range ds {
 		eg.Go(func() error {
 			if err := ectx.Err(); err != nil {

@@ -628,9 +628,10 @@ func TestPlanShardsStoredSideBySide(t *testing.T) {
 
 // TestSessionOnS3ListsMarkersOnce: a session on an S3 lake lists its ingest
 // records and ledgers once for every job (never a job's or a shard's on their
-// own), and its views say what each job's own markers say; the reports its
-// ledger events name are listed too, so a second session with the same
-// marker cache reads no marker from the lake at all.
+// own), reads more jobs' markers at once than on a local lake, and its views
+// say what each job's own markers say; the reports its ledger events name are
+// listed too, so a second session with the same marker cache reads no marker
+// from the lake at all.
 func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 	ctx := context.Background()
 	w := testrun.NewLakeWatch()
@@ -638,8 +639,13 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 	l := openS3Lake(t, u)
 	dir := t.TempDir()
 	var jobs []*lake.Manifest
-	for seed := range uint64(3) {
-		m := planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(seed+20, 7)), 30+int(seed), 0, 0), 8)
+	for seed := range uint64(10) {
+		g := generate(rand.New(rand.NewPCG(seed+20, 7)), 30+int(seed), 0, 0)
+		if seed >= 3 { // planned only
+			jobs = append(jobs, planGen(t, l, dir, g, 8, 0))
+			continue
+		}
+		m := planAndIngest(t, l, dir, g, 8)
 		if seed < 2 { // the third is planned and ingested only: no report
 			if _, err := Run(ctx, l, Options{JobKey: m.JobKey, TmpDir: dir, Engine: EngineOptions{Threads: 1, CacheDir: filepath.Join(dir, "cache")}}); err != nil {
 				t.Fatal(err)
@@ -667,14 +673,15 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 			wantLines[m.JobKey] += r.Lines
 		}
 	}
-	if len(wantEvents) != 3 {
-		t.Fatalf("%d jobs, want 3", len(wantEvents))
+	if len(wantEvents) != 10 {
+		t.Fatalf("%d jobs, want 10", len(wantEvents))
 	}
-	session := func() (events, lines map[string]int64, reads int) {
+	session := func() (events, lines map[string]int64, reads int, overlapped bool) {
 		t.Helper()
 		nl := openS3Lake(t, u) // a new process, with the same marker cache
 		nl.SetMarkerCache(filepath.Join(dir, "markers"))
-		w.Reset("", "", "")
+		// More jobs' manifests in flight at once than a local lake reads.
+		w.ResetN(http.MethodGet, "manifests/", ".json", markerReaders+1)
 		e, err := OpenSession(ctx, nl, EngineOptions{Threads: 1, TempDir: dir, CacheDir: filepath.Join(dir, "cache")}, Scope{})
 		if err != nil {
 			t.Fatal(err)
@@ -712,16 +719,19 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return events, lines, reads
+		return events, lines, reads, w.Overlapped()
 	}
-	events, lines, reads := session()
+	events, lines, reads, overlapped := session()
 	if reads == 0 {
 		t.Fatal("the first session read no marker from the lake")
+	}
+	if !overlapped {
+		t.Errorf("the session never had %d jobs' manifests in flight at once", markerReaders+1)
 	}
 	if !maps.Equal(events, wantEvents) || !maps.Equal(lines, wantLines) {
 		t.Fatalf("views: events %v, attempts %v; the jobs' own markers: %v and %v", events, lines, wantEvents, wantLines)
 	}
-	events, lines, reads = session()
+	events, lines, reads, _ = session()
 	if reads != 0 {
 		t.Errorf("a second session with the markers cached read %d markers from the lake, want none", reads)
 	}

@@ -94,7 +94,13 @@ func listJobs(ctx context.Context, l *lake.Lake, tenant string) ([]jobRow, error
 	}
 	rows := make([]*jobRow, len(keys))
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(8) // object stores answer many small reads at once
+	// An object store answers many small reads at once, each mostly a wait;
+	// a local lake's reads keep its cores busy parsing with a few.
+	if _, local := l.LocalDir(); local {
+		eg.SetLimit(8)
+	} else {
+		eg.SetLimit(32)
+	}
 	led := lake.NewLedger(l, "")
 	for i, d := range keys {
 		eg.Go(func() error {

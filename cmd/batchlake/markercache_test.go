@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -93,8 +94,9 @@ func TestCommandsTakeMarkersFromTheCache(t *testing.T) {
 }
 
 // TestJobsOnS3ListsTheLakeOnce: on an S3 lake, `jobs` lists the ledgers
-// and the reports of every job at once, not a request a shard and a job, and
-// says what the lake's own views say of each job's state and cost.
+// and the reports of every job at once, not a request a shard and a job,
+// reads more jobs at once than on a local lake, and says what the lake's own
+// views say of each job's state and cost.
 func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
 	w := testrun.NewLakeWatch()
 	_, global := countedS3Lake(t, w)
@@ -103,10 +105,29 @@ func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
 		"--prompt-version", "v2", "--shard-max-records", "40"}, global("cache")...)...); code != exitOK {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
-	w.Reset("", "", "")
-	code, out, errs := runCLI(append([]string{"jobs"}, global("cache")...)...)
+	// Seven more jobs of the demo's first records, planned only: more jobs
+	// than a local lake's reads at once.
+	lines, err := os.ReadFile(demoInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(t.TempDir(), "small.jsonl")
+	if err := os.WriteFile(small, []byte(strings.Join(strings.SplitAfter(string(lines), "\n")[:3], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		if code, out, errs := runCLI(append([]string{"plan", "--provider", "sim", "--input", small, "--tenant", "beta",
+			"--prompt-version", fmt.Sprint("small-", i)}, global("cache")...)...); code != exitOK {
+			t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
+		}
+	}
+	w.ResetN(http.MethodGet, "manifests/", ".json", 9)
+	code, out, errs := runCLI(append([]string{"jobs"}, global("empty")...)...) // every manifest read from the lake
 	if code != exitOK {
 		t.Fatalf("jobs: exit %d\n%s", code, errs)
+	}
+	if !w.Overlapped() {
+		t.Error("jobs never had 9 manifests in flight at once")
 	}
 	// Never a shard's ledger or a job's reports on their own (the manifests
 	// are listed once to find the jobs and once to see the lake has any).
@@ -129,8 +150,8 @@ func TestJobsOnS3ListsTheLakeOnce(t *testing.T) {
 	for _, j := range list.Jobs {
 		shards += j.Shards
 	}
-	if len(list.Jobs) < 2 || shards < 10 {
-		t.Fatalf("%d jobs of %d shards in all, want the run's and the 8-shard plan's:\n%s", len(list.Jobs), shards, out)
+	if len(list.Jobs) < 9 || shards < 17 {
+		t.Fatalf("%d jobs of %d shards in all, want the run's, the 8-shard plan's and seven of one shard:\n%s", len(list.Jobs), shards, out)
 	}
 	states := sqlRowsWith(t, "SELECT job_key, max_by(state, seq) AS state FROM ledger GROUP BY job_key, shard_id", global("cache")...)
 	costs := sqlRowsWith(t, "SELECT job_key, CAST(sum(cost_usd) AS VARCHAR) AS usd FROM costs GROUP BY job_key", global("cache")...)
