@@ -17,9 +17,9 @@ const IngestArea = "ingests/"
 // are read only where a ledger event names them).
 var fingerprintAreas = []string{IngestArea, RetractionArea, LedgerArea}
 
-// MarkerKeys are the keys of every job's markers but its manifest (ingest
-// records, retractions, ledger events, reports), from one flat listing of
-// each area: reading many jobs, a command lists the lake once instead of a
+// MarkerKeys are the keys of every job's ingest records, retractions and
+// ledger events, from one flat listing of each area: reading many jobs, a
+// command lists the lake once instead of a
 // job's ingest records and each of its shards' ledgers one at a time, on an
 // object store one request per thousand keys instead of one per job and
 // shard. A remote lake with a marker cache notes each listed marker's MD5
