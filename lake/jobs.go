@@ -207,6 +207,12 @@ func (l *Lake) ListLedgers(ctx context.Context) (map[Digest]map[string][]string,
 	if err != nil {
 		return nil, err
 	}
+	return groupLedgerKeys(names), nil
+}
+
+// groupLedgerKeys groups the event keys among names by job and shard, each
+// shard's in sequence order; other names are left out.
+func groupLedgerKeys(names []string) map[Digest]map[string][]string {
 	out := map[Digest]map[string][]string{}
 	for _, k := range names {
 		job, shard, _, ok := ParseLedgerKey(k)
@@ -223,7 +229,7 @@ func (l *Lake) ListLedgers(ctx context.Context) (map[Digest]map[string][]string,
 			sort.Strings(keys)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ListReports lists every job's report keys in one listing.

@@ -19,17 +19,19 @@ var fingerprintAreas = []string{IngestArea, RetractionArea, LedgerArea}
 
 // MarkerKeys are the keys of every job's ingest records, retractions and
 // ledger events, from one flat listing of each area: reading many jobs, a
-// command lists the lake once instead of a
-// job's ingest records and each of its shards' ledgers one at a time, on an
-// object store one request per thousand keys instead of one per job and
-// shard. A remote lake with a marker cache notes each listed marker's MD5
-// (List), so the reports its ledger events name are then taken from the
-// cache too.
+// command lists the lake once instead of a job's ingest records and each of
+// its shards' ledgers one at a time, on an object store one request per
+// thousand keys instead of one per job and shard. A remote lake with a
+// marker cache notes each listed marker's MD5 (List), so the reports its
+// ledger events name are then taken from the cache too.
 type MarkerKeys struct {
 	// byJob holds each job's keys of fingerprintAreas, sorted, under its
 	// folder name as listed (a name that is not a digest too: JobMarkers
 	// fingerprints whatever is there).
 	byJob map[string][]string
+	// ledgers are the ledger area's event keys by job and shard, as
+	// ListLedgers groups them.
+	ledgers map[Digest]map[string][]string
 }
 
 // ListMarkerKeys lists the ingest, retraction and ledger areas, and on a
@@ -53,6 +55,9 @@ func (l *Lake) ListMarkerKeys(ctx context.Context) (*MarkerKeys, error) {
 	}
 	m := &MarkerKeys{byJob: map[string][]string{}}
 	for i, area := range fingerprintAreas {
+		if area == LedgerArea {
+			m.ledgers = groupLedgerKeys(listed[i])
+		}
 		for _, k := range listed[i] {
 			if isTempKey(k) {
 				continue
@@ -97,14 +102,5 @@ func (m *MarkerKeys) IngestKeys(job Digest) []string {
 // EventKeys are the keys of a shard's ledger events in sequence order, as
 // the ledger lists them.
 func (m *MarkerKeys) EventKeys(job Digest, shard string) []string {
-	prefix := LedgerShardPrefix(job, shard)
-	var out []string
-	for _, k := range m.byJob[job.Hex()] {
-		if strings.HasPrefix(k, prefix) {
-			if _, _, _, ok := ParseLedgerKey(k); ok {
-				out = append(out, k)
-			}
-		}
-	}
-	return out
+	return m.ledgers[job][shard]
 }

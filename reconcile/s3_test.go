@@ -631,7 +631,7 @@ func TestPlanShardsStoredSideBySide(t *testing.T) {
 // own), reads more jobs' markers at once than on a local lake, and its views
 // say what each job's own markers say; the reports its ledger events name are
 // listed too, so a second session with the same marker cache reads no marker
-// from the lake at all.
+// from the lake at all. A catalog of as many jobs lists the lake the same way.
 func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 	ctx := context.Background()
 	w := testrun.NewLakeWatch()
@@ -639,7 +639,7 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 	l := openS3Lake(t, u)
 	dir := t.TempDir()
 	var jobs []*lake.Manifest
-	for seed := range uint64(10) {
+	for seed := range uint64(listMarkersJobs) {
 		g := generate(rand.New(rand.NewPCG(seed+20, 7)), 30+int(seed), 0, 0)
 		if seed >= 3 { // planned only
 			jobs = append(jobs, planGen(t, l, dir, g, 8, 0))
@@ -673,8 +673,8 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 			wantLines[m.JobKey] += r.Lines
 		}
 	}
-	if len(wantEvents) != 10 {
-		t.Fatalf("%d jobs, want 10", len(wantEvents))
+	if len(wantEvents) != listMarkersJobs {
+		t.Fatalf("%d jobs, want %d", len(wantEvents), listMarkersJobs)
 	}
 	session := func() (events, lines map[string]int64, reads int, overlapped bool) {
 		t.Helper()
@@ -737,5 +737,16 @@ func TestSessionOnS3ListsMarkersOnce(t *testing.T) {
 	}
 	if !maps.Equal(events, wantEvents) || !maps.Equal(lines, wantLines) {
 		t.Fatalf("second session's views: events %v, attempts %v; the jobs' own markers: %v and %v", events, lines, wantEvents, wantLines)
+	}
+	// A catalog has no compaction check: it lists the lake itself, as it
+	// reads this many jobs.
+	w.Reset("", "", "")
+	if _, err := Catalog(ctx, openS3Lake(t, u), filepath.Join(dir, "lake.duckdb"), EngineOptions{Threads: 1, TempDir: dir, CacheDir: filepath.Join(dir, "cache")}, CatalogOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range w.Listed() {
+		if strings.Count(p, "/") > 1 {
+			t.Errorf("the catalog listed %q: a job's or a shard's markers on their own", p)
+		}
 	}
 }

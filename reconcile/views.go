@@ -194,10 +194,11 @@ func (e *Engine) Views(ctx context.Context, scope Scope, kind string, smallDir s
 	return e.createViews(ctx, kind, smallDir, src, comp, scope)
 }
 
-// listMarkersJobs is how many jobs a session reads live from an object store
-// before it lists the lake's markers at once (lake.ListMarkerKeys) instead of
-// each job's and shard's: a flat listing returns a thousand keys a request,
-// and a job has a few markers a shard.
+// listMarkersJobs is how many jobs a catalog's views read live from an
+// object store before they list the lake's markers at once
+// (lake.ListMarkerKeys) instead of each job's and shard's: a flat listing
+// returns a thousand keys a request, and a job has a few markers a shard.
+// (A session always has that listing: its compaction check makes it.)
 const listMarkersJobs = 16
 
 // viewSources are what the views read of the jobs read live: table files
