@@ -67,6 +67,9 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		return nil, err
 	}
 	defer e.Close()
+	if err := e.ExecFile(ctx, "compact_settings.sql", nil); err != nil {
+		return nil, err
+	}
 	// Fingerprints first: a job whose markers change while it is read gets
 	// a fingerprint older than its rows, so no session and no verify trusts
 	// its rows (they read it live). The rows are read through the same
@@ -100,30 +103,53 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	if prev != nil && len(ds) == 0 && len(plan.merged) == 0 {
 		return &CompactResult{Key: prevKey, Jobs: len(prev.Jobs), Segments: len(plan.kept), Tables: map[string]string{}}, nil
 	}
-	src, ms, err := readJobs(ctx, newManifests(l), ds, nil, listed)
-	if err != nil {
-		return nil, err
-	}
-	fresh := make([]lake.CompactedJob, 0, len(ms)+plan.mergedJobs())
-	for _, m := range ms {
-		fresh = append(fresh, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
-	}
-	for _, s := range plan.merged {
-		fresh = append(fresh, s.jobs...)
-	}
 	dir := filepath.Join(e.tmp, "compact")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.emptyDir = dir
-	res := &CompactResult{JobsWritten: len(fresh), Tables: map[string]string{}}
-	if len(fresh) > 0 {
-		for _, t := range e.viewTables(ctx, dir, src) {
+	// The live jobs' markers are read a batch at a time (the files they
+	// name are kept), and their files copied a batch at a time, so neither
+	// grows with the lake.
+	tables := e.viewTables(ctx, dir, &viewSources{})
+	live := make([][]string, len(tables))
+	fresh := make([]lake.CompactedJob, 0, len(ds)+plan.mergedJobs())
+	perBatch, files := o.compactBatches()
+	batches := max(1, (len(ds)+perBatch-1)/perBatch)
+	for b := range batches {
+		batch := ds[min(b*perBatch, len(ds)):min((b+1)*perBatch, len(ds))]
+		src, ms, err := readJobs(ctx, newManifests(l), batch, nil, listed)
+		if err != nil {
+			return nil, err
+		}
+		if compactRead != nil {
+			compactRead("", len(batch))
+		}
+		for _, m := range ms {
+			fresh = append(fresh, lake.CompactedJob{JobKey: m.JobKey, Tenant: m.Tenant, Markers: marks[m.JobKey]})
+		}
+		for i, t := range e.viewTables(ctx, filepath.Join(dir, fmt.Sprintf("batch-%d", b)), src) {
 			paths, err := t.files()
 			if err != nil {
 				return nil, err
 			}
-			q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true)"
+			live[i] = append(live[i], paths...)
+		}
+	}
+	for _, s := range plan.merged {
+		fresh = append(fresh, s.jobs...)
+	}
+	res := &CompactResult{JobsWritten: len(fresh), Tables: map[string]string{}}
+	if len(fresh) > 0 {
+		for i, t := range tables {
+			paths, err := e.copyInBatches(ctx, dir, t.table, live[i], files)
+			if err != nil {
+				return nil, fmt.Errorf("compact %s: %w", t.table, err)
+			}
+			if compactRead != nil {
+				compactRead(t.table, len(paths))
+			}
+			q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true, hive_partitioning = false)"
 			if len(plan.merged) > 0 {
 				expr, _, err := comp.segmentsSource(ctx, e, t, plan.merged)
 				if err != nil {
@@ -163,6 +189,65 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		return nil, err
 	}
 	return res, nil
+}
+
+// A compaction reads the live jobs defaultCompactJobs at a time (their
+// markers in memory: a batch of 2,000 jobs' about 30 MB), and one statement
+// of it reads defaultCompactFiles table files at most: DuckDB holds a
+// reader of every file a union_by_name scan reads until the statement
+// ends, about 85 KB a file (one statement over a view source of 10,044
+// jobs' files peaked above 1 GiB).
+const (
+	defaultCompactJobs  = 2000
+	defaultCompactFiles = 1000
+)
+
+// compactRead, if set (by tests), is told of each batch of jobs a
+// compaction reads (table "", n jobs) and of each of its statements (the
+// view source, n live table files or parts).
+var compactRead func(table string, n int)
+
+// compactBatches is how many jobs a compaction reads at a time, and how
+// many files one of its statements reads at most.
+func (o EngineOptions) compactBatches() (jobs, files int) {
+	jobs, files = defaultCompactJobs, defaultCompactFiles
+	if o.CompactJobs > 0 {
+		jobs = o.CompactJobs
+	}
+	if o.CompactFiles > 1 {
+		files = o.CompactFiles
+	}
+	return jobs, files
+}
+
+// copyInBatches returns files as they are when there are batch or fewer;
+// else it copies them, batch files a statement, into Parquet files under
+// dir/parts until batch or fewer remain, and returns those: the same rows,
+// read at most batch files at a time. (batch is 2 or more.)
+func (e *Engine) copyInBatches(ctx context.Context, dir, table string, files []string, batch int) ([]string, error) {
+	parts := filepath.Join(dir, "parts")
+	for round := 0; len(files) > batch; round++ {
+		if err := os.MkdirAll(parts, 0o755); err != nil {
+			return nil, err
+		}
+		var next []string
+		for i := 0; i < len(files); i += batch {
+			chunk := files[i:min(i+batch, len(files))]
+			out := filepath.Join(parts, fmt.Sprintf("%s-%d-%d.parquet", table, round, len(next)))
+			if compactRead != nil {
+				compactRead(table, len(chunk))
+			}
+			// (The table files' folders are named key=value: read as hive
+			// partitions, a chunk of them would gain those columns.)
+			q := "SELECT * FROM read_parquet(" + sqlList(chunk) + ", union_by_name = true, hive_partitioning = false)"
+			if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Query": q, "Out": quote(out)}); err != nil {
+				return nil, err
+			}
+			next = append(next, out)
+		}
+		files = next
+	}
+	return files, nil
 }
 
 // segment is one segment of the latest compaction as Compact sees it: its

@@ -42,6 +42,10 @@ type EngineOptions struct {
 	// SortInSteps sorts that table in steps from the start, instead of
 	// only once one sort ran out of memory (sort.go).
 	SortInSteps bool
+	// CompactJobs is how many live jobs a compaction reads at a time, and
+	// CompactFiles how many table files one of its statements reads at
+	// most (0: defaultCompactJobs, defaultCompactFiles; compact.go).
+	CompactJobs, CompactFiles int
 	// OnStage, if set, is told each file of a local lake the session hashes
 	// and hands to DuckDB, with its size: what a session reads.
 	OnStage func(key string, size int64)

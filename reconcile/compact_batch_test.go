@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/batchlake/batchlake/ingest"
+	"github.com/batchlake/batchlake/lake"
+)
+
+// A compaction reads its live jobs a batch at a time and each statement
+// reads a bounded number of table files; the views over it are the views
+// read live, and verify finds it true.
+func TestCompactionInBatches(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	plan := func(i int) {
+		var lines []string
+		for r := range 3 {
+			lines = append(lines, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, r, i))
+		}
+		tenant := fmt.Sprintf("t%d", i%2)
+		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: tenant, PromptVersion: "p1",
+			ShardMaxRecords: 1, Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), lines)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		plan(i)
+	}
+	live := viewRows(t, ctx, l)
+
+	var jobs []int
+	files := map[string][]int{} // the files of each statement, by view source
+	compactRead = func(table string, n int) {
+		if table == "" {
+			jobs = append(jobs, n)
+		} else {
+			files[table] = append(files[table], n)
+		}
+	}
+	defer func() { compactRead = nil }()
+	eo := EngineOptions{Threads: 1, TempDir: t.TempDir(), CompactJobs: 2, CompactFiles: 2}
+	res, err := Compact(ctx, l, eo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs != 5 || res.Segments != 1 {
+		t.Fatalf("compaction covers %d jobs in %d segments, want 5 in 1", res.Jobs, res.Segments)
+	}
+	// 5 jobs 2 at a time; a statement reads 2 files at most, so every view
+	// source (an empty file of its schema and a file a batch at least) is
+	// copied in parts first.
+	if fmt.Sprint(jobs) != "[2 2 1]" {
+		t.Errorf("jobs read in batches of %v, want [2 2 1]", jobs)
+	}
+	for table := range res.Tables {
+		ns := files[table]
+		if len(ns) < 2 || slices.Max(ns) > 2 {
+			t.Errorf("%s: statements read %v table files, want more than one statement, 2 files at most each", table, ns)
+		}
+	}
+	if got := viewRows(t, ctx, l); got != live {
+		t.Errorf("views over the compaction differ from the live views:\n got %.1500s\nwant %.1500s", got, live)
+	}
+	if ps, err := VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
+		t.Fatalf("verify: problems %+v, err %v", ps, err)
+	}
+
+	// Two new jobs: read in one batch, the first segment kept.
+	plan(5)
+	plan(6)
+	live = viewRows(t, ctx, l)
+	jobs = nil
+	again, err := Compact(ctx, l, eo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Jobs != 7 || again.Segments != 2 || fmt.Sprint(jobs) != "[2]" {
+		t.Errorf("second compaction covers %d jobs in %d segments, its jobs read in batches of %v; want 7 in 2, [2]", again.Jobs, again.Segments, jobs)
+	}
+	if got := viewRows(t, ctx, l); got != live {
+		t.Errorf("views over the second compaction differ from the live views:\n got %.1500s\nwant %.1500s", got, live)
+	}
+}
+
+// viewRows is every row of the views a compaction holds the sources of,
+// sorted, and whether a compaction is read.
+func viewRows(t *testing.T, ctx context.Context, l *lake.Lake) string {
+	t.Helper()
+	e, err := OpenSession(ctx, l, EngineOptions{Threads: 1, TempDir: t.TempDir()}, Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var b strings.Builder
+	for _, v := range []string{"manifests", "shards", "expected", "attempts", "quarantine", "outcomes", "costs", "ledger", "ingests", "batches", "report_files"} {
+		rows, err := e.Query(ctx, "SELECT * FROM "+v+" ORDER BY ALL")
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		cols, _ := rows.Columns()
+		fmt.Fprintln(&b, v, cols)
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		n := 0
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(&b, vals...)
+			n++
+		}
+		rows.Close()
+		if n == 0 && (v == "manifests" || v == "expected" || v == "ledger") {
+			t.Fatalf("view %s is empty", v)
+		}
+	}
+	return b.String()
+}
