@@ -482,13 +482,15 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		return nil, err
 	}
 	defer e.Close()
+	if err := e.ExecFile(ctx, "compact_settings.sql", nil); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(e.tmp, "verify")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.emptyDir = dir
 	var (
-		fresh   []jobKeyRow
 		ds      []lake.Digest
 		tenants = map[string]string{}
 	)
@@ -502,31 +504,71 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		}
 		ds = append(ds, d)
 		tenants[d.Hex()] = j.Tenant
-		fresh = append(fresh, jobKeyRow{j.JobKey})
 	}
-	src, ms, err := readJobs(ctx, newManifests(l), ds, nil, listed)
-	if err != nil {
-		return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("reading its jobs: %v", err)}}, nil
-	}
-	for _, m := range ms {
-		if m.Tenant != tenants[m.JobKey] {
-			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: tenant %q, the manifest says %q", m.JobKey, tenants[m.JobKey], m.Tenant)}}, nil
-		}
-	}
-	freshPath, err := smallTable(dir, "fresh-jobs", fresh)
-	if err != nil {
-		return nil, err
-	}
+	// Each view source's compacted objects, staged (checked against their
+	// digests) once; a source whose objects are missing or do not stage is
+	// a problem, and is not compared.
+	tables := e.viewTables(ctx, dir, &viewSources{})
+	staged := make([][]string, len(tables))
 	var problems []lake.Problem
-	for _, t := range e.viewTables(ctx, dir, src) {
+	for i, t := range tables {
 		cks, ok := c.Objects(t.table)
 		if !ok {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction has no %s table", t.table)})
 			continue
 		}
-		staged, err := e.stageObjects(ctx, cks)
-		if err != nil {
+		if staged[i], err = e.stageObjects(ctx, cks); err != nil {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("compaction table %s: %v", t.table, err)})
+		}
+	}
+	// The covered jobs are compared a batch at a time, as Compact reads
+	// them: their markers in memory, and the live table files one
+	// statement reads, stay bounded however many jobs the compaction has.
+	differing := make([]int64, len(tables))
+	perBatch, files := o.compactBatches()
+	for b := range max(1, (len(ds)+perBatch-1)/perBatch) {
+		batch := ds[min(b*perBatch, len(ds)):min((b+1)*perBatch, len(ds))]
+		src, ms, err := readJobs(ctx, newManifests(l), batch, nil, listed)
+		if err != nil {
+			return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("reading its jobs: %v", err)}}, nil
+		}
+		fresh := make([]jobKeyRow, 0, len(ms))
+		for _, m := range ms {
+			if m.Tenant != tenants[m.JobKey] {
+				return []lake.Problem{{Key: key, Severity: lake.SeverityError, Message: fmt.Sprintf("job %s: tenant %q, the manifest says %q", m.JobKey, tenants[m.JobKey], m.Tenant)}}, nil
+			}
+			fresh = append(fresh, jobKeyRow{m.JobKey})
+		}
+		bdir := filepath.Join(dir, fmt.Sprintf("batch-%d", b))
+		freshPath, err := smallTable(bdir, "fresh-jobs", fresh)
+		if err != nil {
+			return nil, err
+		}
+		for i, t := range e.viewTables(ctx, bdir, src) {
+			if staged[i] == nil {
+				continue
+			}
+			live, err := t.files()
+			if err != nil {
+				return nil, err
+			}
+			if live, err = e.copyInBatches(ctx, bdir, t.table, live, files); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.table, err)
+			}
+			empty, err := t.empty()
+			if err != nil {
+				return nil, err
+			}
+			n, err := e.count(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged[i]...)),
+				"Live": sqlList(live), "Fresh": sqlList(freshPath)})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.table, err)
+			}
+			differing[i] += n
+		}
+	}
+	for i, t := range tables {
+		if staged[i] == nil {
 			continue
 		}
 		// Each segment's rows must be of the jobs the marker places in it:
@@ -534,14 +576,10 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		// marker was checked when it was read: every job's segment is one
 		// of staged.)
 		named := make([]segmentJobRow, len(c.Jobs))
-		for i, j := range c.Jobs {
-			named[i] = segmentJobRow{File: staged[j.Segment], JobKey: j.JobKey}
+		for k, j := range c.Jobs {
+			named[k] = segmentJobRow{File: staged[i][j.Segment], JobKey: j.JobKey}
 		}
 		namedPath, err := smallTable(dir, "named-"+t.table, named)
-		if err != nil {
-			return nil, err
-		}
-		live, err := t.files()
 		if err != nil {
 			return nil, err
 		}
@@ -549,22 +587,13 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		if err != nil {
 			return nil, err
 		}
-		rows, err := e.QueryFile(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged...)), "Live": sqlList(live),
-			"Fresh": sqlList(freshPath), "Named": sqlList(namedPath)})
+		strays, err := e.count(ctx, "compact_strays.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged[i]...)), "Named": sqlList(namedPath)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.table, err)
 		}
-		var differing, strays int64
-		if rows.Next() {
-			err = rows.Scan(&differing, &strays)
-		}
-		rows.Close()
-		if err != nil {
-			return nil, err
-		}
-		if differing > 0 {
+		if differing[i] > 0 {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError,
-				Message: fmt.Sprintf("compaction table %s: %d rows differ from its jobs' sources (run batchlake compact again; sessions must not use it)", t.table, differing)})
+				Message: fmt.Sprintf("compaction table %s: %d rows differ from its jobs' sources (run batchlake compact again; sessions must not use it)", t.table, differing[i])})
 		}
 		if strays > 0 {
 			problems = append(problems, lake.Problem{Key: key, Severity: lake.SeverityError,
@@ -572,6 +601,22 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 		}
 	}
 	return problems, nil
+}
+
+// count runs one embedded query returning a single count.
+func (e *Engine) count(ctx context.Context, name string, data any) (int64, error) {
+	rows, err := e.QueryFile(ctx, name, data)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
 }
 
 // markerReaders is how many jobs' markers are read at once: a few parallel

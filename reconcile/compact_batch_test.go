@@ -3,9 +3,11 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/lake"
@@ -84,6 +86,32 @@ func TestCompactionInBatches(t *testing.T) {
 	}
 	if got := viewRows(t, ctx, l); got != live {
 		t.Errorf("views over the second compaction differ from the live views:\n got %.1500s\nwant %.1500s", got, live)
+	}
+
+	// A forged compaction, its second segment's expected rows those of the
+	// first: verify in batches finds what it finds at once.
+	var c lake.Compaction
+	if err := l.GetJSON(ctx, again.Key, lake.FormatCompaction, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.CreatedAt = c.CreatedAt.Add(time.Hour)
+	c.Segments[1].Tables["expected"] = c.Segments[0].Tables["expected"]
+	if _, err := l.PutCompaction(ctx, &c); err != nil {
+		t.Fatal(err)
+	}
+	inBatches, err := VerifyCompactions(ctx, l, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atOnce, err := VerifyCompactions(ctx, l, EngineOptions{Threads: 1, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5 jobs' 3 rows twice, the 2 new jobs' rows missing.
+	want := []lake.Problem{{Key: atOnce[0].Key, Severity: lake.SeverityError,
+		Message: "compaction table expected: 21 rows differ from its jobs' sources (run batchlake compact again; sessions must not use it)"}}
+	if !reflect.DeepEqual(atOnce, want) || !reflect.DeepEqual(inBatches, want) {
+		t.Errorf("verify of the forged compaction:\nin batches %+v\n   at once %+v\n      want %+v", inBatches, atOnce, want)
 	}
 }
 
