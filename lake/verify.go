@@ -141,6 +141,19 @@ type verifier struct {
 	manifestKeys, ingestKeys, reportKeys, partitionKeys []string
 	retractionKeys, compactionKeys                      []string
 	ledgerKeys                                          []string
+
+	// ahead, while a check runs, reads its markers ahead of it.
+	ahead *readAhead
+}
+
+// readingAhead reads keys ahead of a check that opens them in this order;
+// call the function it returns when the check is done.
+func (v *verifier) readingAhead(ctx context.Context, keys []string) func() {
+	v.ahead = v.l.newReadAhead(ctx, keys)
+	return func() {
+		v.ahead.stop()
+		v.ahead = nil
+	}
 }
 
 func (v *verifier) problem(key string, sev Severity, format string, args ...any) {
@@ -365,7 +378,10 @@ func (v *verifier) checkRef(from, what, key string) bool {
 // readMarker reads and opens a sealed marker. A marker that does not verify is
 // a problem (false, nil); only I/O failures are errors.
 func (v *verifier) readMarker(ctx context.Context, key, format string, out any) (bool, error) {
-	data, err := v.l.readAll(ctx, key)
+	data, err, ahead := v.ahead.get(key)
+	if !ahead {
+		data, err = v.l.readAll(ctx, key)
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			v.problem(key, SeverityError, "listed but gone when read")
@@ -381,6 +397,7 @@ func (v *verifier) readMarker(ctx context.Context, key, format string, out any) 
 }
 
 func (v *verifier) checkManifests(ctx context.Context) error {
+	defer v.readingAhead(ctx, v.manifestKeys)()
 	for _, k := range v.manifestKeys {
 		v.rep.Manifests++
 		var m Manifest
@@ -495,6 +512,7 @@ func (v *verifier) checkKeyRange(ctx context.Context, k string, m *Manifest) err
 }
 
 func (v *verifier) checkIngests(ctx context.Context) error {
+	defer v.readingAhead(ctx, v.ingestKeys)()
 	for _, k := range v.ingestKeys {
 		v.rep.Ingests++
 		var r IngestRecord
@@ -561,6 +579,7 @@ func (v *verifier) checkIngests(ctx context.Context) error {
 // raw file its key does, and every ingest record it retracts exists (it is
 // written after them).
 func (v *verifier) checkRetractions(ctx context.Context) error {
+	defer v.readingAhead(ctx, v.retractionKeys)()
 	for _, k := range v.retractionKeys {
 		v.rep.Retractions++
 		var r Retraction
@@ -624,6 +643,7 @@ func looksLikeKey(s string) bool {
 }
 
 func (v *verifier) checkReports(ctx context.Context) error {
+	defer v.readingAhead(ctx, v.reportKeys)()
 	for _, k := range v.reportKeys {
 		v.rep.Reports++
 		var body any
@@ -650,6 +670,7 @@ func (v *verifier) checkReports(ctx context.Context) error {
 // reports: their job has a manifest, their body names the job, run and
 // partition they are stored under, and the files they name verify.
 func (v *verifier) checkPartitions(ctx context.Context) error {
+	defer v.readingAhead(ctx, v.partitionKeys)()
 	for _, k := range v.partitionKeys {
 		var body any
 		ok, err := v.readMarker(ctx, k, FormatPartition, &body)
@@ -710,6 +731,9 @@ func (v *verifier) checkLedger(ctx context.Context) error {
 		}
 		groups[sk] = append(groups[sk], seq)
 	}
+	// (The listing's order is the order read: shards in turn, each's
+	// events by their zero-padded sequence numbers.)
+	defer v.readingAhead(ctx, v.ledgerKeys)()
 	for _, sk := range order {
 		seqs := groups[sk]
 		slices.Sort(seqs)
