@@ -24,13 +24,18 @@ type fetched struct {
 	err  error
 }
 
-// Read-ahead: how many keys are read at once (each read mostly waits), and
-// how far ahead of the reader.
-const (
-	readAheadReaders       = 8
-	remoteReadAheadReaders = 32
-	readAheadWindow        = 256
-)
+// readAheadWindow is how far ahead of its reader a read-ahead reads.
+const readAheadWindow = 256
+
+// readersAtOnce is how many small objects to read at once: a few keep a
+// local lake's cores busy; on an object store each read is a round trip,
+// mostly waiting, so more are in flight.
+func (l *Lake) readersAtOnce() int {
+	if _, local := l.LocalDir(); local {
+		return 8
+	}
+	return 32
+}
 
 // newReadAhead starts reading keys; stop it when done with them.
 func (l *Lake) newReadAhead(ctx context.Context, keys []string) *readAhead {
@@ -43,10 +48,7 @@ func (l *Lake) newReadAhead(ctx context.Context, keys []string) *readAhead {
 		}
 		r.res[i] = make(chan fetched, 1)
 	}
-	readers := readAheadReaders
-	if _, local := l.LocalDir(); !local {
-		readers = remoteReadAheadReaders
-	}
+	readers := l.readersAtOnce()
 	go func() {
 		defer close(r.done)
 		var wg sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 )
 
 // Severity says whether a verify problem breaks the lake or only deserves a look.
@@ -69,7 +70,8 @@ func (r Report) count(s Severity) int {
 	return n
 }
 
-// verifyWorkers is how many objects Verify hashes at once.
+// verifyWorkers is how many objects Verify hashes at once on a local lake
+// (readersAtOnce on an object store).
 const verifyWorkers = 4
 
 // Verify walks the whole lake and reports every problem, not just the first:
@@ -325,7 +327,11 @@ func (v *verifier) hashContent(ctx context.Context) error {
 		ioErrs []error
 		next   = make(chan string)
 	)
-	for range verifyWorkers {
+	workers := verifyWorkers
+	if _, local := v.l.LocalDir(); !local {
+		workers = v.l.readersAtOnce() // each read mostly waits
+	}
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -398,6 +404,7 @@ func (v *verifier) readMarker(ctx context.Context, key, format string, out any) 
 
 func (v *verifier) checkManifests(ctx context.Context) error {
 	defer v.readingAhead(ctx, v.manifestKeys)()
+	var ranges []rangeCheck
 	for _, k := range v.manifestKeys {
 		v.rep.Manifests++
 		var m Manifest
@@ -458,22 +465,44 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 		if m.OutputSchema != "" {
 			v.checkRef(k, "output schema", m.OutputSchema)
 		}
-		if err := v.checkKeyRange(ctx, k, &m); err != nil {
+		if m.BusinessKeys != nil {
+			ranges = append(ranges, rangeCheck{k, &m})
+		}
+	}
+	// The key ranges read the jobs' expected files, several at once.
+	found := make([][]string, len(ranges))
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(v.l.readersAtOnce())
+	for i, r := range ranges {
+		eg.Go(func() (err error) {
+			found[i], err = v.checkKeyRange(ectx, r.m)
 			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return err
+	}
+	for i, r := range ranges {
+		for _, msg := range found[i] {
+			v.problem(r.key, SeverityError, "%s", msg)
 		}
 	}
 	return nil
 }
 
+// rangeCheck is a manifest whose business keys checkKeyRange checks.
+type rangeCheck struct {
+	key string
+	m   *Manifest
+}
+
 // checkKeyRange checks a manifest's business_keys against its job's
-// expected rows: a job's report leaves out the jobs whose first attempt's
-// range does not meet its own, so a range that left out a key would leave
-// out a job that holds its record. Expected files that are missing or
-// corrupt are reported by checkRef.
-func (v *verifier) checkKeyRange(ctx context.Context, k string, m *Manifest) error {
-	if m.BusinessKeys == nil {
-		return nil // a job planned before plan kept the range: every job's report reads it
-	}
+// expected rows, and returns what is wrong: a job's report leaves out the
+// jobs whose first attempt's range does not meet its own, so a range that
+// left out a key would leave out a job that holds its record. Expected files
+// that are missing or corrupt are reported by checkRef. It reads v.content
+// only: several run at once.
+func (v *verifier) checkKeyRange(ctx context.Context, m *Manifest) ([]string, error) {
 	var (
 		all  KeyRange
 		rows int64
@@ -481,16 +510,15 @@ func (v *verifier) checkKeyRange(ctx context.Context, k string, m *Manifest) err
 	for _, f := range m.ExpectedFiles {
 		c, ok := v.content[f]
 		if !ok || !c.ok {
-			return nil
+			return nil, nil
 		}
 		b, err := v.l.GetVerified(ctx, f, c.want)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r, n, err := expectedKeyRange(f, b)
 		if err != nil {
-			v.problem(k, SeverityError, "%v", err)
-			return nil
+			return []string{err.Error()}, nil
 		}
 		if n > 0 {
 			if rows == 0 || r.First < all.First {
@@ -504,11 +532,11 @@ func (v *verifier) checkKeyRange(ctx context.Context, k string, m *Manifest) err
 	}
 	switch {
 	case rows == 0:
-		v.problem(k, SeverityError, "manifest gives business keys %q to %q, but its expected files hold no row", m.BusinessKeys.First, m.BusinessKeys.Last)
+		return []string{fmt.Sprintf("manifest gives business keys %q to %q, but its expected files hold no row", m.BusinessKeys.First, m.BusinessKeys.Last)}, nil
 	case all != *m.BusinessKeys:
-		v.problem(k, SeverityError, "manifest gives business keys %q to %q, its expected rows run from %q to %q", m.BusinessKeys.First, m.BusinessKeys.Last, all.First, all.Last)
+		return []string{fmt.Sprintf("manifest gives business keys %q to %q, its expected rows run from %q to %q", m.BusinessKeys.First, m.BusinessKeys.Last, all.First, all.Last)}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func (v *verifier) checkIngests(ctx context.Context) error {
