@@ -317,9 +317,10 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 }
 
 // listNames is List, but for a local lake a plain walk of the folder: the
-// names are all JobMarkers needs, and fileblob's listing stats every file
-// and looks for its attributes file (three system calls a key, for a
-// hundred thousand ledger events). The walk opens a folder or two per job,
+// names are all JobMarkers and verify need, and fileblob's listing stats
+// every file and looks for its attributes file (three system calls a key),
+// and walks the folder again from its start for each page of a thousand
+// keys (a hundred thousand ledger events: a hundred walks). The walk opens a folder or two per job,
 // so the folders under prefix are walked several at once (the system calls
 // of one wait on another's); the keys come back in lexical order, as List's.
 func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
@@ -340,7 +341,9 @@ func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 	eg.SetLimit(listWalkers)
 	for i, e := range top {
 		if !e.IsDir() {
-			per[i] = []string{base + e.Name()}
+			if !isAttrs(e.Name()) {
+				per[i] = []string{base + e.Name()}
+			}
 			continue
 		}
 		eg.Go(func() error {
@@ -385,10 +388,17 @@ func walkNames(ctx context.Context, dir, base string, keys *[]string) error {
 			}
 			continue
 		}
-		*keys = append(*keys, base+e.Name())
+		if !isAttrs(e.Name()) {
+			*keys = append(*keys, base+e.Name())
+		}
 	}
 	return nil
 }
+
+// isAttrs says whether a local lake's file is the attributes file of
+// another, which the lake does not write but fileblob would have (List
+// leaves them out).
+func isAttrs(name string) bool { return strings.HasSuffix(name, ".attrs") }
 
 // listWalkers is how many folders listNames walks at once.
 const listWalkers = 8

@@ -34,11 +34,23 @@ func TestListNamesIsList(t *testing.T) {
 		}
 		put(fmt.Sprintf("ingests/%s/output-%d.json", job, j))
 	}
+	for i := range 1100 { // more than a page of List's
+		d := Sum([]byte(fmt.Sprint(i)))
+		put(fmt.Sprintf("tables/expected/tenant=t%d/job=%064x/%s.parquet", i%3, i/10, d.Hex()))
+		put(ObjectKey(d))
+	}
 	put("ledger/a-file-beside-the-folders.json")
 	if err := os.MkdirAll(filepath.Join(l.LocalPath("ledger"), "empty-folder"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, area := range []string{"ledger/", "ingests/", "retractions/"} {
+	// An attributes file, as fileblob writes beside a file unless told not
+	// to: List leaves it out.
+	for _, k := range []string{"ledger/a-file-beside-the-folders.json", fmt.Sprintf("ledger/%064x/part-00000/%010d.json", 0, 0)} {
+		if err := os.WriteFile(l.LocalPath(k)+".attrs", []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, area := range append([]string{"retractions/"}, lakeAreas...) {
 		t.Run(area, func(t *testing.T) {
 			want, err := l.List(ctx, area)
 			if err != nil {
