@@ -203,7 +203,7 @@ func (g *Ledger) TipOf(ctx context.Context, job Digest, shard string, keys []str
 // state (`jobs`) makes one listing of the lake instead of one a shard, each
 // a request on an object store.
 func (l *Lake) ListLedgers(ctx context.Context) (map[Digest]map[string][]string, error) {
-	names, err := l.List(ctx, LedgerArea)
+	names, err := l.listNames(ctx, LedgerArea)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func groupLedgerKeys(names []string) map[Digest]map[string][]string {
 
 // ListReports lists every job's report keys in one listing.
 func (l *Lake) ListReports(ctx context.Context) (map[Digest][]string, error) {
-	names, err := l.List(ctx, ReportArea)
+	names, err := l.listNames(ctx, ReportArea)
 	if err != nil {
 		return nil, err
 	}
