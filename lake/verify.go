@@ -470,10 +470,11 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 			ranges = append(ranges, rangeCheck{k, &m})
 		}
 	}
-	// The key ranges read the jobs' expected files, several at once.
+	// The key ranges read the jobs' expected files, a few jobs' at once
+	// (each file is read whole: a large job's are megabytes).
 	found := make([][]string, len(ranges))
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(v.l.readersAtOnce())
+	eg.SetLimit(keyRangeReaders)
 	for i, r := range ranges {
 		eg.Go(func() (err error) {
 			found[i], err = v.checkKeyRange(ectx, r.m)
@@ -490,6 +491,10 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 	}
 	return nil
 }
+
+// keyRangeReaders is how many jobs' expected files verify reads at once for
+// their business-key ranges.
+const keyRangeReaders = 8
 
 // rangeCheck is a manifest whose business keys checkKeyRange checks.
 type rangeCheck struct {

@@ -108,9 +108,9 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 		return nil, err
 	}
 	e.emptyDir = dir
-	// The live jobs' markers are read a batch at a time (the files they
-	// name are kept), and their files copied a batch at a time, so neither
-	// grows with the lake.
+	// The live jobs' markers are read a batch at a time (only the names of
+	// their table files are kept), and DuckDB reads their files a batch at
+	// a time (copyInBatches): neither grows with the lake.
 	tables := e.viewTables(ctx, dir, &viewSources{})
 	live := make([][]string, len(tables))
 	fresh := make([]lake.CompactedJob, 0, len(ds)+plan.mergedJobs())
@@ -166,6 +166,10 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 				return nil, fmt.Errorf("compact %s: %w", t.table, err)
 			}
 			res.Tables[t.table] = lake.ObjectKey(d)
+			// The parts are read: their space in --tmp-dir is freed.
+			if err := os.RemoveAll(filepath.Join(dir, "parts")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c := &lake.Compaction{CreatedAt: now().UTC()}
@@ -191,12 +195,11 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	return res, nil
 }
 
-// A compaction reads the live jobs defaultCompactJobs at a time (their
-// markers in memory: a batch of 2,000 jobs' about 30 MB), and one statement
-// of it reads defaultCompactFiles table files at most: DuckDB holds a
-// reader of every file a union_by_name scan reads until the statement
-// ends, about 85 KB a file (one statement over a view source of 10,044
-// jobs' files peaked above 1 GiB).
+// A compaction reads the live jobs' markers defaultCompactJobs jobs at a
+// time, and one statement of it reads defaultCompactFiles table files at
+// most: DuckDB holds a reader of every file a union_by_name scan reads
+// until the statement ends, about 85 KB a file (one statement over a view
+// source of 10,044 jobs' files peaked above 1 GiB).
 const (
 	defaultCompactJobs  = 2000
 	defaultCompactFiles = 1000
@@ -565,6 +568,9 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 				return nil, fmt.Errorf("%s: %w", t.table, err)
 			}
 			differing[i] += n
+			if err := os.RemoveAll(filepath.Join(bdir, "parts")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i, t := range tables {
