@@ -379,7 +379,9 @@ func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *view
 			return nil, err
 		}
 		all = append(all, paths...)
-		data[t.name] = "read_parquet(" + sqlList(paths) + ", union_by_name = true)"
+		if data[t.name], err = parquetScan(ctx, paths); err != nil {
+			return nil, err
+		}
 		if comp != nil {
 			expr, files, err := comp.source(ctx, e, t)
 			if err != nil {
@@ -402,12 +404,21 @@ func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *view
 		}
 		stmts = kept
 	}
+	if len(all) >= manyFiles {
+		if err := e.ExecFile(ctx, "many_files.sql", nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.Exec(ctx, "views.sql", stmts); err != nil {
 		return nil, err
 	}
 	sort.Strings(all)
 	return all, nil
 }
+
+// manyFiles is how many table files a session reads before it turns
+// DuckDB's file caches off (many_files.sql).
+const manyFiles = 1000
 
 // viewSet is what a session for one query creates: the views, and the
 // sources (views.sql's template fields) they read.
