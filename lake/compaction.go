@@ -320,9 +320,10 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 // names are all JobMarkers and verify need, and fileblob's listing stats
 // every file and looks for its attributes file (three system calls a key),
 // and walks the folder again from its start for each page of a thousand
-// keys (a hundred thousand ledger events: a hundred walks). The walk opens a folder or two per job,
-// so the folders under prefix are walked several at once (the system calls
-// of one wait on another's); the keys come back in lexical order, as List's.
+// keys (a hundred thousand ledger events: a hundred walks). The walk opens
+// a folder or two per job, so the folders under prefix are walked several
+// at once (the system calls of one wait on another's); the keys come back
+// in lexical order, as List's.
 func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
 	if l.dir == "" {
 		return l.List(ctx, prefix)

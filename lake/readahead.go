@@ -29,12 +29,12 @@ const readAheadWindow = 256
 
 // readersAtOnce is how many small objects to read at once: a few keep a
 // local lake's cores busy; on an object store each read is a round trip,
-// mostly waiting, so more are in flight.
+// mostly waiting, so as many are in flight as of a step's ledgers.
 func (l *Lake) readersAtOnce() int {
 	if _, local := l.LocalDir(); local {
 		return 8
 	}
-	return 32
+	return LedgerFanout
 }
 
 // newReadAhead starts reading keys; stop it when done with them.

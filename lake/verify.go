@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"gocloud.dev/blob"
-	"golang.org/x/sync/errgroup"
 )
 
 // Severity says whether a verify problem breaks the lake or only deserves a look.
@@ -466,6 +465,8 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 		if m.OutputSchema != "" {
 			v.checkRef(k, "output schema", m.OutputSchema)
 		}
+		// (A job planned before plan kept the range has none: every job's
+		// report reads it.)
 		if m.BusinessKeys != nil {
 			ranges = append(ranges, rangeCheck{k, &m})
 		}
@@ -473,15 +474,11 @@ func (v *verifier) checkManifests(ctx context.Context) error {
 	// The key ranges read the jobs' expected files, a few jobs' at once
 	// (each file is read whole: a large job's are megabytes).
 	found := make([][]string, len(ranges))
-	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(keyRangeReaders)
-	for i, r := range ranges {
-		eg.Go(func() (err error) {
-			found[i], err = v.checkKeyRange(ectx, r.m)
-			return err
-		})
-	}
-	if err := eg.Wait(); err != nil {
+	err := EachOf(ctx, len(ranges), keyRangeReaders, func(ctx context.Context, i int) (err error) {
+		found[i], err = v.checkKeyRange(ctx, ranges[i].m)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	for i, r := range ranges {

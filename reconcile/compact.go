@@ -609,22 +609,6 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 	return problems, nil
 }
 
-// count runs one embedded query returning a single count.
-func (e *Engine) count(ctx context.Context, name string, data any) (int64, error) {
-	rows, err := e.QueryFile(ctx, name, data)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var n int64
-	if rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return 0, err
-		}
-	}
-	return n, rows.Err()
-}
-
 // markerReaders is how many jobs' markers are read at once: a few parallel
 // reads keep a local lake's cores busy parsing; on an object store reading
 // is a round trip per object, mostly waiting, so more are in flight.

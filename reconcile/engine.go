@@ -323,6 +323,22 @@ func (e *Engine) QueryFile(ctx context.Context, name string, data any) (*sql.Row
 	return rows, nil
 }
 
+// count runs one embedded query returning a single count.
+func (e *Engine) count(ctx context.Context, name string, data any) (int64, error) {
+	rows, err := e.QueryFile(ctx, name, data)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var n int64
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
+}
+
 // LocalFiles stages lake keys of table files for DuckDB and returns local
 // paths, each verified against the digest in its name; the list starts with
 // an empty file of the table's schema so that an empty list still has columns.

@@ -133,18 +133,7 @@ func cappedRecords(ctx context.Context, e *Engine, c Caps) (int64, error) {
 	if !c.Set() {
 		return 0, nil
 	}
-	rows, err := e.QueryFile(ctx, "policy_count.sql", nil)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var n int64
-	if rows.Next() {
-		if err := rows.Scan(&n); err != nil {
-			return 0, err
-		}
-	}
-	return n, rows.Err()
+	return e.count(ctx, "policy_count.sql", nil)
 }
 
 // notBefore is the earliest time a job's retry child may be submitted: the
