@@ -4,7 +4,7 @@
 -- rows have none): kept in order, DuckDB holds the files it read ahead of the
 -- writer, and it would keep their bytes and footers in its caches for reads
 -- that never come. Without them a first compaction of 1,616 jobs took
--- 4.8-5.8 s instead of 16.2-20.3 s, and peaked at less than half the memory.
+-- 4.8-5.8 s instead of 16.2-20.3 s, and peaked at about half the memory.
 SET preserve_insertion_order = false;
 SET enable_external_file_cache = false;
 SET parquet_metadata_cache = false;
