@@ -316,18 +316,15 @@ func (v *verifier) checkCompactions(ctx context.Context) error {
 	return nil
 }
 
-// listNames is List, but for a local lake a plain walk of the folder: the
-// names are all JobMarkers and verify need, and fileblob's listing stats
-// every file and looks for its attributes file (three system calls a key),
-// and walks the folder again from its start for each page of a thousand
-// keys (a hundred thousand ledger events: a hundred walks). The walk opens
-// a folder or two per job, so the folders under prefix are walked several
-// at once (the system calls of one wait on another's); the keys come back
-// in lexical order, as List's.
-func (l *Lake) listNames(ctx context.Context, prefix string) ([]string, error) {
-	if l.dir == "" {
-		return l.List(ctx, prefix)
-	}
+// listLocal is List of a local lake's folder prefix (ending in "/"): a plain
+// walk of the folder. fileblob's listing stats every file and looks for its
+// attributes file (three system calls a key), and walks the folder again
+// from its start for each page of a thousand keys (a hundred thousand
+// ledger events: a hundred walks). The walk opens a folder or two per job,
+// so the folders under prefix are walked several at once (the system calls
+// of one wait on another's); the keys come back in lexical order, as
+// fileblob's.
+func (l *Lake) listLocal(ctx context.Context, prefix string) ([]string, error) {
 	root := filepath.Join(l.dir, filepath.FromSlash(prefix))
 	top, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -401,5 +398,5 @@ func walkNames(ctx context.Context, dir, base string, keys *[]string) error {
 // leaves them out).
 func isAttrs(name string) bool { return strings.HasSuffix(name, ".attrs") }
 
-// listWalkers is how many folders listNames walks at once.
+// listWalkers is how many folders listLocal walks at once.
 const listWalkers = 8

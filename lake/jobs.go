@@ -108,7 +108,7 @@ func (l *Lake) HasJobs(ctx context.Context) (bool, error) {
 // JobKeys lists the keys of every job with a manifest, in lexical order
 // (by name: a local lake's manifests are not each stat'ed).
 func (l *Lake) JobKeys(ctx context.Context) ([]Digest, error) {
-	keys, err := l.listNames(ctx, ManifestPrefix)
+	keys, err := l.List(ctx, ManifestPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (g *Ledger) TipOf(ctx context.Context, job Digest, shard string, keys []str
 // state (`jobs`) makes one listing of the lake instead of one a shard, each
 // a request on an object store.
 func (l *Lake) ListLedgers(ctx context.Context) (map[Digest]map[string][]string, error) {
-	names, err := l.listNames(ctx, LedgerArea)
+	names, err := l.List(ctx, LedgerArea)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func groupLedgerKeys(names []string) map[Digest]map[string][]string {
 
 // ListReports lists every job's report keys in one listing.
 func (l *Lake) ListReports(ctx context.Context) (map[Digest][]string, error) {
-	names, err := l.listNames(ctx, ReportArea)
+	names, err := l.List(ctx, ReportArea)
 	if err != nil {
 		return nil, err
 	}

@@ -585,6 +585,9 @@ func (v *resumingReader) Close() error { return v.r.Close() }
 // List returns every key under prefix, in lexical order. A remote lake
 // with a marker cache notes each marker's listed MD5 for GetJSON.
 func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
+	if l.dir != "" && strings.HasSuffix(prefix, "/") {
+		return l.listLocal(ctx, prefix)
+	}
 	// A listing that fails part way is started again from the beginning.
 	keys, err := retry(ctx, l, "list", prefix, func(ctx context.Context) ([]string, error) {
 		var keys []string

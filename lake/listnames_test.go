@@ -3,16 +3,19 @@ package lake
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"gocloud.dev/blob"
 )
 
-// listNames walks a local lake's folders several at once and must give
-// exactly List's keys in List's order: nested folders, files beside
+// List walks a local lake's folders several at once and must give exactly
+// fileblob's keys in fileblob's order: nested folders, files beside
 // folders, more folders than walkers, and an area that does not exist.
-func TestListNamesIsList(t *testing.T) {
+func TestListLocalIsFileblobs(t *testing.T) {
 	ctx := context.Background()
 	l, err := Open(ctx, t.TempDir())
 	if err != nil {
@@ -50,19 +53,36 @@ func TestListNamesIsList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, area := range append([]string{"retractions/"}, lakeAreas...) {
-		t.Run(area, func(t *testing.T) {
-			want, err := l.List(ctx, area)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := l.listNames(ctx, area)
+	job0 := fmt.Sprintf("ledger/%064x/", 0)
+	for _, prefix := range append([]string{job0, job0 + "part-00001/", "tables/expected/tenant=t1/"}, lakeAreas...) {
+		t.Run(prefix, func(t *testing.T) {
+			want := fileblobList(t, l, prefix)
+			got, err := l.List(ctx, prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("listNames gave %d keys, List %d:\n got %.300v\nwant %.300v", len(got), len(want), got, want)
+				t.Errorf("List gave %d keys, fileblob's listing %d:\n got %.300v\nwant %.300v", len(got), len(want), got, want)
 			}
 		})
+	}
+}
+
+// fileblobList is fileblob's own listing of the keys under prefix.
+func fileblobList(t *testing.T, l *Lake, prefix string) []string {
+	t.Helper()
+	var keys []string
+	it := l.Bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(context.Background())
+		if err == io.EOF {
+			return keys
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.IsDir {
+			keys = append(keys, o.Key)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func (l *Lake) ListMarkerKeys(ctx context.Context) (*MarkerKeys, error) {
 	eg, ectx := errgroup.WithContext(ctx)
 	for i, area := range areas {
 		eg.Go(func() (err error) {
-			listed[i], err = l.listNames(ectx, area)
+			listed[i], err = l.List(ectx, area)
 			return err
 		})
 	}

@@ -206,14 +206,13 @@ func (v *verifier) listTop(ctx context.Context) ([]string, error) {
 	}
 }
 
-// listArea lists one area (by its names, listNames), retrying a few times:
-// a local folder's listing fails when a concurrent write's temp file
-// vanishes while it is read.
+// listArea lists one area, retrying a few times: a local folder's listing
+// fails when a concurrent write's temp file vanishes while it is read.
 func (v *verifier) listArea(ctx context.Context, prefix string) ([]string, error) {
 	var err error
 	for range 3 {
 		var keys []string
-		if keys, err = v.l.listNames(ctx, prefix); err == nil || ctx.Err() != nil {
+		if keys, err = v.l.List(ctx, prefix); err == nil || ctx.Err() != nil {
 			return keys, err
 		}
 	}
