@@ -582,8 +582,9 @@ func (v *resumingReader) Read(p []byte) (int, error) {
 
 func (v *resumingReader) Close() error { return v.r.Close() }
 
-// List returns every key under prefix, in lexical order. A remote lake
-// with a marker cache notes each marker's listed MD5 for GetJSON.
+// List returns every key under prefix, in lexical order. A local lake's
+// folder (a prefix ending in "/") is walked by name (listLocal); a remote
+// lake with a marker cache notes each marker's listed MD5 for GetJSON.
 func (l *Lake) List(ctx context.Context, prefix string) ([]string, error) {
 	if l.dir != "" && strings.HasSuffix(prefix, "/") {
 		return l.listLocal(ctx, prefix)
