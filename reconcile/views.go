@@ -417,8 +417,8 @@ func (e *Engine) createViews(ctx context.Context, kind, smallDir string, s *view
 }
 
 // manyFiles is how many table files a session reads before it turns
-// DuckDB's file caches off (many_files.sql).
-const manyFiles = 1000
+// DuckDB's file caches off (many_files.sql); a variable for the tests.
+var manyFiles = 1000
 
 // viewSet is what a session for one query creates: the views, and the
 // sources (views.sql's template fields) they read.
