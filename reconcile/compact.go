@@ -149,7 +149,11 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 			if compactRead != nil {
 				compactRead(t.table, len(paths))
 			}
-			q := "SELECT * FROM read_parquet(" + sqlList(paths) + ", union_by_name = true, hive_partitioning = false)"
+			src, err := compactScan(ctx, paths)
+			if err != nil {
+				return nil, fmt.Errorf("compact %s: %w", t.table, err)
+			}
+			q := "SELECT * FROM " + src
 			if len(plan.merged) > 0 {
 				expr, _, err := comp.segmentsSource(ctx, e, t, plan.merged)
 				if err != nil {
@@ -223,6 +227,18 @@ func (o EngineOptions) compactBatches() (jobs, files int) {
 	return jobs, files
 }
 
+// compactScan is a table expression of the table files paths as one table,
+// for a compaction's statements: parquetScan's groups of one schema where
+// there are enough files, else one union_by_name read. Either way the files'
+// key=value folders are not read as hive partitions, which would give the
+// rows those as columns.
+func compactScan(ctx context.Context, paths []string) (string, error) {
+	if len(paths) >= groupedScanFiles {
+		return parquetScan(ctx, paths)
+	}
+	return "read_parquet(" + sqlList(paths) + ", union_by_name = true, hive_partitioning = false)", nil
+}
+
 // copyInBatches returns files as they are when there are batch or fewer;
 // else it copies them, batch files a statement, into Parquet files under
 // dir/parts until batch or fewer remain, and returns those: the same rows,
@@ -240,9 +256,11 @@ func (e *Engine) copyInBatches(ctx context.Context, dir, table string, files []s
 			if compactRead != nil {
 				compactRead(table, len(chunk))
 			}
-			// (The table files' folders are named key=value: read as hive
-			// partitions, a chunk of them would gain those columns.)
-			q := "SELECT * FROM read_parquet(" + sqlList(chunk) + ", union_by_name = true, hive_partitioning = false)"
+			src, err := compactScan(ctx, chunk)
+			if err != nil {
+				return nil, err
+			}
+			q := "SELECT * FROM " + src
 			if err := e.ExecFile(ctx, "compact_copy.sql", map[string]string{"Query": q, "Out": quote(out)}); err != nil {
 				return nil, err
 			}

@@ -115,6 +115,34 @@ func TestCompactionInBatches(t *testing.T) {
 	}
 }
 
+// TestCompactionReadsGroups: a compaction's statements over enough files
+// read them in groups of one schema (compactScan), and the views over the
+// compaction equal the live views.
+func TestCompactionReadsGroups(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	for i := range 4 {
+		line := fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, i, i)
+		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: fmt.Sprintf("t%d", i%2), PromptVersion: "p1",
+			Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), []string{line})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := viewRows(t, ctx, l)
+	defer func(n int) { groupedScanFiles = n }(groupedScanFiles)
+	groupedScanFiles = 2
+	eo := EngineOptions{Threads: 1, TempDir: t.TempDir(), CompactFiles: 3}
+	if _, err := Compact(ctx, l, eo, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := viewRows(t, ctx, l); got != live {
+		t.Errorf("views over the compaction differ from the live views:\n got %.1500s\nwant %.1500s", got, live)
+	}
+	if ps, err := VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
+		t.Fatalf("verify: problems %+v, err %v", ps, err)
+	}
+}
+
 // viewRows is every row of the views a compaction holds the sources of,
 // sorted, and whether a compaction is read.
 func viewRows(t *testing.T, ctx context.Context, l *lake.Lake) string {

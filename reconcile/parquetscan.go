@@ -11,8 +11,8 @@ import (
 )
 
 // groupedScanFiles is how many files a view source must have before
-// parquetScan reads them in groups of one schema.
-const groupedScanFiles = 64
+// parquetScan reads them in groups of one schema (a variable for the tests).
+var groupedScanFiles = 64
 
 // parquetScan is a table expression of the Parquet files paths read as one
 // table with every file's columns (a column a file lacks is NULL in its
