@@ -580,8 +580,12 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 			if err != nil {
 				return nil, err
 			}
+			scan, err := compactScan(ctx, live)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.table, err)
+			}
 			n, err := e.count(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged[i]...)),
-				"Live": sqlList(live), "Fresh": sqlList(freshPath)})
+				"Live": scan, "Fresh": sqlList(freshPath)})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.table, err)
 			}
