@@ -20,20 +20,7 @@ import (
 func TestCompactionInBatches(t *testing.T) {
 	ctx := context.Background()
 	l, dir := testLake(t)
-	plan := func(i int) {
-		var lines []string
-		for r := range 3 {
-			lines = append(lines, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, r, i))
-		}
-		tenant := fmt.Sprintf("t%d", i%2)
-		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: tenant, PromptVersion: "p1",
-			ShardMaxRecords: 1, Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), lines)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 5 {
-		plan(i)
-	}
+	planJobs(t, ctx, l, dir, 0, 5, 3)
 	live := viewRows(t, ctx, l)
 
 	var jobs []int
@@ -74,8 +61,7 @@ func TestCompactionInBatches(t *testing.T) {
 	}
 
 	// Two new jobs: read in one batch, the first segment kept.
-	plan(5)
-	plan(6)
+	planJobs(t, ctx, l, dir, 5, 2, 3)
 	live = viewRows(t, ctx, l)
 	jobs = nil
 	again, err := Compact(ctx, l, eo, nil)
@@ -122,26 +108,11 @@ func TestCompactionInBatches(t *testing.T) {
 func TestCompactionReadsGroups(t *testing.T) {
 	ctx := context.Background()
 	l, dir := testLake(t)
-	for i := range 4 {
-		line := fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, i, i)
-		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: fmt.Sprintf("t%d", i%2), PromptVersion: "p1",
-			Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), []string{line})}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	planJobs(t, ctx, l, dir, 0, 4, 1)
 	live := viewRows(t, ctx, l)
 	defer func(n int) { groupedScanFiles = n }(groupedScanFiles)
 	groupedScanFiles = 2
-	eo := EngineOptions{Threads: 1, TempDir: t.TempDir(), CompactFiles: 3}
-	if _, err := Compact(ctx, l, eo, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := viewRows(t, ctx, l); got != live {
-		t.Errorf("views over the compaction differ from the live views:\n got %.1500s\nwant %.1500s", got, live)
-	}
-	if ps, err := VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
-		t.Fatalf("verify: problems %+v, err %v", ps, err)
-	}
+	compactAndCompare(t, ctx, l, EngineOptions{Threads: 1, TempDir: t.TempDir(), CompactFiles: 3}, live)
 }
 
 // TestCompactionOfTwoTableFormats: a lake whose costs and outcomes files
@@ -180,8 +151,31 @@ func TestCompactionOfTwoTableFormats(t *testing.T) {
 	live := viewRows(t, ctx, l)
 	defer func(n int) { groupedScanFiles = n }(groupedScanFiles)
 	groupedScanFiles = 2
-	eo := EngineOptions{Threads: 1, TempDir: t.TempDir()}
-	if _, err := Compact(ctx, l, eo, nil); err != nil {
+	compactAndCompare(t, ctx, l, EngineOptions{Threads: 1, TempDir: t.TempDir()}, live)
+}
+
+// planJobs plans n jobs of records lines each, tenants t0 and t1 in turn,
+// one shard a record; job i's inputs differ from every other job's.
+func planJobs(t *testing.T, ctx context.Context, l *lake.Lake, dir string, from, n, records int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		var lines []string
+		for r := range records {
+			lines = append(lines, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, r, i))
+		}
+		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: fmt.Sprintf("t%d", i%2), PromptVersion: "p1",
+			ShardMaxRecords: 1, Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), lines)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// compactAndCompare compacts the lake with eo and fails t unless the views
+// over it equal live (viewRows before) and verify finds it true.
+func compactAndCompare(t *testing.T, ctx context.Context, l *lake.Lake, eo EngineOptions, live string) *CompactResult {
+	t.Helper()
+	res, err := Compact(ctx, l, eo, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := viewRows(t, ctx, l); got != live {
@@ -190,6 +184,7 @@ func TestCompactionOfTwoTableFormats(t *testing.T) {
 	if ps, err := VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
 		t.Fatalf("verify: problems %+v, err %v", ps, err)
 	}
+	return res
 }
 
 // viewRows is every row of the views a compaction holds the sources of,

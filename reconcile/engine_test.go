@@ -2,10 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"testing"
-
-	"github.com/batchlake/batchlake/ingest"
 )
 
 // TestEngineCachesParquetFooters: every session keeps the Parquet footers it
@@ -33,13 +30,7 @@ func TestEngineCachesParquetFooters(t *testing.T) {
 func TestManyFilesTurnCachesOff(t *testing.T) {
 	ctx := context.Background()
 	l, dir := testLake(t)
-	for i := range 3 {
-		line := fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"job %d"}]}}`, i, i)
-		if _, err := ingest.Plan(ctx, l, ingest.PlanOptions{Provider: "openai", TmpDir: dir, Tenant: "t1", PromptVersion: "p1",
-			Input: writeLines(t, dir, fmt.Sprintf("job%d.jsonl", i), []string{line})}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	planJobs(t, ctx, l, dir, 0, 3, 1)
 	defer func(n int) { manyFiles = n }(manyFiles)
 	// session reads the lake's views with the caches turned off from
 	// threshold files, and returns how many files they read.
