@@ -172,10 +172,9 @@ func planJobs(t *testing.T, ctx context.Context, l *lake.Lake, dir string, from,
 
 // compactAndCompare compacts the lake with eo and fails t unless the views
 // over it equal live (viewRows before) and verify finds it true.
-func compactAndCompare(t *testing.T, ctx context.Context, l *lake.Lake, eo EngineOptions, live string) *CompactResult {
+func compactAndCompare(t *testing.T, ctx context.Context, l *lake.Lake, eo EngineOptions, live string) {
 	t.Helper()
-	res, err := Compact(ctx, l, eo, nil)
-	if err != nil {
+	if _, err := Compact(ctx, l, eo, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := viewRows(t, ctx, l); got != live {
@@ -184,7 +183,6 @@ func compactAndCompare(t *testing.T, ctx context.Context, l *lake.Lake, eo Engin
 	if ps, err := VerifyCompactions(ctx, l, eo); err != nil || len(ps) > 0 {
 		t.Fatalf("verify: problems %+v, err %v", ps, err)
 	}
-	return res
 }
 
 // viewRows is every row of the views a compaction holds the sources of,
