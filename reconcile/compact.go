@@ -142,14 +142,7 @@ func Compact(ctx context.Context, l *lake.Lake, o EngineOptions, now func() time
 	res := &CompactResult{JobsWritten: len(fresh), Tables: map[string]string{}}
 	if len(fresh) > 0 {
 		for i, t := range tables {
-			paths, err := e.copyInBatches(ctx, dir, t.table, live[i], files)
-			if err != nil {
-				return nil, fmt.Errorf("compact %s: %w", t.table, err)
-			}
-			if compactRead != nil {
-				compactRead(t.table, len(paths))
-			}
-			src, err := compactScan(ctx, paths)
+			src, err := e.compactSource(ctx, dir, t.table, live[i], files)
 			if err != nil {
 				return nil, fmt.Errorf("compact %s: %w", t.table, err)
 			}
@@ -210,8 +203,9 @@ const (
 )
 
 // compactRead, if set (by tests), is told of each batch of jobs a
-// compaction reads (table "", n jobs) and of each of its statements (the
-// view source, n live table files or parts).
+// compaction reads (table "", n jobs) and of each statement of a compaction
+// or of verify's check of one that reads table files (the view source, n
+// live table files or parts).
 var compactRead func(table string, n int)
 
 // compactBatches is how many jobs a compaction reads at a time, and how
@@ -225,6 +219,21 @@ func (o EngineOptions) compactBatches() (jobs, files int) {
 		files = o.CompactFiles
 	}
 	return jobs, files
+}
+
+// compactSource is a table expression of one view source's table files
+// (table, for compactRead) that a statement reads at most batch files of:
+// copied in parts under dir first when there are more (copyInBatches), then
+// read as one table (compactScan).
+func (e *Engine) compactSource(ctx context.Context, dir, table string, files []string, batch int) (string, error) {
+	paths, err := e.copyInBatches(ctx, dir, table, files, batch)
+	if err != nil {
+		return "", err
+	}
+	if compactRead != nil {
+		compactRead(table, len(paths))
+	}
+	return compactScan(ctx, paths)
 }
 
 // compactScan is a table expression of the table files paths as one table,
@@ -573,16 +582,13 @@ func verifyCompaction(ctx context.Context, l *lake.Lake, o EngineOptions, key st
 			if err != nil {
 				return nil, err
 			}
-			if live, err = e.copyInBatches(ctx, bdir, t.table, live, files); err != nil {
+			scan, err := e.compactSource(ctx, bdir, t.table, live, files)
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.table, err)
 			}
 			empty, err := t.empty()
 			if err != nil {
 				return nil, err
-			}
-			scan, err := compactScan(ctx, live)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.table, err)
 			}
 			n, err := e.count(ctx, "compact_check.sql", map[string]string{"Compacted": sqlList(append([]string{empty}, staged[i]...)),
 				"Live": scan, "Fresh": sqlList(freshPath)})
