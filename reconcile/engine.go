@@ -194,12 +194,15 @@ func (e *Engine) rawConn(ctx context.Context, fn func(driver.Conn) error) error 
 }
 
 // sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall
-// time to stderr, and the process's CPU time since the previous line (on a
-// shared machine the wall time says more about the neighbours); for
-// profiling, off by default.
+// time to stderr, and the process's CPU time and minor page faults since the
+// previous line and its peak resident memory so far (on a shared machine the
+// wall time says more about the neighbours, and on a virtual machine a
+// fault of memory the host has taken back costs more than the statement's
+// own work); for profiling, off by default.
 var (
 	sqlTiming  = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
 	lastCPU    float64
+	lastFaults int64
 	lastCPUSet bool
 )
 
@@ -207,12 +210,12 @@ func logTiming(name, stmt string, start time.Time) {
 	if !sqlTiming {
 		return
 	}
-	now := processCPU()
+	now, peak, faults := processUsage()
 	if !lastCPUSet {
-		lastCPU, lastCPUSet = now, true
+		lastCPU, lastFaults, lastCPUSet = now, faults, true
 	}
-	cpu := now - lastCPU
-	lastCPU = now
+	cpu, faulted := now-lastCPU, faults-lastFaults
+	lastCPU, lastFaults = now, faults
 	first := strings.TrimSpace(stmt)
 	for _, l := range strings.Split(first, "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
@@ -223,7 +226,7 @@ func logTiming(name, stmt string, start time.Time) {
 	if len(first) > 70 {
 		first = first[:70]
 	}
-	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs %7.2f cpu s  %s\n", name, time.Since(start).Seconds(), cpu, first)
+	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs %7.2f cpu s %7d faults %5d MiB peak  %s\n", name, time.Since(start).Seconds(), cpu, faulted, peak, first)
 }
 
 // sqlProfileDir, when BATCHLAKE_SQL_PROFILE names a directory, receives
