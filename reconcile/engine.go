@@ -196,9 +196,9 @@ func (e *Engine) rawConn(ctx context.Context, fn func(driver.Conn) error) error 
 // sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall
 // time to stderr, and the process's CPU time and minor page faults since the
 // previous line and its peak resident memory so far (on a shared machine the
-// wall time says more about the neighbours, and on a virtual machine a
-// fault of memory the host has taken back costs more than the statement's
-// own work); for profiling, off by default.
+// wall time says more about the neighbours, and on a virtual machine that
+// gives freed memory back to its host a statement's first touch of fresh
+// memory is dear: docs/performance.md); for profiling, off by default.
 var (
 	sqlTiming  = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
 	lastCPU    float64
