@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -194,13 +195,14 @@ func (e *Engine) rawConn(ctx context.Context, fn func(driver.Conn) error) error 
 }
 
 // sqlTiming, when BATCHLAKE_SQL_TIMING is set, logs each statement's wall
-// time to stderr, and the process's CPU time and minor page faults since the
+// time to stderr (timingOut, which the tests replace), and the process's CPU time and minor page faults since the
 // previous line and its peak resident memory so far (on a shared machine the
 // wall time says more about the neighbours, and on a virtual machine that
 // gives freed memory back to its host a statement's first touch of fresh
 // memory is dear: docs/performance.md); for profiling, off by default.
 var (
-	sqlTiming  = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
+	sqlTiming            = os.Getenv("BATCHLAKE_SQL_TIMING") != ""
+	timingOut  io.Writer = os.Stderr
 	lastCPU    float64
 	lastFaults int64
 	lastCPUSet bool
@@ -226,7 +228,7 @@ func logTiming(name, stmt string, start time.Time) {
 	if len(first) > 70 {
 		first = first[:70]
 	}
-	fmt.Fprintf(os.Stderr, "sql-timing %-22s %8.3fs %7.2f cpu s %7d faults %5d MiB peak  %s\n", name, time.Since(start).Seconds(), cpu, faulted, peak, first)
+	fmt.Fprintf(timingOut, "sql-timing %-22s %8.3fs %7.2f cpu s %7d faults %5d MiB peak  %s\n", name, time.Since(start).Seconds(), cpu, faulted, peak, first)
 }
 
 // sqlProfileDir, when BATCHLAKE_SQL_PROFILE names a directory, receives

@@ -1,7 +1,13 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +71,52 @@ func TestManyFilesTurnCachesOff(t *testing.T) {
 			t.Errorf("a session of %d files, caches off from %d: footer cache %v, file cache %v, %d expected records; want caches %v and 3 records",
 				n, c.threshold, footers, bytes, records, c.caches)
 		}
+	}
+}
+
+// TestSQLTimingLine: with BATCHLAKE_SQL_TIMING each statement's line names
+// its file and gives its wall and cpu time, the minor page faults since the
+// line before, the process's peak resident memory and the statement's first
+// line that is not a comment.
+func TestSQLTimingLine(t *testing.T) {
+	ctx := context.Background()
+	l, dir := testLake(t)
+	e, err := OpenEngine(l, EngineOptions{TempDir: dir, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	defer func(on bool, w io.Writer) { sqlTiming, timingOut = on, w }(sqlTiming, timingOut)
+	var buf bytes.Buffer
+	sqlTiming, timingOut = true, &buf
+	// The first line starts the counts; the second statement fills 64 MB of
+	// fresh memory, the third next to none.
+	if err := e.Exec(ctx, "timed.sql", []string{"SELECT 1",
+		"-- a table of 4M rows\nCREATE TEMP TABLE t AS SELECT range AS k, range * 2 AS v FROM range(4000000)",
+		"SELECT 2"}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d timing lines, want 3:\n%s", len(lines), buf.String())
+	}
+	re := regexp.MustCompile(`^sql-timing (\S+) +([0-9.]+)s +([0-9.]+) cpu s +([0-9]+) faults +([0-9]+) MiB peak  (.*)$`)
+	var faults, peak [3]int64
+	for i, line := range lines {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("timing line %q is not of the form sql-timing NAME WALLs CPU cpu s FAULTS faults PEAK MiB peak  STATEMENT", line)
+		}
+		if want := []string{"SELECT 1", "CREATE TEMP TABLE t AS SELECT range AS k, range * 2 AS v FROM range(40", "SELECT 2"}[i]; m[1] != "timed.sql" || m[6] != want {
+			t.Errorf("timing line %d names %q and the statement %q, want timed.sql and %q", i, m[1], m[6], want)
+		}
+		faults[i], _ = strconv.ParseInt(m[4], 10, 64)
+		peak[i], _ = strconv.ParseInt(m[5], 10, 64)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	if faults[1] <= faults[2] || peak[1] < 64 || peak[2] < peak[1] {
+		t.Errorf("faults %v and peaks %v MiB for statements of which the second filled 64 MB: want more faults by it than by the third, and a peak of 64 MiB or more from it on", faults, peak)
 	}
 }
