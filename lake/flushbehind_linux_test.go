@@ -3,6 +3,7 @@ package lake
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -185,4 +186,58 @@ func flushesQueued() int64 {
 	flushMu.Lock()
 	defer flushMu.Unlock()
 	return flushQueuedN
+}
+
+// TestWriteBehind: an object stored into a local lake starts its file's
+// writeback every writeBehindChunk bytes as they are written, over exactly
+// the bytes written so far, and is stored with the digest of its bytes; one
+// for a remote lake (its file only uploaded) starts none.
+func TestWriteBehind(t *testing.T) {
+	ctx := context.Background()
+	type started struct{ start, n int64 }
+	var got []started
+	afterWriteBehind = func(start, n int64, err error) {
+		if err != nil {
+			t.Errorf("writeback of %d bytes at %d: %v", n, start, err)
+		}
+		got = append(got, started{start, n})
+	}
+	t.Cleanup(func() { afterWriteBehind = nil })
+	data := bytes.Repeat([]byte("0123456789abcdef"), (2*writeBehindChunk+12345)/16)
+	write := func(l *Lake) *ObjectWriter {
+		t.Helper()
+		o, err := NewObjectWriter(diskTempDir(t, "write-behind"), "obj-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.writeBehindFor(l)
+		for rest := data; len(rest) > 0; rest = rest[min(len(rest), 300_000):] {
+			if _, err := o.Write(rest[:min(len(rest), 300_000)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return o
+	}
+	l := openLake(t, t.TempDir())
+	key, d, err := write(l).Commit(ctx, l, ObjectKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != Digest(sha256.Sum256(data)) {
+		t.Errorf("stored as %s, want the digest of its bytes", d.Hex())
+	}
+	if b, err := os.ReadFile(l.LocalPath(key)); err != nil || !bytes.Equal(b, data) {
+		t.Errorf("the stored object is not the bytes written (%d of %d bytes, %v)", len(b), len(data), err)
+	}
+	// The object's buffer hands the file 1 MiB at a time: the writeback is
+	// started once 4 MiB or more are written since the last start.
+	if len(got) != 2 || got[0].start != 0 || got[1].start != got[0].n || got[0].n < writeBehindChunk || got[1].n < writeBehindChunk ||
+		got[1].start+got[1].n > int64(len(data)) {
+		t.Errorf("writeback started over %v, want two consecutive ranges of %d bytes or more from 0, within the %d written", got, writeBehindChunk, len(data))
+	}
+	got = nil
+	write(&Lake{}).Abort() // a lake without a local folder: a remote one's case
+	if len(got) != 0 {
+		t.Errorf("an object for a remote lake started its writeback over %v", got)
+	}
 }

@@ -88,6 +88,7 @@ func newTableWriter[T any](l *Lake, tmpDir, table, tenant string, job Digest, gr
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", table, err)
 	}
+	o.writeBehindFor(l)
 	w := parquet.NewGenericWriter[T](o, tableWriterOptions(groupRows)...)
 	return &TableWriter[T]{lake: l, table: table, tenant: tenant, job: job, o: o, w: w, fill: fill, tmpDir: tmpDir, groupRows: groupRows}, nil
 }
@@ -122,6 +123,7 @@ func (t *TableWriter[T]) FillLater(column string) error {
 	if err != nil {
 		return fmt.Errorf("table %s: %w", t.table, err)
 	}
+	o.writeBehindFor(t.lake)
 	t.o.Abort()
 	t.o = o
 	t.w.Reset(o)
@@ -380,6 +382,7 @@ func (t *TableWriter[T]) commit(ctx context.Context, object bool) (string, error
 		if err != nil {
 			return "", fmt.Errorf("table %s: %w", t.table, err)
 		}
+		o.writeBehindFor(t.lake)
 		err = assembleCopied(shell, c, o)
 		t.o.Abort()
 		t.o = o

@@ -251,6 +251,23 @@ func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 	return &ObjectWriter{f: f, w: w, h: h}, nil
 }
 
+// writeBehindFor makes the object's file start its way to the disk as it is
+// written (writeBehind), when l is a local lake: the file itself is linked
+// into it, and its flush before the marker that names it (flushBehind) then
+// finds most of its pages written. A remote lake's temporary files are
+// uploaded and removed, and never need the disk. Call it before the first
+// write.
+func (o *ObjectWriter) writeBehindFor(l *Lake) {
+	if _, local := l.LocalDir(); !local || o.w == nil || o.w.Buffered() > 0 || o.n > 0 {
+		return
+	}
+	var dst io.Writer = newWriteBehind(o.f)
+	if o.h != nil {
+		dst = io.MultiWriter(dst, o.h)
+	}
+	o.w.Reset(dst)
+}
+
 // NewUnhashedObjectWriter starts an object that is edited in place once
 // written (Rewrite), and so hashed only then.
 func NewUnhashedObjectWriter(dir, pattern string) (*ObjectWriter, error) {
