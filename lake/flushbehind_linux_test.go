@@ -204,9 +204,10 @@ func TestWriteBehind(t *testing.T) {
 	}
 	t.Cleanup(func() { afterWriteBehind = nil })
 	data := bytes.Repeat([]byte("0123456789abcdef"), (2*writeBehindChunk+12345)/16)
+	objects := diskTempDir(t, "write-behind")
 	write := func(l *Lake) *ObjectWriter {
 		t.Helper()
-		o, err := NewObjectWriter(diskTempDir(t, "write-behind"), "obj-*")
+		o, err := NewObjectWriter(objects, "obj-*")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,11 @@ func TestWriteBehind(t *testing.T) {
 		}
 		return o
 	}
-	l := openLake(t, t.TempDir())
+	lakeDir, err := filepath.Abs(diskTempDir(t, "write-behind-lake")) // the objects' file system
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := openLake(t, lakeDir)
 	key, d, err := write(l).Commit(ctx, l, ObjectKey)
 	if err != nil {
 		t.Fatal(err)
@@ -239,5 +244,19 @@ func TestWriteBehind(t *testing.T) {
 	write(&Lake{}).Abort() // a lake without a local folder: a remote one's case
 	if len(got) != 0 {
 		t.Errorf("an object for a remote lake started its writeback over %v", got)
+	}
+	// A local lake on another file system (where the tests' temporary
+	// folder is in memory): the object is copied into it, not linked.
+	other := t.TempDir()
+	if f, err := os.Open(objects); err == nil {
+		same := sameFileSystem(f, other)
+		f.Close()
+		if !same {
+			got = nil
+			write(openLake(t, other)).Abort()
+			if len(got) != 0 {
+				t.Errorf("an object for a lake on another file system started its writeback over %v", got)
+			}
+		}
 	}
 }

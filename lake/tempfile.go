@@ -252,13 +252,15 @@ func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 }
 
 // writeBehindFor makes the object's file start its way to the disk as it is
-// written (writeBehind), when l is a local lake: the file itself is linked
-// into it, and its flush before the marker that names it (flushBehind) then
-// finds most of its pages written. A remote lake's temporary files are
-// uploaded and removed, and never need the disk. Call it before the first
-// write.
+// written (writeBehind), when l is a local lake on the file's file system:
+// the file itself is linked into it, and its flush before the marker that
+// names it (flushBehind) then finds most of its pages written. A remote
+// lake's temporary files are uploaded and removed, and one on another file
+// system copied and removed: they never need the disk. Call it before the
+// first write.
 func (o *ObjectWriter) writeBehindFor(l *Lake) {
-	if _, local := l.LocalDir(); !local || o.w == nil || o.w.Buffered() > 0 || o.n > 0 {
+	dir, local := l.LocalDir()
+	if !local || o.w == nil || o.w.Buffered() > 0 || o.n > 0 || !sameFileSystem(o.f, dir) {
 		return
 	}
 	var dst io.Writer = newWriteBehind(o.f)
