@@ -188,10 +188,11 @@ func flushesQueued() int64 {
 	return flushQueuedN
 }
 
-// TestWriteBehind: an object stored into a local lake starts its file's
-// writeback every writeBehindChunk bytes as they are written, over exactly
-// the bytes written so far, and is stored with the digest of its bytes; one
-// for a remote lake (its file only uploaded) starts none.
+// TestWriteBehind: an object stored into a local lake on its file system
+// starts its file's writeback every writeBehindChunk bytes as they are
+// written, over exactly the bytes written so far, and is stored with the
+// digest of its bytes; one for a remote lake (its file only uploaded) or for
+// a lake on another file system (copied) starts none.
 func TestWriteBehind(t *testing.T) {
 	ctx := context.Background()
 	type started struct{ start, n int64 }
