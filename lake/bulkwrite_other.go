@@ -34,6 +34,3 @@ func waitFlushed() error { return nil }
 
 // newWriteBehind is the file itself: the writeback is left to the kernel.
 func newWriteBehind(f *os.File) io.Writer { return f }
-
-// sameFileSystem is not asked elsewhere: newWriteBehind starts nothing.
-func sameFileSystem(f *os.File, dir string) bool { return false }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -192,20 +191,4 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// sameFileSystem reports whether the file f and the folder dir are on one
-// file system (one device), so that f can be linked into dir.
-func sameFileSystem(f *os.File, dir string) bool {
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	di, err := os.Stat(dir)
-	if err != nil {
-		return false
-	}
-	fs, ok1 := fi.Sys().(*syscall.Stat_t)
-	ds, ok2 := di.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && fs.Dev == ds.Dev
 }

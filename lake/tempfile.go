@@ -260,7 +260,10 @@ func NewObjectWriter(dir, pattern string) (*ObjectWriter, error) {
 // first write.
 func (o *ObjectWriter) writeBehindFor(l *Lake) {
 	dir, local := l.LocalDir()
-	if !local || o.w == nil || o.w.Buffered() > 0 || o.n > 0 || !sameFileSystem(o.f, dir) {
+	if !local || o.w == nil || o.w.Buffered() > 0 || o.n > 0 {
+		return
+	}
+	if same, ok := sameDevice(o.f.Name(), dir); !ok || !same {
 		return
 	}
 	var dst io.Writer = newWriteBehind(o.f)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -165,17 +164,11 @@ func mode(t *testing.T, path string) fs.FileMode {
 
 // otherDevice reports whether a and b are folders on different file systems.
 func otherDevice(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil || !fa.IsDir() {
+	if fa, err := os.Stat(a); err != nil || !fa.IsDir() {
 		return false
 	}
-	fb, err := os.Stat(b)
-	if err != nil {
-		return false
-	}
-	sa, ok1 := fa.Sys().(*syscall.Stat_t)
-	sb, ok2 := fb.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && sa.Dev != sb.Dev
+	same, ok := sameDevice(a, b)
+	return ok && !same
 }
 
 // TestObjectWriter: an object written through ObjectWriter is stored under
