@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/batchlake/batchlake/internal/testrun"
@@ -90,4 +92,48 @@ func runVersion(t *testing.T, bin string, env []string) versionInfo {
 		t.Fatalf("--version: %v\n%s", err, out)
 	}
 	return v
+}
+
+// TestNoCollectionWhileStarting: the packages' init functions allocate past
+// the collector's first goal, yet the process collects nothing before main
+// (internal/startup); with GOGC set in the environment the package stays
+// out of the way, and the collections during init show (which also shows
+// that the trace is read right).
+func TestNoCollectionWhileStarting(t *testing.T) {
+	bin := versionBinary(t)
+	// duringInit runs --version with the runtime's traces of package inits
+	// and collections, and counts the collections before the last init.
+	duringInit := func(env ...string) int {
+		t.Helper()
+		cmd := exec.Command(bin, "--version")
+		cmd.Env = append(environWithout("GOGC", "GODEBUG"), append(env, "GODEBUG=gctrace=1,inittrace=1")...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("--version: %v\n%s", err, stderr.Bytes())
+		}
+		lines := strings.Split(stderr.String(), "\n")
+		last := -1
+		for i, l := range lines {
+			if strings.HasPrefix(l, "init ") {
+				last = i
+			}
+		}
+		if last < 0 {
+			t.Fatalf("no init trace in --version's stderr:\n%s", stderr.Bytes())
+		}
+		n := 0
+		for _, l := range lines[:last] {
+			if strings.HasPrefix(l, "gc ") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := duringInit(); n != 0 {
+		t.Errorf("%d collections before main, want none", n)
+	}
+	if n := duringInit("GOGC=100"); n == 0 {
+		t.Errorf("GOGC=100: no collection before main; the inits allocate past the first goal, so GOGC was not left to the user")
+	}
 }

@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == cliName {
 		main()
 	}
+	// The tests call run, not main.
+	started()
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)

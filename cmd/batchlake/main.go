@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batchlake/batchlake/errkind"
+	"github.com/batchlake/batchlake/internal/startup"
 	"github.com/batchlake/batchlake/lake"
 	_ "github.com/batchlake/batchlake/lake/cloud" // s3://, gs:// and azblob:// lakes
 	"github.com/batchlake/batchlake/reconcile"
@@ -77,8 +78,13 @@ type globals struct {
 }
 
 func main() {
+	started()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// started turns the Go collector back on, off while the packages
+// initialised (internal/startup): the first thing a process does.
+func started() { startup.Done() }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	return runIO(args, os.Stdin, stdout, stderr)
