@@ -5,11 +5,12 @@ import (
 	"runtime/debug"
 )
 
-// held is the collector's setting before init turned it off, or off when
-// init left it alone or Done has run.
-var held = off
+// held is the collector's setting from before init turned it off, or none:
+// init left it alone (GOGC is set), or Done has put it back.
+var held = none
 
-const off = -2
+// none is no setting: SetGCPercent's are -1 (off) and up.
+const none = -2
 
 func init() {
 	if os.Getenv("GOGC") == "" {
@@ -20,8 +21,8 @@ func init() {
 // Done turns the collector back on at the setting the process started with.
 // Calls after the first change nothing.
 func Done() {
-	if held != off {
+	if held != none {
 		debug.SetGCPercent(held)
-		held = off
+		held = none
 	}
 }
