@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -118,5 +119,19 @@ func TestSQLTimingLine(t *testing.T) {
 	}
 	if faults[1] <= faults[2] || peak[1] < 64 || peak[2] < peak[1] {
 		t.Errorf("faults %v and peaks %v MiB for statements of which the second filled 64 MB: want more faults by it than by the third, and a peak of 64 MiB or more from it on", faults, peak)
+	}
+	// The peak is in MiB: the kernel's high-water mark of the process, read
+	// after the last line, is that or a little more.
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VmHWM:\s+([0-9]+) kB$`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no VmHWM in /proc/self/status:\n%s", status)
+	}
+	hwmKiB, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	if hwm := hwmKiB >> 10; peak[2] > hwm || peak[2] < hwm-32 {
+		t.Errorf("the last line's peak is %d, the process's high-water mark %d MiB after it: want the peak in MiB, at most 32 below it", peak[2], hwm)
 	}
 }
