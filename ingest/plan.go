@@ -434,6 +434,9 @@ func readInput(ctx context.Context, l *lake.Lake, f Format, file *os.File, name 
 			p.rec, p.err = f.ParseInput(ln.Bytes, o.KeyField)
 		}
 		if p.err == nil {
+			p.err = notUTF8(ln.Bytes)
+		}
+		if p.err == nil {
 			p.ridKey, p.ridDue = p.rec.BusinessKey, true
 			if o.Lineage != nil {
 				if lin, ok := o.Lineage[p.rec.CustomID]; ok {

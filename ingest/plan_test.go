@@ -273,6 +273,14 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		{"missing prompt version", []string{good}, func(o *PlanOptions) { o.PromptVersion = "" }, []string{"--prompt-version"}},
 		{"empty file", []string{""}, nil, []string{"no requests"}},
 		{"key field missing", []string{good}, func(o *PlanOptions) { o.KeyField = "body.metadata.doc" }, []string{"field body.metadata.doc", "missing"}},
+		// A cut two-byte sequence (caf\xc3) in an answer's text: the
+		// decoders read it as U+FFFD, the shard would carry it as it is.
+		{"invalid UTF-8 in a message", []string{good, strings.Replace(openaiLine("b", "gpt-4o-mini", "caf-"), "caf-", "caf\xc3", 1)}, nil,
+			[]string{"line 2", "field body.messages[0].content", "not valid UTF-8 at byte 147 of the line"}},
+		{"invalid UTF-8 in a key", []string{strings.Replace(good, `"max_tokens"`, "\"max\xfftokens\"", 1)}, nil,
+			[]string{"line 1", "field body.max\ufffdtokens", "not valid UTF-8"}},
+		{"invalid UTF-8 in an Anthropic request", []string{`{"custom_id": "a", "params": {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "text", "text": "` + "\xe2\x82" + `"}]}]}}`},
+			func(o *PlanOptions) { o.Provider = "anthropic" }, []string{"line 1", "field params.messages[0].content[0].text", "not valid UTF-8 at byte 147 of the line"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

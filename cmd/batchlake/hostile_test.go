@@ -42,6 +42,7 @@ func TestHostilePlan(t *testing.T) {
 		{"custom_id with control character", lines(ok("\x1b[31mred")), nil, 0, []string{"line 1 field custom_id"}},
 		{"custom_id too long", lines(ok(strings.Repeat("i", 600))), nil, 0, []string{"line 1 field custom_id", "600 bytes"}},
 		{"custom_id not UTF-8", lines(ok("a"), strings.Replace(ok("bQ"), "Q", "\xff", 1)), nil, 0, []string{"line 2 field custom_id", "UTF-8"}},
+		{"request not UTF-8", lines(ok("a"), strings.Replace(ok("b"), "hello", "hel\xfflo", 1)), nil, 0, []string{"line 2 field body.messages[0].content", "not valid UTF-8"}},
 		{"business key with ../, NUL and control characters", lines(
 			`{"custom_id":"r1","meta":{"k":"../../x\u0000y"},"method":"POST","url":"/v1/chat/completions","body":{"model":"m-1","messages":[]}}`,
 			`{"custom_id":"r2","meta":{"k":"a/b\u001b"},"method":"POST","url":"/v1/chat/completions","body":{"model":"m-1","messages":[]}}`),
