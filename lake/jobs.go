@@ -48,8 +48,12 @@ const minJobPrefix = 4
 // instead of answered with an empty result.
 func OpenExisting(ctx context.Context, u string) (*Lake, error) {
 	if dir, ok := localDir(u); ok {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		fi, err := os.Stat(dir)
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s: the folder does not exist (plan or run creates a lake; check --lake or BATCHLAKE_LAKE)", ErrNoLake, u)
+		}
+		if err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("%w at %s: it is a file, not a folder (check --lake or BATCHLAKE_LAKE)", ErrNoLake, u)
 		}
 	}
 	l, err := Open(ctx, u)

@@ -74,6 +74,20 @@ func TestOpenExisting(t *testing.T) {
 	if _, err := OpenExisting(ctx, "file://"+missing); !errors.Is(err, ErrNoLake) {
 		t.Errorf("missing file:// folder: %v, want ErrNoLake", err)
 	}
+	file := filepath.Join(dir, "afile")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenExisting(ctx, file); !errors.Is(err, ErrNoLake) || !strings.Contains(err.Error(), "it is a file") {
+		t.Errorf("a file: %v, want ErrNoLake saying it is a file", err)
+	}
+	// Open, which plan and run use, creates a missing lake but not through a
+	// file (exit 2, not an error worth running again).
+	for _, u := range []string{file, filepath.Join(file, "sub")} {
+		if _, err := Open(ctx, u); !errors.Is(err, ErrNoLake) || !strings.Contains(err.Error(), "a file is where its folder would be") {
+			t.Errorf("Open(%s): %v, want ErrNoLake naming the file", u, err)
+		}
+	}
 	empty := filepath.Join(dir, "empty")
 	l := openLake(t, empty)
 	if _, err := OpenExisting(ctx, empty); !errors.Is(err, ErrNoLake) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gocloud.dev/blob"
@@ -70,6 +71,9 @@ func Open(ctx context.Context, u string) (*Lake, error) {
 			return nil, fmt.Errorf("open lake %s: %w", u, err)
 		}
 		if err := os.MkdirAll(abs, 0o755); err != nil {
+			if errors.Is(err, syscall.ENOTDIR) { // the path, or a folder on it, is a file
+				return nil, fmt.Errorf("%w at %s: a file is where its folder would be (check --lake or BATCHLAKE_LAKE): %w", ErrNoLake, u, err)
+			}
 			return nil, fmt.Errorf("open lake %s: %w", u, err)
 		}
 		b, err := fileblob.OpenBucket(abs, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})

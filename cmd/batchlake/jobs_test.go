@@ -246,7 +246,8 @@ func TestJobsAndJobPrefixes(t *testing.T) {
 }
 
 // TestReadCommandsNeedALake: a read command pointed at a folder that does not
-// exist, or holds no job, says so and exits 2, and creates nothing.
+// exist, at a file, or at a folder that holds no job, says so and exits 2,
+// and creates nothing.
 func TestReadCommandsNeedALake(t *testing.T) {
 	job := strings.Repeat("a", 64)
 	for _, args := range [][]string{
@@ -270,6 +271,15 @@ func TestReadCommandsNeedALake(t *testing.T) {
 			}
 			if _, err := os.Stat(missing); !os.IsNotExist(err) {
 				t.Errorf("%s created the lake folder it was pointed at (stat: %v)", args[0], err)
+			}
+			file := filepath.Join(dir, "afile")
+			if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, res = cli(t, append(args, "--lake", file)...)
+			msg, _ = res["error"].(string)
+			if code != exitUsage || !strings.Contains(msg, "no lake at "+file+": it is a file") {
+				t.Errorf("lake a file: exit %d %q, want 2 and \"it is a file\"", code, msg)
 			}
 			empty := filepath.Join(dir, "empty")
 			if err := os.Mkdir(empty, 0o755); err != nil {
