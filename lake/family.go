@@ -42,7 +42,7 @@ func LatestReportKey(ctx context.Context, l *Lake, m *Manifest) (string, error) 
 		}
 	}
 	if key == "" {
-		return "", fmt.Errorf("job %s has not been reconciled: %w", m.JobKey, ErrNotFound)
+		return "", fmt.Errorf("job %s has not been reconciled: %w", m.JobKey, ErrNotReconciled)
 	}
 	return key, nil
 }

@@ -31,6 +31,10 @@ var ErrCorrupt = errors.New("lake: corrupt object")
 // ErrNotFound is returned when a key does not exist.
 var ErrNotFound = errors.New("lake: not found")
 
+// ErrNotReconciled is a job whose ledger names no report yet; it is also
+// ErrNotFound.
+var ErrNotReconciled = fmt.Errorf("no report yet: %w", ErrNotFound)
+
 // Lake is an open lake.
 type Lake struct {
 	Bucket *blob.Bucket

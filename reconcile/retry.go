@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
 	"github.com/batchlake/batchlake/ingest/translate"
 	"github.com/batchlake/batchlake/lake"
@@ -85,6 +87,10 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		return nil, err
 	}
 	rep, err := LatestReport(ctx, l, job)
+	if errors.Is(err, lake.ErrNotReconciled) {
+		// A step run out of order: running it again will not help.
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("retry: job %s has not been reconciled: run batchlake reconcile --job %s first", m.JobKey, m.JobKey)}
+	}
 	if err != nil {
 		return nil, err
 	}

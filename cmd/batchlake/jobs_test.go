@@ -399,3 +399,33 @@ func TestCancelReportsStateAfter(t *testing.T) {
 		t.Errorf("jobs after cancel: %v %s, want one CANCELLED job", err, out)
 	}
 }
+
+// TestRetryBeforeReconcile: retry of a job no reconcile has closed is a step
+// run out of order, exit 2 naming the step to run first (running it again
+// would not help), and makes no child.
+func TestRetryBeforeReconcile(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	code, res := cli(t, "retry", "--lake", lk, "--job", job)
+	msg, _ := res["error"].(string)
+	if code != exitUsage || !strings.Contains(msg, "has not been reconciled: run batchlake reconcile --job "+job+" first") {
+		t.Errorf("retry before reconcile: exit %d %q, want 2 naming reconcile", code, msg)
+	}
+	ms, err := os.ReadDir(filepath.Join(lk, "manifests"))
+	if err != nil || len(ms) != 1 {
+		t.Errorf("retry before reconcile left %d manifests (%v), want the parent's alone", len(ms), err)
+	}
+}
