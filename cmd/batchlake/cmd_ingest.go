@@ -46,6 +46,11 @@ it stays archived.`,
 			if minMatch < 0 || minMatch > 1 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
 			}
+			for _, f := range []struct{ flag, path string }{{"--output", output}, {"--errors", errs}, {"--summary", summary}} {
+				if fi, err := os.Stat(f.path); f.path != "" && err == nil && fi.IsDir() {
+					return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s %s: a folder, not a file", f.flag, f.path)}
+				}
+			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err

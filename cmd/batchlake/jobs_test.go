@@ -429,3 +429,33 @@ func TestRetryBeforeReconcile(t *testing.T) {
 		t.Errorf("retry before reconcile left %d manifests (%v), want the parent's alone", len(ms), err)
 	}
 }
+
+// TestIngestFolderNotFile: a result file that is a folder is exit 2 naming
+// the flag, before anything is read or written.
+func TestIngestFolderNotFile(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	for _, flag := range []string{"--output", "--errors"} {
+		code, res := cli(t, "ingest", "--lake", lk, "--job", job, flag, dir)
+		msg, _ := res["error"].(string)
+		if code != exitUsage || msg != "ingest "+flag+" "+dir+": a folder, not a file" {
+			t.Errorf("ingest %s a folder: exit %d %q, want 2 naming the flag", flag, code, msg)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lk, "ingests")); !os.IsNotExist(err) {
+		t.Errorf("a refused ingest wrote its marker folder (stat: %v)", err)
+	}
+}
