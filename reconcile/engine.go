@@ -17,6 +17,7 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/lake"
 	lakesql "github.com/batchlake/batchlake/sql"
 )
@@ -123,6 +124,11 @@ func OpenEngine(l *lake.Lake, o EngineOptions) (*Engine, error) {
 	c, err := duckdb.NewConnector("?"+cfg.Encode(), nil)
 	if err != nil {
 		os.RemoveAll(tmp)
+		if o.MemoryLimit != "" && strings.Contains(err.Error(), "memory_limit") {
+			// A setting the user gave (--memory-limit): fixed by a person,
+			// not by running the step again.
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("memory limit %q: not a size DuckDB reads (for example 384MB or 1.5GiB): %v", o.MemoryLimit, err)}
+		}
 		return nil, fmt.Errorf("engine: open duckdb: %w", err)
 	}
 	db := sql.OpenDB(c)

@@ -101,6 +101,30 @@ func TestQueryOutOfMemoryIsNotBadInput(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitNotASize: a memory limit DuckDB does not read as a size is
+// bad input (exit 2: running the step again gives the same answer), naming
+// the setting; one it reads opens the session.
+func TestMemoryLimitNotASize(t *testing.T) {
+	l, _ := testLake(t)
+	for _, c := range []struct {
+		limit string
+		bad   bool
+	}{{"nonsense", true}, {"12 parsecs", true}, {"1.5GiB", false}, {"300MB", false}} {
+		e, err := OpenEngine(l, EngineOptions{Threads: 1, MemoryLimit: c.limit, TempDir: t.TempDir()})
+		if !c.bad {
+			if err != nil {
+				t.Errorf("memory limit %q: %v", c.limit, err)
+			} else {
+				e.Close()
+			}
+			continue
+		}
+		if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), `memory limit "`+c.limit+`": not a size DuckDB reads`) {
+			t.Errorf("memory limit %q: %v, want bad input naming it", c.limit, err)
+		}
+	}
+}
+
 // TestReleaseMemory: the pages DuckDB's allocator keeps freed after a
 // statement go back to the kernel when the session releases its memory, and
 // the session's limit stays what it was (to the KiB).
