@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,9 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 	o := reconcile.Options{JobKey: job, MaxAttempts: r.maxAttempts, QualityGate: r.gate, AcceptTruncated: r.acceptTrunc, TmpDir: g.tmpDir,
 		Engine: g.engineOptions()}
 	o.Engine.MemoryLimit = g.memoryLimit(reconcileMemoryLimit)
+	if r.maxAttempts < 1 {
+		return o, &errkind.UsageError{Msg: fmt.Sprintf("--max-attempts %d: want 1 or more (1: no retries)", r.maxAttempts)}
+	}
 	if r.maxTokens < 0 {
 		return o, &errkind.UsageError{Msg: "--max-record-tokens: want a non-negative count"}
 	}

@@ -459,3 +459,39 @@ func TestIngestFolderNotFile(t *testing.T) {
 		t.Errorf("a refused ingest wrote its marker folder (stat: %v)", err)
 	}
 }
+
+// TestFlagsOutOfRange: a count no setting means is exit 2 naming the flag,
+// before anything is written; --max-attempts 0 was taken for the default 3.
+func TestFlagsOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reconcile", "--job", job, "--max-attempts", "0"}, "--max-attempts 0: want 1 or more (1: no retries)"},
+		{[]string{"reconcile", "--job", job, "--max-attempts", "-2"}, "--max-attempts -2: want 1 or more (1: no retries)"},
+		{[]string{"jobs", "--threads", "-1"}, "--threads -1: want a count of threads (0: the default)"},
+	} {
+		code, res := cli(t, append(c.args, "--lake", lk)...)
+		if msg, _ := res["error"].(string); code != exitUsage || msg != c.want {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, msg, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lk, "reports")); !os.IsNotExist(err) {
+		t.Errorf("a refused reconcile wrote a report (stat: %v)", err)
+	}
+}
