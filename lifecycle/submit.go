@@ -91,7 +91,7 @@ type Result struct {
 // next Submit looks it up before anything else.
 func (d *Driver) Submit(ctx context.Context, job lake.Digest) (*Result, error) {
 	if d.Lease <= 0 {
-		return nil, fmt.Errorf("submit: lease %s: a submitter must hold a shard for a positive time", d.Lease)
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("submit: lease %s: a submitter must hold a shard for a positive time", d.Lease)}
 	}
 	m, err := d.Lake.GetManifest(ctx, job)
 	if err != nil {

@@ -120,7 +120,7 @@ func IsSync(evs []lake.Event) bool {
 // maybe_sent, and the record is sent again only as a counted duplicate.
 func (d *Driver) SubmitSync(ctx context.Context, job lake.Digest, o SyncOptions) (*SyncResult, error) {
 	if d.Lease <= 0 {
-		return nil, fmt.Errorf("sync: lease %s: a sender must hold a shard for a positive time", d.Lease)
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("sync: lease %s: a sender must hold a shard for a positive time", d.Lease)}
 	}
 	if o.RealTime == nil {
 		return nil, fmt.Errorf("sync: provider %s has no real-time client", d.Target)

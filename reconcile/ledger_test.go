@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/internal/testrun"
 	"github.com/batchlake/batchlake/lake"
 )
@@ -187,4 +189,20 @@ func memJob(t *testing.T, seed uint64) (l *lake.Lake, dir string, m *lake.Manife
 	m = planAndIngest(t, l, dir, generate(rand.New(rand.NewPCG(seed, seed)), 40, 0, 0), 10)
 	job, _ = lake.ParseDigest(m.JobKey)
 	return l, dir, m, job
+}
+
+// TestNegativeLeaseRefused: a lease below zero (already run out, so another
+// reconcile could take the job over at once) is bad input, and the job's
+// shards get no event.
+func TestNegativeLeaseRefused(t *testing.T) {
+	l, dir, m, job := memJob(t, 3)
+	_, err := Run(context.Background(), l, Options{JobKey: m.JobKey, TmpDir: dir, Lease: -time.Minute, Engine: EngineOptions{Threads: 1}})
+	if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "lease -1m0s") {
+		t.Fatalf("Run with lease -1m: %v, want bad input naming the lease", err)
+	}
+	for _, s := range m.Shards {
+		if got := shardEventsAfterPlan(t, l, job, s.ShardID); got != "" {
+			t.Errorf("shard %s got events %s", s.ShardID, got)
+		}
+	}
 }

@@ -362,6 +362,11 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
 	}
+	if o.Lease < 0 {
+		// A lease already run out would let another reconcile of the job
+		// take it over while this one writes.
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("reconcile: lease %s: a reconciler must hold the job for a positive time", o.Lease)}
+	}
 	if o.Lease == 0 {
 		o.Lease = 30 * time.Minute
 	}

@@ -124,6 +124,9 @@ missing or run with other settings or files exits 2 and names it.`,
 			if err != nil {
 				return err
 			}
+			if lease <= 0 {
+				return &errkind.UsageError{Msg: fmt.Sprintf("reconcile --lease %s: a reconciler must hold the job for a positive time", lease)}
+			}
 			o.OutDir, o.Lease, o.AllowRunning = out, lease, allowRunning
 			if partition != "" && (merge || partitions != 0) {
 				return &errkind.UsageError{Msg: "reconcile: --partition runs one partition; --merge (with --partitions) combines them: give one or the other"}

@@ -67,6 +67,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 		Short: "The whole loop for --input: plan, submit, status, collect, reconcile, retry, until only manual work is left",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxRounds < 1 {
+				return &errkind.UsageError{Msg: fmt.Sprintf("run --max-rounds %d: want 1 or more", maxRounds)}
+			}
 			if err := fbf.parse(); err != nil {
 				return err
 			}

@@ -460,8 +460,9 @@ func TestIngestFolderNotFile(t *testing.T) {
 	}
 }
 
-// TestFlagsOutOfRange: a count no setting means is exit 2 naming the flag,
-// before anything is written; --max-attempts 0 was taken for the default 3.
+// TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
+// the flag, before anything is written; --max-attempts 0 was taken for the
+// default 3, and a reconcile's lease below zero was taken as given.
 func TestFlagsOutOfRange(t *testing.T) {
 	dir := t.TempDir()
 	lk := filepath.Join(dir, "lake")
@@ -485,6 +486,12 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"reconcile", "--job", job, "--max-attempts", "0"}, "--max-attempts 0: want 1 or more (1: no retries)"},
 		{[]string{"reconcile", "--job", job, "--max-attempts", "-2"}, "--max-attempts -2: want 1 or more (1: no retries)"},
 		{[]string{"jobs", "--threads", "-1"}, "--threads -1: want a count of threads (0: the default)"},
+		// A lease already run out would let a second reconcile or submitter
+		// take the job over while the first one writes.
+		{[]string{"reconcile", "--job", job, "--lease", "-5m"}, "reconcile --lease -5m0s: a reconciler must hold the job for a positive time"},
+		{[]string{"reconcile", "--job", job, "--lease", "0s"}, "reconcile --lease 0s: a reconciler must hold the job for a positive time"},
+		{[]string{"submit", "--job", job, "--lease", "-1s"}, "submit: lease -1s: a submitter must hold a shard for a positive time"},
+		{[]string{"run", "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--max-rounds", "0"}, "run --max-rounds 0: want 1 or more"},
 	} {
 		code, res := cli(t, append(c.args, "--lake", lk)...)
 		if msg, _ := res["error"].(string); code != exitUsage || msg != c.want {
@@ -493,5 +500,8 @@ func TestFlagsOutOfRange(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(lk, "reports")); !os.IsNotExist(err) {
 		t.Errorf("a refused reconcile wrote a report (stat: %v)", err)
+	}
+	if ms, err := os.ReadDir(filepath.Join(lk, "manifests")); err != nil || len(ms) != 1 {
+		t.Errorf("a refused run planned a job: %d manifests (%v), want 1", len(ms), err)
 	}
 }
