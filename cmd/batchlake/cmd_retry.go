@@ -20,6 +20,9 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 		Long:  retryLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := sf.check(true); err != nil {
+				return err
+			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err

@@ -70,6 +70,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if maxRounds < 1 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("run --max-rounds %d: want 1 or more", maxRounds)}
 			}
+			if err := sf.check(false); err != nil {
+				return err
+			}
 			if err := fbf.parse(); err != nil {
 				return err
 			}

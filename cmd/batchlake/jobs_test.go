@@ -492,6 +492,13 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"reconcile", "--job", job, "--lease", "0s"}, "reconcile --lease 0s: a reconciler must hold the job for a positive time"},
 		{[]string{"submit", "--job", job, "--lease", "-1s"}, "submit: lease -1s: a submitter must hold a shard for a positive time"},
 		{[]string{"run", "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--max-rounds", "0"}, "run --max-rounds 0: want 1 or more"},
+		{[]string{"run", "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--concurrency", "0"}, "--concurrency 0: want 1 or more calls in flight"},
+		// retry checks its sending flags before it plans a child (this job
+		// is not reconciled: that would be the next refusal).
+		{[]string{"retry", "--job", job, "--mode", "later"}, `--mode "later": want batch, sync or auto`},
+		{[]string{"retry", "--job", job, "--maybe-sent", "drop"}, `--maybe-sent "drop": want resend or leave`},
+		{[]string{"retry", "--job", job, "--lease", "0s"}, "--lease 0s: a sender must hold a shard for a positive time"},
+		{[]string{"retry", "--job", job, "--sync-below", "-1"}, "--sync-below -1: want a count of records (0: only below the provider's minimum)"},
 	} {
 		code, res := cli(t, append(c.args, "--lake", lk)...)
 		if msg, _ := res["error"].(string); code != exitUsage || msg != c.want {

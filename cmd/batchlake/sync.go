@@ -52,6 +52,31 @@ func (f *syncFlags) registerTail(c *cobra.Command) {
 	c.Flags().StringVar(&f.maybeSent, "maybe-sent", "resend", "a record whose earlier real-time call may have reached the provider without an answer (after a crash): resend (a counted duplicate submission) or leave (counted failed, retryable)")
 }
 
+// check refuses values of the flags that no sending takes, before retry
+// plans a child (which a refusal after it would leave planned with the
+// settings of the run that failed); lease is retry's own flag (run sends
+// with its own).
+func (f *syncFlags) check(lease bool) error {
+	switch f.mode {
+	case "batch", "sync", "auto":
+	default:
+		return &errkind.UsageError{Msg: fmt.Sprintf("--mode %q: want batch, sync or auto", f.mode)}
+	}
+	if f.maybeSent != "resend" && f.maybeSent != "leave" {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--maybe-sent %q: want resend or leave", f.maybeSent)}
+	}
+	if f.concurrency < 1 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--concurrency %d: want 1 or more calls in flight", f.concurrency)}
+	}
+	if f.syncBelow < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--sync-below %d: want a count of records (0: only below the provider's minimum)", f.syncBelow)}
+	}
+	if lease && f.lease <= 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--lease %s: a sender must hold a shard for a positive time", f.lease)}
+	}
+	return nil
+}
+
 // runSync is run's round for a job sent through the real-time API: send,
 // wait while another sender holds a shard, then reconcile.
 func (f *syncFlags) runSync(ctx context.Context, g *globals, drv *lifecycle.Driver, rt providers.RealTime, job lake.Digest, rf reconcileFlags, poll time.Duration, out string) (*reconcile.Report, error) {
@@ -159,11 +184,9 @@ func (f *syncFlags) realTimeFor(g *globals, l *lake.Lake, m *lake.Manifest) (rt 
 	return rt, close, nil
 }
 
-// sendSync sends a planned job through the provider's real-time API.
+// sendSync sends a planned job through the provider's real-time API (its
+// flags checked by check).
 func (f *syncFlags) sendSync(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest) (*lifecycle.SyncResult, error) {
-	if f.maybeSent != "resend" && f.maybeSent != "leave" {
-		return nil, &errkind.UsageError{Msg: fmt.Sprintf("--maybe-sent %q: want resend or leave", f.maybeSent)}
-	}
 	rt, closeRT, err := f.realTimeFor(g, l, m)
 	if err != nil {
 		return nil, err
