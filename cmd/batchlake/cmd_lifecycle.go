@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/ingest"
@@ -50,14 +51,20 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 		help = "provider to plan the job for and talk to: " + providerHelp
 	}
 	c.Flags().StringVar(&p.target, "provider", def, help)
-	c.Flags().Uint64Var(&p.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+	c.Flags().Uint64Var(&p.simSeed, "sim-seed", 1, "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+	envFlag(c, "sim-seed", "BATCHLAKE_SIM_SEED")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
-	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (env BATCHLAKE_TAKEOVER_MARGIN)")
-	c.Flags().DurationVar(&p.settle, "settle", envDuration("BATCHLAKE_SETTLE", 0), "after a lost create answer the batch was not found: how long the shard waits for the provider's listing to catch up before any submitter looks it up (0: the provider's default; env BATCHLAKE_SETTLE)")
-	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", envDuration("BATCHLAKE_LOST_LOOKUP", lifecycle.DefaultLostLookup), "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
+	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", lake.DefaultTakeoverMargin, "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (env BATCHLAKE_TAKEOVER_MARGIN)")
+	envFlag(c, "takeover-margin", "BATCHLAKE_TAKEOVER_MARGIN")
+	c.Flags().DurationVar(&p.settle, "settle", 0, "after a lost create answer the batch was not found: how long the shard waits for the provider's listing to catch up before any submitter looks it up (0: the provider's default; env BATCHLAKE_SETTLE)")
+	envFlag(c, "settle", "BATCHLAKE_SETTLE")
+	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", lifecycle.DefaultLostLookup, "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
+	envFlag(c, "lost-lookup", "BATCHLAKE_LOST_LOOKUP")
 	if c.Name() == "submit" || c.Name() == "run" {
-		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", int(envInt64("BATCHLAKE_MAX_IN_FLIGHT", 0)), "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
-		c.Flags().IntVar(&p.parallel, "parallel", int(envInt64("BATCHLAKE_SUBMIT_PARALLEL", 1)), "how many shards to submit at a time, each with its own lease, lookup, upload and create: shards upload side by side (env BATCHLAKE_SUBMIT_PARALLEL)")
+		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", 0, "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
+		envFlag(c, "max-in-flight", "BATCHLAKE_MAX_IN_FLIGHT")
+		c.Flags().IntVar(&p.parallel, "parallel", 1, "how many shards to submit at a time, each with its own lease, lookup, upload and create: shards upload side by side (env BATCHLAKE_SUBMIT_PARALLEL)")
+		envFlag(c, "parallel", "BATCHLAKE_SUBMIT_PARALLEL")
 	}
 	p.bedrock.register(c)
 }
@@ -82,18 +89,35 @@ func (p *providerFlags) lostLookupSetting() time.Duration {
 	return p.lostLookup
 }
 
-func envDuration(k string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return v
+// envAnnotation marks a flag that an environment variable sets (envFlag).
+const envAnnotation = "batchlake_env"
+
+// envFlag names the environment variable that sets flag name of c when the
+// command line does not; applyEnvFlags reads it before the command runs.
+func envFlag(c *cobra.Command, name, env string) {
+	if err := c.Flags().SetAnnotation(name, envAnnotation, []string{env}); err != nil {
+		panic(err) // a flag registered under another name: a programming error
 	}
-	return def
 }
 
-func envUint(k string, def uint64) uint64 {
-	if v, err := strconv.ParseUint(os.Getenv(k), 10, 64); err == nil {
-		return v
-	}
-	return def
+// applyEnvFlags sets each flag of cmd that an environment variable sets
+// (envFlag) and its command line leaves alone, parsed as the flag's own
+// value is: a value it cannot read is bad usage naming the variable, where
+// a step configured by a DAG's environment once took the default in silence.
+func applyEnvFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		env := f.Annotations[envAnnotation]
+		if err != nil || len(env) == 0 || f.Changed {
+			return
+		}
+		if v := os.Getenv(env[0]); v != "" {
+			if serr := f.Value.Set(v); serr != nil {
+				err = &errkind.UsageError{Msg: fmt.Sprintf("%s=%q (--%s): %v", env[0], v, f.Name, serr)}
+			}
+		}
+	})
+	return err
 }
 
 // envList is a comma-separated environment variable's items, nil if unset.
@@ -107,11 +131,17 @@ func envList(k string) []string {
 	return out
 }
 
-func envInt64(k string, def int64) int64 {
-	if v, err := strconv.ParseInt(os.Getenv(k), 10, 64); err == nil {
-		return v
+// envInt64 is environment variable k as an integer, def when it is unset.
+func envInt64(k string, def int64) (int64, error) {
+	s := os.Getenv(k)
+	if s == "" {
+		return def, nil
 	}
-	return def
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, &errkind.UsageError{Msg: fmt.Sprintf("%s=%q: want an integer", k, s)}
+	}
+	return v, nil
 }
 
 // driverFor builds the lifecycle driver for a job: its provider is the one
@@ -176,7 +206,11 @@ func (p *providerFlags) driverWith(g *globals, l *lake.Lake, done *func()) (*lif
 		}
 		c = ac
 	case "gemini":
-		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0),
+		inline, err := envInt64("BATCHLAKE_GEMINI_INLINE_MAX_BYTES", 0)
+		if err != nil {
+			return nil, err
+		}
+		gc, err := geminibatch.New(geminibatch.Config{Logger: g.log, Jobs: lifecycle.LakeShards{Lake: l}, InlineMaxBytes: inline,
 			UploadMIMETypes: envList("BATCHLAKE_GEMINI_UPLOAD_MIME")})
 		if err != nil {
 			return nil, &errkind.UsageError{Msg: "--provider gemini: " + err.Error()}

@@ -512,3 +512,52 @@ func TestFlagsOutOfRange(t *testing.T) {
 		t.Errorf("a refused run planned a job: %d manifests (%v), want 1", len(ms), err)
 	}
 }
+
+// TestEnvFlags: a flag's environment variable sets it unless the command
+// line does, parsed as the flag is; a value it cannot read is exit 2 naming
+// the variable (it was the default, in silence).
+func TestEnvFlags(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	for _, c := range []struct {
+		env, val string
+		args     []string
+		want     string // the error; "" for success
+	}{
+		{"BATCHLAKE_SUBMIT_PARALLEL", "abc", []string{"submit"}, `BATCHLAKE_SUBMIT_PARALLEL="abc" (--parallel): strconv.ParseInt: parsing "abc": invalid syntax`},
+		{"BATCHLAKE_TAKEOVER_MARGIN", "soon", []string{"retry"}, `BATCHLAKE_TAKEOVER_MARGIN="soon" (--takeover-margin): time: invalid duration "soon"`},
+		{"BATCHLAKE_SIM_SEED", "-1", []string{"status"}, `BATCHLAKE_SIM_SEED="-1" (--sim-seed): strconv.ParseUint: parsing "-1": invalid syntax`},
+		// The variable reaches the flag: the flag's own check refuses it.
+		{"BATCHLAKE_MAX_IN_FLIGHT", "-4", []string{"submit"}, "--max-in-flight -4: want 0 (no limit) or a positive number of batches"},
+		// The command line wins over the variable.
+		{"BATCHLAKE_SUBMIT_PARALLEL", "abc", []string{"submit", "--parallel", "2"}, ""},
+	} {
+		t.Run(c.env+"="+c.val, func(t *testing.T) {
+			t.Setenv(c.env, c.val)
+			code, res := cli(t, append(c.args, "--lake", lk, "--job", job)...)
+			msg, _ := res["error"].(string)
+			if c.want == "" {
+				if code != exitOK {
+					t.Errorf("%v: exit %d %q, want 0", c.args, code, msg)
+				}
+				return
+			}
+			if code != exitUsage || msg != c.want {
+				t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, msg, c.want)
+			}
+		})
+	}
+}

@@ -251,6 +251,9 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			default:
 				return &errkind.UsageError{Msg: "--progress: want never, always or auto"}
 			}
+			if err := applyEnvFlags(cmd); err != nil {
+				return err
+			}
 			if g.threads < 0 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("--threads %d: want a count of threads (0: the default)", g.threads)}
 			}

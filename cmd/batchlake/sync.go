@@ -40,8 +40,10 @@ func (f *syncFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.mode, "mode", "auto", "how the child is sent: batch (plan it for submit), sync (send its records now through the provider's real-time API, priced on demand), or auto (sync when the child is below the provider's minimum records per batch job or below --sync-below; batch otherwise)")
 	f.registerTail(c)
 	c.Flags().DurationVar(&f.lease, "lease", 10*time.Minute, "how long a sender holds a shard (renewed while it runs) before another may take over")
-	c.Flags().DurationVar(&f.margin, "takeover-margin", envDuration("BATCHLAKE_TAKEOVER_MARGIN", lake.DefaultTakeoverMargin), "how long past a sender's lease expiry another waits before taking the shard over (env BATCHLAKE_TAKEOVER_MARGIN)")
-	c.Flags().Uint64Var(&f.simSeed, "sim-seed", envUint("BATCHLAKE_SIM_SEED", 1), "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+	c.Flags().DurationVar(&f.margin, "takeover-margin", lake.DefaultTakeoverMargin, "how long past a sender's lease expiry another waits before taking the shard over (env BATCHLAKE_TAKEOVER_MARGIN)")
+	envFlag(c, "takeover-margin", "BATCHLAKE_TAKEOVER_MARGIN")
+	c.Flags().Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
+	envFlag(c, "sim-seed", "BATCHLAKE_SIM_SEED")
 }
 
 // registerTail adds the flags retry and run share: when a retry child goes
