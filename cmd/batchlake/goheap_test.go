@@ -76,7 +76,7 @@ func TestGoHeapPercent(t *testing.T) {
 // records report and sql run out of memory at reconcile's); the flag, or
 // BATCHLAKE_MEMORY_LIMIT, sets both.
 func TestMemoryLimitPerCommand(t *testing.T) {
-	var rf reconcileFlags
+	rf := reconcileFlags{maxAttempts: 3} // the flag's default
 	for _, tc := range []struct{ flag, reconcile, query string }{
 		{"", reconcileMemoryLimit, queryMemoryLimit},
 		{"1GB", "1GB", "1GB"},
