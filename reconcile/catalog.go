@@ -63,6 +63,16 @@ func ReadCatalogInfo(ctx context.Context, path string) (*CatalogInfo, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --refresh %q: %v; write it first with catalog --out", path, err)}
 	}
+	info, err := readCatalogInfo(ctx, path)
+	if err != nil {
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --refresh %q: not a catalog batchlake wrote (%v)", path, err)}
+	}
+	return info, nil
+}
+
+// readCatalogInfo reads the batchlake_catalog table of the DuckDB database
+// at path, attached read only.
+func readCatalogInfo(ctx context.Context, path string) (*CatalogInfo, error) {
 	c, err := duckdb.NewConnector("", nil)
 	if err != nil {
 		return nil, err
@@ -75,7 +85,7 @@ func ReadCatalogInfo(ctx context.Context, path string) (*CatalogInfo, error) {
 		err = db.QueryRowContext(ctx, "SELECT kind, lake, tenant FROM catalog_db.batchlake_catalog").Scan(&info.Kind, &info.Lake, &info.Tenant)
 	}
 	if err != nil {
-		return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --refresh %q: not a catalog batchlake wrote (%v)", path, err)}
+		return nil, err
 	}
 	return &info, nil
 }
@@ -128,6 +138,13 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, co 
 			if strings.ContainsAny(p, "*?[") {
 				return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --out %q: a live catalog reads the lake by the path %q, which holds a glob character (* ? [); move the catalog or the lake", out, p)}
 			}
+		}
+	}
+	if _, err := os.Stat(abs); err == nil && !co.Refresh {
+		// Writing again replaces a catalog batchlake wrote, and nothing else:
+		// --out naming the analyst's own file would have been lost.
+		if _, err := readCatalogInfo(ctx, abs); err != nil {
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("catalog --out %q: the file is there and is not a catalog batchlake wrote (%v); remove it or choose another path", out, err)}
 		}
 	}
 	if co.Refresh {

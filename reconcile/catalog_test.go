@@ -406,3 +406,45 @@ func TestLiveCatalogRefusesGlobPaths(t *testing.T) {
 		t.Errorf("catalog in a folder named star*: %v", err)
 	}
 }
+
+// TestCatalogReplacesOnlyItsOwn: --out names a file that is there: a catalog
+// batchlake wrote is written again; any other file (text, or the analyst's
+// own DuckDB database) is refused as bad input and left as it was.
+func TestCatalogReplacesOnlyItsOwn(t *testing.T) {
+	ctx := context.Background()
+	l, _, dir := smallLake(t)
+	o := EngineOptions{Threads: 1, TempDir: dir}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(dir, "own.duckdb")
+	c, err := duckdb.NewConnector(own, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE mine AS SELECT 42 AS answer"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, path := range []string{text, own} {
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Catalog(ctx, l, path, o, CatalogOptions{})
+		if !errors.Is(err, errkind.ErrBadInput) || !strings.Contains(err.Error(), "is not a catalog batchlake wrote") {
+			t.Errorf("catalog --out %s: %v, want bad input", filepath.Base(path), err)
+		}
+		if after, err := os.ReadFile(path); err != nil || string(after) != string(before) {
+			t.Errorf("catalog --out %s changed the file (%v)", filepath.Base(path), err)
+		}
+	}
+	out := filepath.Join(dir, "analytics.duckdb")
+	for i := range 2 {
+		if _, err := Catalog(ctx, l, out, o, CatalogOptions{}); err != nil {
+			t.Fatalf("catalog written %d times: %v", i+1, err)
+		}
+	}
+}

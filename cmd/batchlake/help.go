@@ -67,7 +67,9 @@ Nothing is copied. Which kind it writes depends on the lake:
   catalog --refresh --out <out>.
 
 --refresh rebuilds an existing catalog in place, of the same lake and
-tenant (it refuses a catalog of another lake).`
+tenant (it refuses a catalog of another lake). Without it, --out may name a
+catalog batchlake wrote, which is written again, but no other file that is
+there (exit 2: it is left as it was).`
 
 const retryLong = `retry turns the retry shard of --job (written by reconcile: records missing,
 failed retryably or failing the quality gate, under --max-attempts) into a
