@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -559,5 +560,50 @@ func TestEnvFlags(t *testing.T) {
 				t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, msg, c.want)
 			}
 		})
+	}
+}
+
+// TestVerifyPrintsOneObject: verify that finds a problem exits 1 with its
+// report as the one JSON object on stdout (an error object was printed
+// after it, which an orchestrator reading stdout as JSON could not parse).
+func TestVerifyPrintsOneObject(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"); code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	var shard string
+	filepath.WalkDir(filepath.Join(lk, "objects"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && shard == "" {
+			shard = p
+		}
+		return nil
+	})
+	if err := os.WriteFile(shard, []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errb := cliRaw("verify", "--lake", lk)
+	if code != exitError {
+		t.Fatalf("verify of a tampered lake: exit %d, want 1\n%s", code, errb)
+	}
+	d := json.NewDecoder(strings.NewReader(out))
+	var rep struct {
+		OK       *bool            `json:"ok"`
+		Problems []map[string]any `json:"problems"`
+	}
+	if err := d.Decode(&rep); err != nil || rep.OK == nil || *rep.OK || len(rep.Problems) == 0 {
+		t.Fatalf("verify's stdout: %v %+v, want its report with ok false and the problem\n%s", err, rep, out)
+	}
+	var more any
+	if err := d.Decode(&more); err != io.EOF {
+		t.Errorf("verify printed more than one JSON object: then %v (%v)\n%s", more, err, out)
 	}
 }

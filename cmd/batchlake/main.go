@@ -106,7 +106,8 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "batchlake: %v\n", err)
 		printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code, "pending": true})
 	}
-	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail {
+	// An exitErr's command printed its result, the one JSON object on stdout.
+	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail && !errors.As(err, &ee) {
 		if g.log == nil {
 			g.log = slog.New(slog.NewTextHandler(stderr, nil))
 		}
