@@ -13,11 +13,11 @@ import (
 
 // notUTF8 refuses a request line that is not valid UTF-8, naming the field
 // and the byte where it stops being so; nil for a valid line. JSON between
-// systems is UTF-8 (RFC 8259), and a provider refuses such a line, or the
-// whole file or batch request it came in. Go's JSON decoders, the planner's
-// own included, read the bytes as U+FFFD and leave them in the shard as
-// they were, so without this the job would be planned and fail at the
-// provider.
+// systems must be UTF-8 (RFC 8259). Go's JSON decoders, the planner's own
+// included, read such bytes as U+FFFD while the shard keeps them as they
+// are, so the provider would be sent bytes it may refuse, with the whole
+// file or batch request they came in, or read as another request than the
+// one whose digest the lake keeps.
 func notUTF8(line []byte) *errkind.InputError {
 	if utf8.Valid(line) {
 		return nil
