@@ -359,21 +359,7 @@ func TestFlagSuggestions(t *testing.T) {
 // TestCancelReportsStateAfter: cancel's result gives each shard the state the
 // ledger holds after the step (CANCELLED), and jobs agrees with it.
 func TestCancelReportsStateAfter(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 6)[:5], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
-	job := pl["job_key"].(string)
+	_, lk, _, job := planDemoJob(t, 5)
 	if code, res := cli(t, "submit", "--lake", lk, "--provider", "sim", "--job", job); code != exitOK {
 		t.Fatalf("submit: exit %d %v", code, res)
 	}
@@ -405,21 +391,7 @@ func TestCancelReportsStateAfter(t *testing.T) {
 // run out of order, exit 2 naming the step to run first (running it again
 // would not help), and makes no child.
 func TestRetryBeforeReconcile(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
-	job := pl["job_key"].(string)
+	_, lk, _, job := planDemoJob(t, 3)
 	code, res := cli(t, "retry", "--lake", lk, "--job", job)
 	msg, _ := res["error"].(string)
 	if code != exitUsage || !strings.Contains(msg, "has not been reconciled: run batchlake reconcile --job "+job+" first") {
@@ -434,21 +406,7 @@ func TestRetryBeforeReconcile(t *testing.T) {
 // TestIngestFolderNotFile: a result file that is a folder is exit 2 naming
 // the flag, before anything is read or written.
 func TestIngestFolderNotFile(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
-	job := pl["job_key"].(string)
+	dir, lk, _, job := planDemoJob(t, 3)
 	for _, flag := range []string{"--output", "--errors"} {
 		code, res := cli(t, "ingest", "--lake", lk, "--job", job, flag, dir)
 		msg, _ := res["error"].(string)
@@ -465,21 +423,7 @@ func TestIngestFolderNotFile(t *testing.T) {
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
 func TestFlagsOutOfRange(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
-	job := pl["job_key"].(string)
+	_, lk, in, job := planDemoJob(t, 3)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -518,21 +462,7 @@ func TestFlagsOutOfRange(t *testing.T) {
 // line does, parsed as the flag is; a value it cannot read is exit 2 naming
 // the variable (it was the default, in silence).
 func TestEnvFlags(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
-	if code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
-	job := pl["job_key"].(string)
+	_, lk, _, job := planDemoJob(t, 3)
 	for _, c := range []struct {
 		env, val string
 		args     []string
@@ -567,19 +497,7 @@ func TestEnvFlags(t *testing.T) {
 // report as the one JSON object on stdout (an error object was printed
 // after it, which an orchestrator reading stdout as JSON could not parse).
 func TestVerifyPrintsOneObject(t *testing.T) {
-	dir := t.TempDir()
-	lk := filepath.Join(dir, "lake")
-	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(dir, "in.jsonl")
-	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", 4)[:3], "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never"); code != exitOK {
-		t.Fatalf("plan: exit %d %v", code, pl)
-	}
+	_, lk, _, _ := planDemoJob(t, 3)
 	var shard string
 	filepath.WalkDir(filepath.Join(lk, "objects"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && shard == "" {
@@ -606,4 +524,25 @@ func TestVerifyPrintsOneObject(t *testing.T) {
 	if err := d.Decode(&more); err != io.EOF {
 		t.Errorf("verify printed more than one JSON object: then %v (%v)\n%s", more, err, out)
 	}
+}
+
+// planDemoJob plans the first n requests of testdata/demo for the simulator
+// into a new lake, returning its folder, the lake, the input and the job key.
+func planDemoJob(t *testing.T, n int) (dir, lk, in, job string) {
+	t.Helper()
+	dir = t.TempDir()
+	lk = filepath.Join(dir, "lake")
+	lines, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(strings.SplitN(string(lines), "\n", n+1)[:n], "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	return dir, lk, in, pl["job_key"].(string)
 }
