@@ -431,6 +431,8 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"reconcile", "--job", job, "--max-attempts", "0"}, "--max-attempts 0: want 1 or more (1: no retries)"},
 		{[]string{"reconcile", "--job", job, "--max-attempts", "-2"}, "--max-attempts -2: want 1 or more (1: no retries)"},
 		{[]string{"jobs", "--threads", "-1"}, "--threads -1: want a count of threads (0: the default)"},
+		{[]string{"jobs", "--tmp-dir", filepath.Join(lk, "none")}, "--tmp-dir " + filepath.Join(lk, "none") + ": want a folder that is there (stat " + filepath.Join(lk, "none") + ": no such file or directory)"},
+		{[]string{"reconcile", "--job", job, "--tmp-dir", in}, "--tmp-dir " + in + ": want a folder that is there (in.jsonl is a file)"},
 		// A lease already run out would let a second reconcile or submitter
 		// take the job over while the first one writes.
 		{[]string{"reconcile", "--job", job, "--lease", "-5m"}, "reconcile --lease -5m0s: a reconciler must hold the job for a positive time"},

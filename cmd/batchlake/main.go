@@ -58,6 +58,14 @@ func (g *globals) memoryLimit(def string) string {
 	return def
 }
 
+// notFolder says why a path stat gave (fi, err) for is not a folder.
+func notFolder(fi os.FileInfo, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s is a file", fi.Name())
+}
+
 // exitErr carries a non-zero exit code with a result that is still printed.
 type exitErr struct{ code int }
 
@@ -257,6 +265,13 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			}
 			if g.threads < 0 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("--threads %d: want a count of threads (0: the default)", g.threads)}
+			}
+			if g.tmpDir != "" {
+				// Checked before any step, which would otherwise fail (exit 1,
+				// "run it again") where it first writes a file there.
+				if fi, err := os.Stat(g.tmpDir); err != nil || !fi.IsDir() {
+					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%s)", g.tmpDir, notFolder(fi, err))}
+				}
 			}
 			return g.checkLakeAndJob(ctx, cmd)
 		},
