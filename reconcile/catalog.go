@@ -112,7 +112,7 @@ func Catalog(ctx context.Context, l *lake.Lake, out string, o EngineOptions, co 
 	}
 	// The database, its temporary file and its sidecar folder must not land
 	// among the lake's files or the cache's, which they could overwrite.
-	if err := GuardOutput(l, o.CacheDir, "catalog --out", abs); err != nil {
+	if err := GuardOutput(l, o.CacheDir, "catalog --out", abs, false); err != nil {
 		return nil, err
 	}
 	if strings.Contains(abs, "?") {
@@ -333,8 +333,10 @@ func hasMatch(pattern string) (bool, error) {
 // GuardOutput refuses (as bad usage) an output path of a command (flag
 // names it) that is inside a local lake's folder or the cache of remote
 // lakes' table files (cacheDir, "" for the default): a file written there
-// could replace one of the lake's, which nothing may overwrite.
-func GuardOutput(l *lake.Lake, cacheDir, flag, path string) error {
+// could replace one of the lake's, which nothing may overwrite. It also
+// refuses a folder where the command writes a file, and a file where it
+// writes a folder (dir), which the write would fail on.
+func GuardOutput(l *lake.Lake, cacheDir, flag, path string, dir bool) error {
 	guarded := []string{CacheDir(cacheDir)}
 	if dir, local := l.LocalDir(); local {
 		guarded = append(guarded, dir)
@@ -343,6 +345,13 @@ func GuardOutput(l *lake.Lake, cacheDir, flag, path string) error {
 		if within(path, g) {
 			return &errkind.UsageError{Msg: fmt.Sprintf("%s %q: inside %s, which only batchlake's own write-once writes may change; choose a path outside the lake and the cache", flag, path, g)}
 		}
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() != dir {
+		there, want := "a file", "a folder"
+		if fi.IsDir() {
+			there, want = "a folder", "a file"
+		}
+		return &errkind.UsageError{Msg: fmt.Sprintf("%s %q: %s is there, where it writes %s", flag, path, there, want)}
 	}
 	return nil
 }

@@ -355,7 +355,7 @@ func prepare(ctx context.Context, l *lake.Lake, o *Options) (*runInputs, error) 
 		return nil, &errkind.UsageError{Msg: "reconcile: --job: " + err.Error()}
 	}
 	if o.OutDir != "" {
-		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir); err != nil {
+		if err := GuardOutput(l, o.Engine.CacheDir, "reconcile --out", o.OutDir, true); err != nil {
 			return nil, err
 		}
 	}

@@ -49,7 +49,7 @@ per record (written whole or not at all); stdout has the count and the file
 				printJSON(g.stdout, res)
 				return nil
 			}
-			if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "manual --out", out); err != nil {
+			if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "manual --out", out, false); err != nil {
 				return err
 			}
 			n, err := writeManual(ctx, e, job, tenant, out)
@@ -70,6 +70,9 @@ per record (written whole or not at all); stdout has the count and the file
 // writeManual writes the queue to a temporary file beside out and renames it
 // into place, so a reader never sees half a queue.
 func writeManual(ctx context.Context, e *reconcile.Engine, job, tenant, out string) (n int, err error) {
+	if err := makeParent("manual --out", out); err != nil {
+		return 0, err
+	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".manual-*.jsonl")
 	if err != nil {
 		return 0, fmt.Errorf("manual --out: %w", err)

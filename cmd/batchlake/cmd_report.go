@@ -63,7 +63,7 @@ page, with amounts as exact decimal numbers.`,
 				return err
 			}
 			if htmlOut != "" {
-				if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "report --html", htmlOut); err != nil {
+				if err := reconcile.GuardOutput(e.Lake(), g.cacheDir, "report --html", htmlOut, false); err != nil {
 					return err
 				}
 				if err := writeHTML(s, htmlOut); err != nil {
@@ -122,8 +122,20 @@ func reportScope(job, tenant, since string, all bool) (reconcile.SummaryScope, e
 	return sc, nil
 }
 
+// makeParent makes the folders an output file's path names, as catalog
+// --out and reconcile --out do; a file in their place is bad usage.
+func makeParent(flag, out string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return &errkind.UsageError{Msg: fmt.Sprintf("%s %q: %v", flag, out, err)}
+	}
+	return nil
+}
+
 // writeHTML renders to a temporary file beside out and renames it into place.
 func writeHTML(s *reconcile.JobSummary, out string) (err error) {
+	if err := makeParent("report --html", out); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".report-*.html")
 	if err != nil {
 		return fmt.Errorf("report --html: %w", err)

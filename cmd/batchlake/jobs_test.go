@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -433,6 +434,11 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"jobs", "--threads", "-1"}, "--threads -1: want a count of threads (0: the default)"},
 		{[]string{"jobs", "--tmp-dir", filepath.Join(lk, "none")}, "--tmp-dir " + filepath.Join(lk, "none") + ": want a folder that is there (stat " + filepath.Join(lk, "none") + ": no such file or directory)"},
 		{[]string{"reconcile", "--job", job, "--tmp-dir", in}, "--tmp-dir " + in + ": want a folder that is there (in.jsonl is a file)"},
+		// An output path of the other kind than the command writes.
+		{[]string{"reconcile", "--job", job, "--out", in}, fmt.Sprintf("reconcile --out %q: a file is there, where it writes a folder", in)},
+		{[]string{"report", "--job", job, "--html", lk + "/.."}, fmt.Sprintf("report --html %q: a folder is there, where it writes a file", lk+"/..")},
+		{[]string{"manual", "--job", job, "--out", filepath.Dir(lk)}, fmt.Sprintf("manual --out %q: a folder is there, where it writes a file", filepath.Dir(lk))},
+		{[]string{"report", "--job", job, "--html", filepath.Join(in, "r.html")}, fmt.Sprintf("report --html %q: mkdir %s: not a directory", filepath.Join(in, "r.html"), in)},
 		// A lease already run out would let a second reconcile or submitter
 		// take the job over while the first one writes.
 		{[]string{"reconcile", "--job", job, "--lease", "-5m"}, "reconcile --lease -5m0s: a reconciler must hold the job for a positive time"},
@@ -457,6 +463,13 @@ func TestFlagsOutOfRange(t *testing.T) {
 	}
 	if ms, err := os.ReadDir(filepath.Join(lk, "manifests")); err != nil || len(ms) != 1 {
 		t.Errorf("a refused run planned a job: %d manifests (%v), want 1", len(ms), err)
+	}
+	// An output file's missing folders are made, as catalog's are.
+	html := filepath.Join(filepath.Dir(lk), "new", "sub", "r.html")
+	if code, res := cli(t, "report", "--lake", lk, "--job", job, "--html", html); code != exitOK {
+		t.Errorf("report --html into new folders: exit %d %v", code, res)
+	} else if _, err := os.Stat(html); err != nil {
+		t.Errorf("report --html into new folders: %v", err)
 	}
 }
 
