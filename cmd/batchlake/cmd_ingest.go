@@ -47,7 +47,10 @@ it stays archived.`,
 				return &errkind.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
 			}
 			for _, f := range []struct{ flag, path string }{{"--output", output}, {"--errors", errs}, {"--summary", summary}} {
-				if fi, err := os.Stat(f.path); f.path != "" && err == nil && fi.IsDir() {
+				if f.path == "" {
+					continue
+				}
+				if fi, err := os.Stat(f.path); err == nil && fi.IsDir() {
 					return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s %s: a folder, not a file", f.flag, f.path)}
 				}
 			}

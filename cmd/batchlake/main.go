@@ -58,14 +58,6 @@ func (g *globals) memoryLimit(def string) string {
 	return def
 }
 
-// notFolder says why a path stat gave (fi, err) for is not a folder.
-func notFolder(fi os.FileInfo, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s is a file", fi.Name())
-}
-
 // exitErr carries a non-zero exit code with a result that is still printed.
 type exitErr struct{ code int }
 
@@ -110,15 +102,14 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stopProfiles()
 	code := exitCode(err)
 	var ee exitErr
-	if err != nil && code == exitTempFail && !errors.As(err, &ee) {
+	switch {
+	case err == nil || errors.As(err, &ee):
+		// Done, or the command printed its result (an exitErr): the one JSON
+		// object on stdout.
+	case code == exitTempFail:
 		fmt.Fprintf(stderr, "batchlake: %v\n", err)
 		printJSON(stdout, map[string]any{"error": err.Error(), "exit_code": code, "pending": true})
-	}
-	// An exitErr's command printed its result, the one JSON object on stdout.
-	if err != nil && code != exitPartial && code != exitReview && code != exitTempFail && !errors.As(err, &ee) {
-		if g.log == nil {
-			g.log = slog.New(slog.NewTextHandler(stderr, nil))
-		}
+	case code != exitPartial && code != exitReview:
 		fmt.Fprintf(stderr, "batchlake: %v\n", err)
 		if code == exitUsage || code == exitError {
 			res := map[string]any{"error": err.Error(), "exit_code": code}
@@ -269,8 +260,12 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			if g.tmpDir != "" {
 				// Checked before any step, which would otherwise fail (exit 1,
 				// "run it again") where it first writes a file there.
-				if fi, err := os.Stat(g.tmpDir); err != nil || !fi.IsDir() {
-					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%s)", g.tmpDir, notFolder(fi, err))}
+				fi, err := os.Stat(g.tmpDir)
+				if err == nil && !fi.IsDir() {
+					err = fmt.Errorf("%s is a file", fi.Name())
+				}
+				if err != nil {
+					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%v)", g.tmpDir, err)}
 				}
 			}
 			return g.checkLakeAndJob(ctx, cmd)
