@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/batchlake/batchlake/errkind"
+	"github.com/batchlake/batchlake/lake"
 )
 
 // CheckPredicate refuses a --quality-gate that is anything but a predicate
@@ -69,6 +70,36 @@ func CheckPredicate(ctx context.Context, e *Engine, pred string) (string, error)
 		return "", bad("does not bind: " + err.Error())
 	}
 	return canon, nil
+}
+
+// CheckGate refuses a --quality-gate that a reconcile would refuse, before
+// any job has lines: the predicate is checked (CheckPredicate) against an
+// empty result table of the lake's schema, in a session of its own. A run
+// checks its gate so before it plans and sends anything, where the first
+// reconcile would find it wrong once the batch was paid and done.
+func CheckGate(ctx context.Context, l *lake.Lake, o EngineOptions, pred string) error {
+	e, err := OpenEngine(l, o)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	files := map[string]string{}
+	for name, empty := range map[string]func(string) (string, error){
+		"Expected": emptyFile[lake.ExpectedRow], "Attempts": emptyFile[lake.AttemptRow], "Quarantine": emptyFile[lake.QuarantineRow],
+	} {
+		if files[name], err = empty(e.tmp); err != nil {
+			return err
+		}
+	}
+	src := map[string]any{"ExpectedNos": sqlInts([]int{0})}
+	for name, f := range files {
+		src[name] = sqlList([]string{f})
+	}
+	if err := e.ExecFile(ctx, "sources.sql", src); err != nil {
+		return err
+	}
+	_, err = CheckPredicate(ctx, e, pred)
+	return err
 }
 
 // gateTree parses a candidate quality-gate query and returns its WHERE

@@ -54,11 +54,11 @@ func (p *providerFlags) register(c *cobra.Command, def string) {
 	c.Flags().Uint64Var(&p.simSeed, "sim-seed", 1, "seed of the simulated provider (env BATCHLAKE_SIM_SEED)")
 	envFlag(c, "sim-seed", "BATCHLAKE_SIM_SEED")
 	c.Flags().DurationVar(&p.lease, "lease", 10*time.Minute, "how long a submitter holds a shard before another may take over")
-	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", lake.DefaultTakeoverMargin, "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (env BATCHLAKE_TAKEOVER_MARGIN)")
+	c.Flags().DurationVar(&p.takeoverMargin, "takeover-margin", lake.DefaultTakeoverMargin, "how long past a submitter's lease expiry another waits before taking the shard over: the clock skew between machines (0: none; env BATCHLAKE_TAKEOVER_MARGIN)")
 	envFlag(c, "takeover-margin", "BATCHLAKE_TAKEOVER_MARGIN")
 	c.Flags().DurationVar(&p.settle, "settle", 0, "after a lost create answer the batch was not found: how long the shard waits for the provider's listing to catch up before any submitter looks it up (0: the provider's default; env BATCHLAKE_SETTLE)")
 	envFlag(c, "settle", "BATCHLAKE_SETTLE")
-	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", lifecycle.DefaultLostLookup, "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (env BATCHLAKE_LOST_LOOKUP)")
+	c.Flags().DurationVar(&p.lostLookup, "lost-lookup", lifecycle.DefaultLostLookup, "after a lost create answer: how long the submitter keeps looking the batch up itself, with backoff (0: it does not; env BATCHLAKE_LOST_LOOKUP)")
 	envFlag(c, "lost-lookup", "BATCHLAKE_LOST_LOOKUP")
 	if c.Name() == "submit" || c.Name() == "run" {
 		c.Flags().IntVar(&p.maxInFlight, "max-in-flight", 0, "create a batch only while fewer than this many of the job's batches are unfinished at the provider; the other shards wait (submit: exit 75, run again later; run: waits). Keeps a backfill under the provider's enqueued-token limit (0: no limit; env BATCHLAKE_MAX_IN_FLIGHT)")
@@ -76,6 +76,19 @@ func (p *providerFlags) check() error {
 	}
 	if p.parallel < 0 {
 		return &errkind.UsageError{Msg: fmt.Sprintf("--parallel %d: want a number of shards at a time (0 or 1: one)", p.parallel)}
+	}
+	// A lease already run out, or a margin below zero, would let a second
+	// submitter take a shard over while the first still creates its batch.
+	if p.lease <= 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--lease %s: a submitter must hold a shard for a positive time", p.lease)}
+	}
+	for _, d := range []struct {
+		flag, zero string
+		v          time.Duration
+	}{{"takeover-margin", "none", p.takeoverMargin}, {"settle", "the provider's default", p.settle}, {"lost-lookup", "no lookups of its own", p.lostLookup}} {
+		if d.v < 0 {
+			return &errkind.UsageError{Msg: fmt.Sprintf("--%s %s: want a duration of 0 (%s) or more", d.flag, d.v, d.zero)}
+		}
 	}
 	return nil
 }
@@ -238,6 +251,18 @@ the newer child; so is a child with records whose latest state is succeeded
 (in its parent's newest reconcile or a sibling's): run retry on the parent
 again.`
 
+// checkWait refuses a --wait that would ask the provider without a pause
+// between its calls (a poll of 0 or less), or a timeout below zero.
+func checkWait(wait bool, poll, timeout time.Duration) error {
+	if wait && poll <= 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--poll %s: want a positive interval between the provider's status calls", poll)}
+	}
+	if timeout < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--timeout %s: want a duration of 0 (wait for ever) or more", timeout)}
+	}
+	return nil
+}
+
 // lifecycleCmd builds submit, status, collect and cancel, which share their shape.
 func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(context.Context, *lifecycle.Driver, lake.Digest, bool) (*lifecycle.Result, error), pendingCode int) *cobra.Command {
 	var job string
@@ -256,6 +281,9 @@ func lifecycleCmd(ctx context.Context, g *globals, use, short string, step func(
 		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkWait(wait, poll, timeout); err != nil {
+				return err
+			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {
 				return err

@@ -73,6 +73,16 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if err := sf.check(false); err != nil {
 				return err
 			}
+			// The reconcile flags are checked before anything is planned
+			// or sent: found wrong at the first reconcile, they would have
+			// waited for a paid batch to finish.
+			ro, err := rf.options(g, "")
+			if err != nil {
+				return err
+			}
+			if poll <= 0 {
+				return &errkind.UsageError{Msg: fmt.Sprintf("run --poll %s: want a positive interval between the provider's status calls", poll)}
+			}
 			if err := fbf.parse(); err != nil {
 				return err
 			}
@@ -85,6 +95,11 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
+			if ro.QualityGate != "" {
+				if err := reconcile.CheckGate(ctx, l, ro.Engine, ro.QualityGate); err != nil {
+					return err
+				}
+			}
 			// The simulator is the one the step commands use: the fake
 			// OpenAI server, in-process on loopback with its state in the
 			// lake, spoken to by the real openai-go adapter.

@@ -425,6 +425,9 @@ func TestIngestFolderNotFile(t *testing.T) {
 // default 3, and a reconcile's lease below zero was taken as given.
 func TestFlagsOutOfRange(t *testing.T) {
 	_, lk, in, job := planDemoJob(t, 3)
+	run := func(flags ...string) []string {
+		return append([]string{"run", "--provider", "sim", "--input", in, "--tenant", "refused", "--prompt-version", "v1"}, flags...)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -443,18 +446,43 @@ func TestFlagsOutOfRange(t *testing.T) {
 		// take the job over while the first one writes.
 		{[]string{"reconcile", "--job", job, "--lease", "-5m"}, "reconcile --lease -5m0s: a reconciler must hold the job for a positive time"},
 		{[]string{"reconcile", "--job", job, "--lease", "0s"}, "reconcile --lease 0s: a reconciler must hold the job for a positive time"},
-		{[]string{"submit", "--job", job, "--lease", "-1s"}, "submit: lease -1s: a submitter must hold a shard for a positive time"},
-		{[]string{"run", "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--max-rounds", "0"}, "run --max-rounds 0: want 1 or more"},
-		{[]string{"run", "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--concurrency", "0"}, "--concurrency 0: want 1 or more calls in flight"},
+		{[]string{"submit", "--job", job, "--lease", "-1s"}, "--lease -1s: a submitter must hold a shard for a positive time"},
+		// A submitter's timings: a margin below zero was taken as none, a
+		// settle below zero as the provider's default.
+		{[]string{"submit", "--job", job, "--takeover-margin", "-1s"}, "--takeover-margin -1s: want a duration of 0 (none) or more"},
+		{[]string{"cancel", "--job", job, "--settle", "-2s"}, "--settle -2s: want a duration of 0 (the provider's default) or more"},
+		{[]string{"status", "--job", job, "--lost-lookup", "-1m"}, "--lost-lookup -1m0s: want a duration of 0 (no lookups of its own) or more"},
+		// --wait without a pause would call the provider in a loop.
+		{[]string{"status", "--job", job, "--wait", "--poll", "0s"}, "--poll 0s: want a positive interval between the provider's status calls"},
+		{[]string{"status", "--job", job, "--wait", "--timeout", "-1s"}, "--timeout -1s: want a duration of 0 (wait for ever) or more"},
+		// run checks every flag before it plans (its tenant is not the
+		// planned job's, so a plan would add a manifest, checked below):
+		// its reconcile flags were refused at the first reconcile, once the
+		// batch had been sent and had finished.
+		{run("--max-rounds", "0"), "run --max-rounds 0: want 1 or more"},
+		{run("--concurrency", "0"), "--concurrency 0: want 1 or more calls in flight"},
+		{run("--max-attempts", "0"), "--max-attempts 0: want 1 or more (1: no retries)"},
+		{run("--max-record-cost-usd", "abc"), `--max-record-cost-usd "abc": want a positive decimal, e.g. 0.25`},
+		{run("--prices", filepath.Join(lk, "none.csv")), "--prices: open " + filepath.Join(lk, "none.csv") + ": no such file or directory"},
+		{run("--quality-gate", "nosuchcolumn > 0"), `--quality-gate "nosuchcolumn > 0": does not bind: sql gate_bind.sql: Binder Error: Referenced column "nosuchcolumn" not found…`},
+		{run("--lease", "0s"), "--lease 0s: a submitter must hold a shard for a positive time"},
+		{run("--takeover-margin", "-1s"), "--takeover-margin -1s: want a duration of 0 (none) or more"},
+		{run("--poll", "0s"), "run --poll 0s: want a positive interval between the provider's status calls"},
 		// retry checks its sending flags before it plans a child (this job
 		// is not reconciled: that would be the next refusal).
 		{[]string{"retry", "--job", job, "--mode", "later"}, `--mode "later": want batch, sync or auto`},
 		{[]string{"retry", "--job", job, "--maybe-sent", "drop"}, `--maybe-sent "drop": want resend or leave`},
 		{[]string{"retry", "--job", job, "--lease", "0s"}, "--lease 0s: a sender must hold a shard for a positive time"},
 		{[]string{"retry", "--job", job, "--sync-below", "-1"}, "--sync-below -1: want a count of records (0: only below the provider's minimum)"},
+		{[]string{"retry", "--job", job, "--takeover-margin", "-1s"}, "--takeover-margin -1s: want a duration of 0 (none) or more"},
 	} {
 		code, res := cli(t, append(c.args, "--lake", lk)...)
-		if msg, _ := res["error"].(string); code != exitUsage || msg != c.want {
+		msg, _ := res["error"].(string)
+		same := msg == c.want
+		if head, ok := strings.CutSuffix(c.want, "…"); ok {
+			same = strings.HasPrefix(msg, head) // the rest is DuckDB's
+		}
+		if code != exitUsage || !same {
 			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, msg, c.want)
 		}
 	}

@@ -56,8 +56,8 @@ func (f *syncFlags) registerTail(c *cobra.Command) {
 
 // check refuses values of the flags that no sending takes, before retry
 // plans a child (which a refusal after it would leave planned with the
-// settings of the run that failed); lease is retry's own flag (run sends
-// with its own).
+// settings of the run that failed); lease asks for retry's own --lease and
+// --takeover-margin too (run sends with its provider flags').
 func (f *syncFlags) check(lease bool) error {
 	switch f.mode {
 	case "batch", "sync", "auto":
@@ -75,6 +75,9 @@ func (f *syncFlags) check(lease bool) error {
 	}
 	if lease && f.lease <= 0 {
 		return &errkind.UsageError{Msg: fmt.Sprintf("--lease %s: a sender must hold a shard for a positive time", f.lease)}
+	}
+	if lease && f.margin < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--takeover-margin %s: want a duration of 0 (none) or more", f.margin)}
 	}
 	return nil
 }
