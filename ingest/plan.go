@@ -195,6 +195,9 @@ func (o *PlanOptions) check() error {
 	if o.MinRecords < 0 {
 		return &errkind.UsageError{Msg: "plan: --min-records must not be negative"}
 	}
+	if o.Estimate.InputTokens < 0 || o.Estimate.OutputTokens < 0 {
+		return &errkind.UsageError{Msg: "plan: --est-input-tokens and --est-output-tokens must not be negative"}
+	}
 	switch o.BelowMin {
 	case "", BelowMinRefuse, BelowMinAllow, BelowMinHold:
 	default:

@@ -77,6 +77,9 @@ func (p *providerFlags) check() error {
 	if p.parallel < 0 {
 		return &errkind.UsageError{Msg: fmt.Sprintf("--parallel %d: want a number of shards at a time (0 or 1: one)", p.parallel)}
 	}
+	if p.simLostCreates < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("--sim-lost-creates %d: want a count of create answers to drop (0: none)", p.simLostCreates)}
+	}
 	// A lease already run out, or a margin below zero, would let a second
 	// submitter take a shard over while the first still creates its batch.
 	if p.lease <= 0 {

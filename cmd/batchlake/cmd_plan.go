@@ -29,11 +29,14 @@ func loadPriceFlag(path string) (*reconcile.PriceTable, error) {
 func mustJob(hex string) lake.Digest { d, _ := lake.ParseDigest(hex); return d }
 
 // minRecordsFor is --min-records for a provider: its default when unset (-1).
-func minRecordsFor(flag int, provider string) int {
-	if flag < 0 {
-		return ingest.DefaultMinRecords(provider)
+func minRecordsFor(flag int, provider string) (int, error) {
+	switch {
+	case flag == -1:
+		return ingest.DefaultMinRecords(provider), nil
+	case flag < -1:
+		return 0, &errkind.UsageError{Msg: fmt.Sprintf("--min-records %d: want -1 (the provider's minimum), 0 (none) or a count of records", flag)}
 	}
-	return flag
+	return flag, nil
 }
 
 // refuseHeld fails (exit 2) when a job is held: a retry child below the
@@ -65,9 +68,6 @@ lake. Planning the same records with the same settings again writes nothing.
 Bad input exits 2 naming file, line and field, with nothing written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Estimate.InputTokens < 0 || o.Estimate.OutputTokens < 0 {
-				return &errkind.UsageError{Msg: "plan: --est-input-tokens and --est-output-tokens must not be negative"}
-			}
 			pt, err := loadPriceFlag(prices)
 			if err != nil {
 				return err
@@ -78,7 +78,9 @@ Bad input exits 2 naming file, line and field, with nothing written.`,
 			}
 			defer l.Close()
 			o.TmpDir = g.tmpDir
-			o.MinRecords = minRecordsFor(o.MinRecords, o.Provider)
+			if o.MinRecords, err = minRecordsFor(o.MinRecords, o.Provider); err != nil {
+				return err
+			}
 			var done func()
 			o.Progress, done = g.progressFor("plan", o.Input, fileSize(o.Input), g.stderr)
 			heap := new(goHeap)

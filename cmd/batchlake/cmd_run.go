@@ -80,6 +80,9 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if po.MinRecords, err = minRecordsFor(po.MinRecords, pf.target); err != nil {
+				return err
+			}
 			if poll <= 0 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("run --poll %s: want a positive interval between the provider's status calls", poll)}
 			}
@@ -95,6 +98,12 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 				return err
 			}
 			defer l.Close()
+			if out != "" {
+				// Each round's reconcile writes a folder under it.
+				if err := reconcile.GuardOutput(l, g.cacheDir, "run --out", out, true); err != nil {
+					return err
+				}
+			}
 			if ro.QualityGate != "" {
 				if err := reconcile.CheckGate(ctx, l, ro.Engine, ro.QualityGate); err != nil {
 					return err
@@ -115,7 +124,7 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			// The job is planned for the provider run talks to; with sim it
 			// is a simulated job (OpenAI's file format, a job key of its own).
 			po.Provider = pf.target
-			po.MinRecords = minRecordsFor(po.MinRecords, po.Provider)
+
 			heap := new(goHeap)
 			heap.percent(bulkGCPercent)
 			po.MemoryLimit = heap.limit

@@ -468,6 +468,12 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{run("--lease", "0s"), "--lease 0s: a submitter must hold a shard for a positive time"},
 		{run("--takeover-margin", "-1s"), "--takeover-margin -1s: want a duration of 0 (none) or more"},
 		{run("--poll", "0s"), "run --poll 0s: want a positive interval between the provider's status calls"},
+		{run("--out", in), fmt.Sprintf("run --out %q: a file is there, where it writes a folder", in)},
+		{run("--fallback", "anthropic:claude-haiku-4-5", "--fallback-max-tokens", "-5"), "run --fallback-max-tokens -5: want a positive token limit (0: none)"},
+		{run("--min-records", "-2"), "--min-records -2: want -1 (the provider's minimum), 0 (none) or a count of records"},
+		{run("--est-output-tokens", "-1"), "plan: --est-input-tokens and --est-output-tokens must not be negative"},
+		{run("--sim-lost-creates", "-1"), "--sim-lost-creates -1: want a count of create answers to drop (0: none)"},
+		{[]string{"plan", "--provider", "sim", "--input", in, "--tenant", "refused", "--prompt-version", "v1", "--min-records", "-3"}, "--min-records -3: want -1 (the provider's minimum), 0 (none) or a count of records"},
 		// retry checks its sending flags before it plans a child (this job
 		// is not reconciled: that would be the next refusal).
 		{[]string{"retry", "--job", job, "--mode", "later"}, `--mode "later": want batch, sync or auto`},

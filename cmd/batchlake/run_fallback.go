@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,6 +47,9 @@ func (f *runFallback) parse() error {
 	}
 	if f.after < 1 {
 		return &errkind.UsageError{Msg: "run --fallback-after: want 1 or more rounds"}
+	}
+	if f.maxTokens < 0 {
+		return &errkind.UsageError{Msg: fmt.Sprintf("run --fallback-max-tokens %d: want a positive token limit (0: none)", f.maxTokens)}
 	}
 	f.fb = &reconcile.Fallback{Provider: p, Model: m, MaxTokens: f.maxTokens, SkipUntranslatable: f.skip}
 	return nil
