@@ -36,6 +36,9 @@ or a later attempt of the record (committed_not_billed_usd), and the provider's 
 usage, Bedrock manifest.json.out) minus the ingested lines' sums.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat("cost", format, "table", "csv", "json"); err != nil {
+				return err
+			}
 			var scopeJob string
 			if job != "" {
 				d, err := jobDigest(job)

@@ -43,7 +43,7 @@ it stays archived.`,
 			if retract == "" && output == "" && errs == "" {
 				return &errkind.UsageError{Msg: "ingest: give --output and/or --errors (or --retract SHA256)"}
 			}
-			if minMatch < 0 || minMatch > 1 {
+			if !(minMatch >= 0 && minMatch <= 1) { // NaN too
 				return &errkind.UsageError{Msg: fmt.Sprintf("ingest --min-match %g: want a fraction from 0 (no check) to 1", minMatch)}
 			}
 			for _, f := range []struct{ flag, path string }{{"--output", output}, {"--errors", errs}, {"--summary", summary}} {

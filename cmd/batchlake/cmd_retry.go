@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/batchlake/batchlake/errkind"
 	"github.com/batchlake/batchlake/reconcile"
 )
 
@@ -22,6 +24,9 @@ func retryCmd(ctx context.Context, g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := sf.check(true); err != nil {
 				return err
+			}
+			if notBefore < 0 {
+				return &errkind.UsageError{Msg: fmt.Sprintf("retry --not-before %s: want a duration of 0 (at once) or more", notBefore)}
 			}
 			l, d, err := g.openJob(ctx, job)
 			if err != nil {

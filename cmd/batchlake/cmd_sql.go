@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -69,6 +70,9 @@ the argument is - or absent and standard input is not a terminal
 --format arrow streams an Arrow IPC stream on stdout for pyarrow, polars or DuckDB.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat("sql", format, "table", "csv", "json", "arrow"); err != nil {
+				return err
+			}
 			q, err := g.sqlText(args, file)
 			if err != nil {
 				return err
@@ -149,6 +153,16 @@ func isTerminal(r io.Reader) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// checkFormat refuses an output format the command does not write, before
+// it opens a session or runs a query.
+func checkFormat(cmd, format string, formats ...string) error {
+	if slices.Contains(formats, format) {
+		return nil
+	}
+	want := strings.Join(formats[:len(formats)-1], ", ") + " or " + formats[len(formats)-1]
+	return &errkind.UsageError{Msg: fmt.Sprintf("%s --format %q: want %s", cmd, format, want)}
+}
+
 // writeRows renders a result set as an aligned table, CSV or JSON.
 func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 	cols, err := rows.Columns()
@@ -179,7 +193,7 @@ func writeRows(w io.Writer, rows *sql.Rows, format string) error {
 	case "json":
 		out = []json.RawMessage{}
 	default:
-		return &errkind.UsageError{Msg: "--format: want table, csv, json or arrow"}
+		return &errkind.UsageError{Msg: fmt.Sprintf("--format %q: want table, csv or json", format)}
 	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {

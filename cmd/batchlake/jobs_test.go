@@ -481,6 +481,12 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"retry", "--job", job, "--lease", "0s"}, "--lease 0s: a sender must hold a shard for a positive time"},
 		{[]string{"retry", "--job", job, "--sync-below", "-1"}, "--sync-below -1: want a count of records (0: only below the provider's minimum)"},
 		{[]string{"retry", "--job", job, "--takeover-margin", "-1s"}, "--takeover-margin -1s: want a duration of 0 (none) or more"},
+		{[]string{"retry", "--job", job, "--not-before", "-1h"}, "retry --not-before -1h0m0s: want a duration of 0 (at once) or more"},
+		{[]string{"ingest", "--job", job, "--output", in, "--min-match", "NaN"}, "ingest --min-match NaN: want a fraction from 0 (no check) to 1"},
+		// An output format the command does not write, refused before
+		// any query (cost's message listed sql's Arrow, which it refused).
+		{[]string{"cost", "--format", "arrow"}, `cost --format "arrow": want table, csv or json`},
+		{[]string{"sql", "--format", "xml", "SELECT 1"}, `sql --format "xml": want table, csv, json or arrow`},
 	} {
 		code, res := cli(t, append(c.args, "--lake", lk)...)
 		msg, _ := res["error"].(string)
