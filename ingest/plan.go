@@ -214,6 +214,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckPlainFile(o.Input); err != nil {
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("plan --input %s: %v", o.Input, err)}
+	}
 	name := filepath.Base(o.Input)
 	input, err := providerInput(f, o.Input, o.TmpDir)
 	if err != nil {

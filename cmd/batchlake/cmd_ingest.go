@@ -50,8 +50,8 @@ it stays archived.`,
 				if f.path == "" {
 					continue
 				}
-				if fi, err := os.Stat(f.path); err == nil && fi.IsDir() {
-					return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s %s: a folder, not a file", f.flag, f.path)}
+				if err := ingest.CheckPlainFile(f.path); err != nil {
+					return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s %s: %v", f.flag, f.path, err)}
 				}
 			}
 			l, d, err := g.openJob(ctx, job)

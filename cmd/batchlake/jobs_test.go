@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -413,6 +414,26 @@ func TestIngestFolderNotFile(t *testing.T) {
 		msg, _ := res["error"].(string)
 		if code != exitUsage || msg != "ingest "+flag+" "+dir+": a folder, not a file" {
 			t.Errorf("ingest %s a folder: exit %d %q, want 2 naming the flag", flag, code, msg)
+		}
+	}
+	// A compressed result file was ingested as lines all quarantined, and
+	// reconcile would have sent every record again; plan, too, is told.
+	gz := filepath.Join(dir, "out.jsonl.gz")
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(`{"custom_id":"a"}` + "\n"))
+	zw.Close()
+	if err := os.WriteFile(gz, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := gz + ": gzip-compressed (its first bytes are the format's): decompress it first (gunzip -k); batchlake reads the JSON lines as the provider writes them"
+	for _, args := range [][]string{
+		{"ingest", "--job", job, "--output", gz},
+		{"plan", "--provider", "sim", "--input", gz, "--tenant", "acme", "--prompt-version", "v1"},
+	} {
+		code, res := cli(t, append(args, "--lake", lk)...)
+		if msg, _ := res["error"].(string); code != exitUsage || msg != args[0]+" "+args[3]+" "+want {
+			t.Errorf("%s of a gzip file: exit %d %q, want 2 and %q", args[0], code, msg, args[0]+" "+args[3]+" "+want)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(lk, "ingests")); !os.IsNotExist(err) {
