@@ -31,8 +31,10 @@ Ingesting the same file again changes nothing.
 
 A file whose lines mostly carry ids the job does not expect (fewer than
 --min-match of its first 10,000 lines with an id) is refused with exit 2 and
-nothing written, naming the lake's job whose ids it carries, if any; --force
-ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
+nothing written, naming the lake's job whose ids it carries, if any; so is a
+file none of whose lines is a result line with an id in the format of the
+job's provider (the job's input given as its output, another provider's
+file). --force ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
 the report's files, the attempts' raw_sha256) no longer counts for the job;
 it stays archived.`,
 		Args: cobra.NoArgs,
@@ -187,7 +189,17 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 			return err
 		}
 		if len(s.IDs) == 0 {
-			continue // no id to judge by: its lines go to quarantine as usual
+			if s.Lines == 0 {
+				continue // no line: nothing to judge by, or to ingest
+			}
+			// Not one line is a result of the job's provider with an id:
+			// another provider's file, or a request file given as its
+			// output. Ingested, every line would go to quarantine and the
+			// job's records count as missing, to be sent again.
+			if err := refuseIDless(ctx, l, m, f, s); err != nil {
+				return err
+			}
+			continue
 		}
 		sampled, samples = append(sampled, f), append(samples, s)
 	}
@@ -210,6 +222,32 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 	return nil
 }
 
+// refuseIDless refuses a file none of whose sampled lines is a result line
+// of the job's provider with an id, unless it was ingested into the job
+// before (ingesting it again writes nothing).
+func refuseIDless(ctx context.Context, l *lake.Lake, m *lake.Manifest, f resultFile, s *ingest.IDSample) error {
+	if ingested, err := ingestedBefore(ctx, l, m, f); err != nil || ingested {
+		return err
+	}
+	read := fmt.Sprintf("its %d lines", s.Lines)
+	if !s.Whole {
+		read = fmt.Sprintf("its first %d lines", s.Lines)
+	}
+	return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: none of %s is a result line with an id in the format of the job's provider, %s (is it the job's input, or another provider's file?); every line would be quarantined and the job's records counted missing. Nothing was written; --force ingests it into this job anyway",
+		s.File, read, m.Provider)}
+}
+
+// ingestedBefore reports whether the file f was ingested into the job
+// before.
+func ingestedBefore(ctx context.Context, l *lake.Lake, m *lake.Manifest, f resultFile) (bool, error) {
+	job, _ := lake.ParseDigest(m.JobKey)
+	raw, _, err := lake.HashFile(f.path)
+	if err != nil {
+		return false, &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+	}
+	return l.Exists(ctx, lake.IngestKey(job, f.channel, raw))
+}
+
 // checkSample refuses one file's sample, own of whose lines carry ids of the
 // job, unless that is at least minMatch of them. A file already ingested
 // into the job passes: ingesting it again writes nothing.
@@ -217,12 +255,7 @@ func checkSample(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest
 	if float64(own) >= minMatch*float64(len(s.IDs)) {
 		return nil
 	}
-	job, _ := lake.ParseDigest(m.JobKey)
-	raw, _, err := lake.HashFile(f.path)
-	if err != nil {
-		return &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
-	}
-	if ok, err := l.Exists(ctx, lake.IngestKey(job, f.channel, raw)); err != nil || ok {
+	if ingested, err := ingestedBefore(ctx, l, m, f); err != nil || ingested {
 		return err
 	}
 	read := fmt.Sprintf("its %d lines with an id", len(s.IDs))

@@ -441,6 +441,35 @@ func TestIngestFolderNotFile(t *testing.T) {
 	}
 }
 
+// TestIngestRefusesFileWithoutIDs: a file none of whose lines is a result
+// line of the job's provider with an id (here the job's own input, given as
+// its output) was ingested with exit 0, every line quarantined, and the job's
+// records counted missing, to be sent again.
+func TestIngestRefusesFileWithoutIDs(t *testing.T) {
+	_, lk, in, job := planDemoJob(t, 3)
+	code, res := cli(t, "ingest", "--lake", lk, "--job", job, "--output", in)
+	want := "ingest in.jsonl: none of its 3 lines is a result line with an id in the format of the job's provider, sim (is it the job's input, or another provider's file?); every line would be quarantined and the job's records counted missing. Nothing was written; --force ingests it into this job anyway"
+	if msg, _ := res["error"].(string); code != exitUsage || msg != want {
+		t.Fatalf("ingest of the input as output: exit %d %q, want 2 and %q", code, msg, want)
+	}
+	if _, err := os.Stat(filepath.Join(lk, "ingests")); !os.IsNotExist(err) {
+		t.Errorf("a refused ingest wrote its marker folder (stat: %v)", err)
+	}
+	// --force ingests it, every line quarantined; once ingested, the same
+	// file passes the check and writes nothing.
+	for i, args := range [][]string{{"--force"}, nil} {
+		code, res := cli(t, append([]string{"ingest", "--lake", lk, "--job", job, "--output", in}, args...)...)
+		files, _ := res["files"].([]any)
+		if code != exitOK || len(files) != 1 {
+			t.Fatalf("ingest %v: exit %d %v", args, code, res)
+		}
+		f := files[0].(map[string]any)
+		if f["quarantined"] != json.Number("3") || f["rows"] != json.Number("0") || f["created"] != (i == 0) {
+			t.Errorf("ingest %v: %v, want 3 quarantined, no rows, created %v", args, f, i == 0)
+		}
+	}
+}
+
 // TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
