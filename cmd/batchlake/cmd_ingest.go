@@ -34,7 +34,9 @@ A file whose lines mostly carry ids the job does not expect (fewer than
 nothing written, naming the lake's job whose ids it carries, if any; so is a
 file none of whose lines is a result line with an id in the format of the
 job's provider (the job's input given as its output, another provider's
-file). --force ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
+file), and a file that begins with the whole of one ingested into the job
+before, or whose bytes are the start of one (a download cut short): the
+lines they share would count twice. --force ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
 the report's files, the attempts' raw_sha256) no longer counts for the job;
 it stays archived.`,
 		Args: cobra.NoArgs,
@@ -105,6 +107,14 @@ it stays archived.`,
 					}
 				}
 				if err := checkIDs(ctx, g, l, m, files, minMatch); err != nil {
+					return err
+				}
+			}
+			for _, f := range files {
+				if f.path == "" || force {
+					continue
+				}
+				if err := ingest.CheckPartialCopy(ctx, l, m, f.path, f.channel); err != nil {
 					return err
 				}
 			}

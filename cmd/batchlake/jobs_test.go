@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -467,6 +468,58 @@ func TestIngestRefusesFileWithoutIDs(t *testing.T) {
 		if f["quarantined"] != json.Number("3") || f["rows"] != json.Number("0") || f["created"] != (i == 0) {
 			t.Errorf("ingest %v: %v, want 3 quarantined, no rows, created %v", args, f, i == 0)
 		}
+	}
+}
+
+// TestIngestRefusesPartialCopies: a result file cut short (a download that
+// stopped) ingested beside the whole file counted their common lines twice,
+// as duplicate submissions priced again. Either order is refused, naming the
+// other file; once the partial one is retracted the whole one goes in.
+func TestIngestRefusesPartialCopies(t *testing.T) {
+	dir, lk, _, job := planDemoJob(t, 3)
+	var whole []byte
+	for i := range 3 {
+		whole = fmt.Appendf(whole, `{"id": "batch_req_%d", "custom_id": "ticket-%05d", "response": {"status_code": 200, "request_id": "r%d", "body": {"id": "chatcmpl-%d", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18", "choices": [{"index": 0, "message": {"role": "assistant", "content": "billing: a refund"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}}}, "error": null}`+"\n", i, i, i, i)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cut, full := write("cut.jsonl", whole[:len(whole)/2]), write("output.jsonl", whole)
+	ingest := func(path string, more ...string) (int, string) {
+		code, res := cli(t, append([]string{"ingest", "--lake", lk, "--job", job, "--output", path}, more...)...)
+		msg, _ := res["error"].(string)
+		return code, msg
+	}
+	if code, msg := ingest(cut); code != exitOK {
+		t.Fatalf("ingest of the cut file: exit %d %s", code, msg)
+	}
+	cutSum, fullSum := sha256.Sum256(whole[:len(whole)/2]), sha256.Sum256(whole)
+	want := fmt.Sprintf("ingest output.jsonl: it begins with the whole of cut.jsonl (sha256 %x, %d bytes), ingested into the job before: that one is a partial copy of this file", cutSum, len(whole)/2)
+	if code, msg := ingest(full); code != exitUsage || !strings.HasPrefix(msg, want) {
+		t.Fatalf("ingest of the whole file after the cut one: exit %d %q, want 2 and %q…", code, msg, want)
+	}
+	if code, res := cli(t, "ingest", "--lake", lk, "--job", job, "--retract", fmt.Sprintf("%x", cutSum)); code != exitOK {
+		t.Fatalf("retract: exit %d %v", code, res)
+	}
+	if code, msg := ingest(full); code != exitOK {
+		t.Fatalf("ingest of the whole file once the cut one is retracted: exit %d %s", code, msg)
+	}
+	// The other order: a cut copy of a file ingested before.
+	cut2 := write("cut2.jsonl", whole[:len(whole)/3])
+	want = fmt.Sprintf("ingest cut2.jsonl: its %d bytes are the start of output.jsonl (sha256 %x), ingested into the job before", len(whole)/3, fullSum)
+	if code, msg := ingest(cut2); code != exitUsage || !strings.HasPrefix(msg, want) {
+		t.Fatalf("ingest of a cut copy after the whole file: exit %d %q, want 2 and %q…", code, msg, want)
+	}
+	if code, msg := ingest(cut2, "--force"); code != exitOK {
+		t.Fatalf("ingest --force of the cut copy: exit %d %s", code, msg)
+	}
+	recs, err := os.ReadDir(filepath.Join(lk, "ingests", job))
+	if err != nil || len(recs) != 3 {
+		t.Errorf("ingest records: %d (%v), want 3 (cut, whole, the forced cut copy)", len(recs), err)
 	}
 }
 
