@@ -19,11 +19,12 @@ const partialHead = 4096
 // CheckPartialCopy refuses a result file (channel of job m) that begins with
 // the whole of a file ingested into the job before, or whose bytes are the
 // whole start of one: a download cut short, ingested beside the complete
-// file. The lines they share would count twice, each a duplicate submission
-// of its record priced again, though the provider answered and billed it
-// once. A retracted file is left out. Only files whose first bytes agree are
-// hashed, the new one up to the earlier one's size or the earlier one (read
-// from the lake) up to the new one's.
+// file; and a file ingested before on the other channel (an output file
+// given as the errors file too). The lines they share would count twice,
+// each a duplicate submission of its record priced again, though the
+// provider answered and billed it once. A retracted file is left out. Only
+// files whose first bytes agree are hashed, the new one up to the earlier
+// one's size or the earlier one (read from the lake) up to the new one's.
 func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, channel string) error {
 	job, err := lake.ParseDigest(m.JobKey)
 	if err != nil {
@@ -47,8 +48,8 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 		return err
 	}
 	for _, r := range recs {
-		if _, gone := retracted[r.Raw]; gone || r.Channel != channel || r.RawBytes == size || r.RawBytes == 0 {
-			continue
+		if _, gone := retracted[r.Raw]; gone || r.RawBytes == 0 || (r.RawBytes == size && r.Channel == channel) {
+			continue // the same channel and size: the same file again (nothing to write), or another
 		}
 		n := min(size, r.RawBytes, partialHead)
 		earlier, err := readHead(func() (io.ReadCloser, error) { return l.OpenAt(ctx, lake.ObjectKey(r.Raw), 0) }, n)
@@ -56,6 +57,13 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 			return err
 		}
 		if !bytes.Equal(earlier, head[:n]) {
+			continue
+		}
+		if r.RawBytes == size {
+			if whole, _, err := lake.HashFile(path); err == nil && whole == r.Raw {
+				return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: the same bytes as %s, ingested into the job before as its %s file: each line would count twice, as a duplicate submission. Nothing was written; give the job's %s file, or --force to ingest it anyway",
+					fi.Name(), r.FileName, r.Channel, channel)}
+			}
 			continue
 		}
 		retract := fmt.Sprintf("batchlake ingest --job %s --retract %s --reason \"partial copy\"", m.JobKey, r.Raw.Hex())

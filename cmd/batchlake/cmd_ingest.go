@@ -35,8 +35,10 @@ nothing written, naming the lake's job whose ids it carries, if any; so is a
 file none of whose lines is a result line with an id in the format of the
 job's provider (the job's input given as its output, another provider's
 file), and a file that begins with the whole of one ingested into the job
-before, or whose bytes are the start of one (a download cut short): the
-lines they share would count twice. --force ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
+before, or whose bytes are the start of one (a download cut short), or that
+holds the same bytes as one ingested on the other channel (the output given as
+--errors too): the lines they share would count twice. --force ingests it
+anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
 the report's files, the attempts' raw_sha256) no longer counts for the job;
 it stays archived.`,
 		Args: cobra.NoArgs,
@@ -110,11 +112,8 @@ it stays archived.`,
 					return err
 				}
 			}
-			for _, f := range files {
-				if f.path == "" || force {
-					continue
-				}
-				if err := ingest.CheckPartialCopy(ctx, l, m, f.path, f.channel); err != nil {
+			if !force {
+				if err := checkCopies(ctx, l, m, files); err != nil {
 					return err
 				}
 			}
@@ -230,6 +229,56 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 		}
 	}
 	return nil
+}
+
+// checkCopies refuses result files whose lines the job would count twice:
+// --output and --errors naming the same bytes, or a file that is a copy, or
+// a partial copy, of one ingested into the job before
+// (ingest.CheckPartialCopy).
+func checkCopies(ctx context.Context, l *lake.Lake, m *lake.Manifest, files []resultFile) error {
+	if a, b := files[0].path, files[1].path; a != "" && b != "" {
+		same, err := sameBytes(a, b)
+		if err != nil {
+			return &errkind.UsageError{Msg: fmt.Sprintf("ingest: %v", err)}
+		}
+		if same {
+			return &errkind.UsageError{Msg: fmt.Sprintf("ingest: --output %s and --errors %s are the same bytes: each line would count twice, as a duplicate submission. Give the job's errors file as --errors (or leave it out); --force ingests both anyway", a, b)}
+		}
+	}
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		if err := ingest.CheckPartialCopy(ctx, l, m, f.path, f.channel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameBytes reports whether the files at a and b hold the same bytes: one
+// file, or two of one size and digest.
+func sameBytes(a, b string) (bool, error) {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	if os.SameFile(fa, fb) {
+		return true, nil
+	}
+	if fa.Size() != fb.Size() {
+		return false, nil
+	}
+	da, _, err := lake.HashFile(a)
+	if err != nil {
+		return false, err
+	}
+	db, _, err := lake.HashFile(b)
+	return err == nil && da == db, err
 }
 
 // refuseIDless refuses a file none of whose sampled lines is a result line

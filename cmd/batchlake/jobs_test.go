@@ -474,7 +474,8 @@ func TestIngestRefusesFileWithoutIDs(t *testing.T) {
 // TestIngestRefusesPartialCopies: a result file cut short (a download that
 // stopped) ingested beside the whole file counted their common lines twice,
 // as duplicate submissions priced again. Either order is refused, naming the
-// other file; once the partial one is retracted the whole one goes in.
+// other file; once the partial one is retracted the whole one goes in. So
+// is the output file given as the errors file too.
 func TestIngestRefusesPartialCopies(t *testing.T) {
 	dir, lk, _, job := planDemoJob(t, 3)
 	var whole []byte
@@ -516,6 +517,19 @@ func TestIngestRefusesPartialCopies(t *testing.T) {
 	}
 	if code, msg := ingest(cut2, "--force"); code != exitOK {
 		t.Fatalf("ingest --force of the cut copy: exit %d %s", code, msg)
+	}
+	// The output file given as the errors file too, in one command or
+	// after it was ingested: every line counted twice.
+	dup := write("copy.jsonl", whole)
+	code, res := cli(t, "ingest", "--lake", lk, "--job", job, "--output", full, "--errors", dup)
+	want = fmt.Sprintf("ingest: --output %s and --errors %s are the same bytes: each line would count twice", full, dup)
+	if msg, _ := res["error"].(string); code != exitUsage || !strings.HasPrefix(msg, want) {
+		t.Errorf("ingest of one file as output and errors: exit %d %q, want 2 and %q…", code, msg, want)
+	}
+	code, res = cli(t, "ingest", "--lake", lk, "--job", job, "--errors", dup)
+	want = "ingest copy.jsonl: the same bytes as output.jsonl, ingested into the job before as its output file: each line would count twice"
+	if msg, _ := res["error"].(string); code != exitUsage || !strings.HasPrefix(msg, want) {
+		t.Errorf("ingest of the output file as the errors file: exit %d %q, want 2 and %q…", code, msg, want)
 	}
 	recs, err := os.ReadDir(filepath.Join(lk, "ingests", job))
 	if err != nil || len(recs) != 3 {
