@@ -554,6 +554,8 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"jobs", "--threads", "-1"}, "--threads -1: want a count of threads (0: the default)"},
 		{[]string{"jobs", "--tmp-dir", filepath.Join(lk, "none")}, "--tmp-dir " + filepath.Join(lk, "none") + ": want a folder that is there (stat " + filepath.Join(lk, "none") + ": no such file or directory)"},
 		{[]string{"reconcile", "--job", job, "--tmp-dir", in}, "--tmp-dir " + in + ": want a folder that is there (in.jsonl is a file)"},
+		{[]string{"jobs", "--cache-dir", in}, "--cache-dir " + in + ": want a folder, made if it is not there (in.jsonl is a file)"},
+		{run("--cache-dir", filepath.Join(in, "sub")), "--cache-dir " + filepath.Join(in, "sub") + ": want a folder, made if it is not there (stat " + filepath.Join(in, "sub") + ": not a directory)"},
 		// An output path of the other kind than the command writes.
 		{[]string{"reconcile", "--job", job, "--out", in}, fmt.Sprintf("reconcile --out %q: a file is there, where it writes a folder", in)},
 		{[]string{"report", "--job", job, "--html", lk + "/.."}, fmt.Sprintf("report --html %q: a folder is there, where it writes a file", lk+"/..")},

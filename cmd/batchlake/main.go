@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -266,6 +267,20 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 				}
 				if err != nil {
 					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%v)", g.tmpDir, err)}
+				}
+			}
+			if g.cacheDir != "" {
+				// Used by the steps on a remote lake: a file there failed a
+				// run once its batch was sent and done, where it reconciled.
+				fi, err := os.Stat(g.cacheDir)
+				switch {
+				case err == nil && !fi.IsDir():
+					err = fmt.Errorf("%s is a file", fi.Name())
+				case errors.Is(err, fs.ErrNotExist):
+					err = nil // made when first used
+				}
+				if err != nil {
+					return &errkind.UsageError{Msg: fmt.Sprintf("--cache-dir %s: want a folder, made if it is not there (%v)", g.cacheDir, err)}
 				}
 			}
 			return g.checkLakeAndJob(ctx, cmd)
