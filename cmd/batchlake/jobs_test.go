@@ -667,6 +667,42 @@ func TestEnvFlags(t *testing.T) {
 	}
 }
 
+// TestEmptyLakeRefused: an empty --lake, or BATCHLAKE_LAKE set to nothing (a
+// DAG's unset parameter), was ./lake: a run in a pod's throwaway folder
+// whose paid results went with the pod.
+func TestEmptyLakeRefused(t *testing.T) {
+	dir, _, in, _ := planDemoJob(t, 3)
+	t.Chdir(dir)
+	runArgs := []string{"run", "--provider", "sim", "--input", in, "--tenant", "refused", "--prompt-version", "v1"}
+	for _, c := range []struct {
+		env  bool
+		args []string
+		want string
+	}{
+		{false, append([]string{"plan", "--lake", ""}, runArgs[1:]...), "--lake is empty: give the lake's URL (a folder, s3://…), or leave the flag out for ./lake"},
+		{true, runArgs, "BATCHLAKE_LAKE is set but empty: give the lake's URL (a folder, s3://…), or unset it for ./lake"},
+		{true, []string{"jobs"}, "BATCHLAKE_LAKE is set but empty: give the lake's URL (a folder, s3://…), or unset it for ./lake"},
+	} {
+		if c.env {
+			t.Setenv("BATCHLAKE_LAKE", "")
+		}
+		code, res := cli(t, c.args...)
+		if msg, _ := res["error"].(string); code != exitUsage || msg != c.want {
+			t.Errorf("%v (BATCHLAKE_LAKE empty: %v): exit %d %q, want 2 and %q", c.args, c.env, code, msg, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lake", "manifests")); err != nil {
+		t.Fatalf("planDemoJob's lake: %v", err)
+	}
+	if ms, _ := os.ReadDir(filepath.Join(dir, "lake", "manifests")); len(ms) != 1 {
+		t.Errorf("./lake holds %d manifests, want planDemoJob's one", len(ms))
+	}
+	// The command line wins over the empty variable.
+	if code, res := cli(t, "jobs", "--lake", filepath.Join(dir, "lake")); code != exitOK {
+		t.Errorf("jobs --lake with BATCHLAKE_LAKE empty: exit %d %v", code, res)
+	}
+}
+
 // TestVerifyPrintsOneObject: verify that finds a problem exits 1 with its
 // report as the one JSON object on stdout (an error object was printed
 // after it, which an orchestrator reading stdout as JSON could not parse).

@@ -269,6 +269,9 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%v)", g.tmpDir, err)}
 				}
 			}
+			if err := checkLakeURL(cmd, g.lakeURL); err != nil {
+				return err
+			}
 			if g.cacheDir != "" {
 				// Used by the steps on a remote lake: a file there failed a
 				// run once its batch was sent and done, where it reconciled.
@@ -312,6 +315,23 @@ var lakeCreators = map[string]bool{"plan": true, "run": true}
 // lake, the lake must exist; and a --job flag, if the command has one, is
 // resolved here (a unique prefix of a job key becomes the whole key), so that
 // every command accepts prefixes and words "not found" the same way.
+// checkLakeURL refuses an empty lake URL, from a DAG's unset parameter,
+// which would be ./lake: in a pod's throwaway folder a run's paid results
+// would go with the pod. The root command (--version) and help read no
+// lake.
+func checkLakeURL(cmd *cobra.Command, url string) error {
+	if !cmd.HasParent() || cmd.Name() == "help" || cmd.Name() == "completion" || cmd.Parent().Name() == "completion" {
+		return nil
+	}
+	if v, set := os.LookupEnv("BATCHLAKE_LAKE"); set && v == "" && !cmd.Flags().Changed("lake") {
+		return &errkind.UsageError{Msg: "BATCHLAKE_LAKE is set but empty: give the lake's URL (a folder, s3://…), or unset it for ./lake"}
+	}
+	if url == "" {
+		return &errkind.UsageError{Msg: "--lake is empty: give the lake's URL (a folder, s3://…), or leave the flag out for ./lake"}
+	}
+	return nil
+}
+
 func (g *globals) checkLakeAndJob(ctx context.Context, cmd *cobra.Command) error {
 	if !cmd.HasParent() || lakeCreators[cmd.Name()] || cmd.Name() == "help" || cmd.Name() == "completion" ||
 		cmd.Parent().Name() == "completion" {
