@@ -83,16 +83,14 @@ func CheckGate(ctx context.Context, l *lake.Lake, o EngineOptions, pred string) 
 		return err
 	}
 	defer e.Close()
-	files := map[string]string{}
+	src := map[string]any{"ExpectedNos": sqlInts([]int{0})}
 	for name, empty := range map[string]func(string) (string, error){
 		"Expected": emptyFile[lake.ExpectedRow], "Attempts": emptyFile[lake.AttemptRow], "Quarantine": emptyFile[lake.QuarantineRow],
 	} {
-		if files[name], err = empty(e.tmp); err != nil {
+		f, err := empty(e.tmp)
+		if err != nil {
 			return err
 		}
-	}
-	src := map[string]any{"ExpectedNos": sqlInts([]int{0})}
-	for name, f := range files {
 		src[name] = sqlList([]string{f})
 	}
 	if err := e.ExecFile(ctx, "sources.sql", src); err != nil {

@@ -124,7 +124,6 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 			// The job is planned for the provider run talks to; with sim it
 			// is a simulated job (OpenAI's file format, a job key of its own).
 			po.Provider = pf.target
-
 			heap := new(goHeap)
 			heap.percent(bulkGCPercent)
 			po.MemoryLimit = heap.limit

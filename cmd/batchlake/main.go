@@ -311,16 +311,11 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 // needs one that exists, so a mistyped --lake is an error, not an empty answer.
 var lakeCreators = map[string]bool{"plan": true, "run": true}
 
-// checkLakeAndJob runs before every command: unless the command may create a
-// lake, the lake must exist; and a --job flag, if the command has one, is
-// resolved here (a unique prefix of a job key becomes the whole key), so that
-// every command accepts prefixes and words "not found" the same way.
 // checkLakeURL refuses an empty lake URL, from a DAG's unset parameter,
 // which would be ./lake: in a pod's throwaway folder a run's paid results
-// would go with the pod. The root command (--version) and help read no
-// lake.
+// would go with the pod. A command that reads no lake passes.
 func checkLakeURL(cmd *cobra.Command, url string) error {
-	if !cmd.HasParent() || cmd.Name() == "help" || cmd.Name() == "completion" || cmd.Parent().Name() == "completion" {
+	if readsNoLake(cmd) {
 		return nil
 	}
 	if v, set := os.LookupEnv("BATCHLAKE_LAKE"); set && v == "" && !cmd.Flags().Changed("lake") {
@@ -332,9 +327,18 @@ func checkLakeURL(cmd *cobra.Command, url string) error {
 	return nil
 }
 
+// readsNoLake says whether cmd is one that reads no lake: the root command
+// (--version), help and completion.
+func readsNoLake(cmd *cobra.Command) bool {
+	return !cmd.HasParent() || cmd.Name() == "help" || cmd.Name() == "completion" || cmd.Parent().Name() == "completion"
+}
+
+// checkLakeAndJob runs before every command: unless the command may create a
+// lake, the lake must exist; and a --job flag, if the command has one, is
+// resolved here (a unique prefix of a job key becomes the whole key), so that
+// every command accepts prefixes and words "not found" the same way.
 func (g *globals) checkLakeAndJob(ctx context.Context, cmd *cobra.Command) error {
-	if !cmd.HasParent() || lakeCreators[cmd.Name()] || cmd.Name() == "help" || cmd.Name() == "completion" ||
-		cmd.Parent().Name() == "completion" {
+	if readsNoLake(cmd) || lakeCreators[cmd.Name()] {
 		return nil
 	}
 	l, err := lake.OpenExisting(ctx, g.lakeURL)
