@@ -47,6 +47,19 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 	if err != nil {
 		return err
 	}
+	// The new file's digest, taken once if a record of its size or larger
+	// begins as it does.
+	var whole *lake.Digest
+	digest := func() (lake.Digest, error) {
+		if whole == nil {
+			d, _, err := lake.HashFile(path)
+			if err != nil {
+				return d, err
+			}
+			whole = &d
+		}
+		return *whole, nil
+	}
 	for _, r := range recs {
 		if _, gone := retracted[r.Raw]; gone || r.RawBytes == 0 || (r.RawBytes == size && r.Channel == channel) {
 			continue // the same channel and size: the same file again (nothing to write), or another
@@ -60,19 +73,19 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 			continue
 		}
 		if r.RawBytes == size {
-			if whole, _, err := lake.HashFile(path); err == nil && whole == r.Raw {
+			if d, err := digest(); err == nil && d == r.Raw {
 				return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: the same bytes as %s, ingested into the job before as its %s file: each line would count twice, as a duplicate submission. Nothing was written; give the job's %s file, or --force to ingest it anyway",
 					fi.Name(), r.FileName, r.Channel, channel)}
 			}
 			continue
 		}
-		retract := fmt.Sprintf("batchlake ingest --job %s --retract %s --reason \"partial copy\"", m.JobKey, r.Raw.Hex())
 		if r.RawBytes < size {
 			d, err := prefixDigest(func() (io.ReadCloser, error) { return os.Open(path) }, r.RawBytes)
 			if err != nil {
 				return err
 			}
 			if d == r.Raw {
+				retract := fmt.Sprintf("batchlake ingest --job %s --retract %s --reason \"partial copy\"", m.JobKey, r.Raw.Hex())
 				return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: it begins with the whole of %s (sha256 %s, %d bytes), ingested into the job before: that one is a partial copy of this file, and the lines they share would count twice, as duplicate submissions. Retract it first (%s), then ingest this file; --force ingests it anyway",
 					fi.Name(), r.FileName, r.Raw.Hex(), r.RawBytes, retract)}
 			}
@@ -82,7 +95,7 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 		if err != nil {
 			return err
 		}
-		if whole, _, err := lake.HashFile(path); err == nil && d == whole {
+		if w, err := digest(); err == nil && d == w {
 			return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: its %d bytes are the start of %s (sha256 %s), ingested into the job before: a partial copy of it, which adds no line and whose lines would count twice, as duplicate submissions. Nothing was written; --force ingests it anyway",
 				fi.Name(), size, r.FileName, r.Raw.Hex())}
 		}
