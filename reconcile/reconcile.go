@@ -856,7 +856,37 @@ func writeOut(ctx context.Context, l *lake.Lake, dir string, r *Report) error {
 		}
 	}
 	if r.RetryLineage != "" {
-		return copyObj(r.RetryLineage, "retry-lineage.jsonl")
+		if err := copyObj(r.RetryLineage, "retry-lineage.jsonl"); err != nil {
+			return err
+		}
+	}
+	return removeStaleOut(dir, len(r.RetryShards), r.RetryLineage != "")
+}
+
+// removeStaleOut removes the retry files an earlier reconcile wrote into dir
+// that this one did not write again: shards numbered from shards on, and the
+// lineage unless lineage. Left there beside this report, they would be sent
+// again by a step that sends dir's retry files, records that have succeeded
+// since among them. No other file is touched.
+func removeStaleOut(dir string, shards int, lineage bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		stale := name == "retry-lineage.jsonl" && !lineage
+		var n int
+		if len(name) == len("retry-00000.jsonl") && strings.HasPrefix(name, "retry-") && strings.HasSuffix(name, ".jsonl") {
+			if _, err := fmt.Sscanf(name, "retry-%05d.jsonl", &n); err == nil && n >= shards {
+				stale = true
+			}
+		}
+		if stale && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -179,7 +179,7 @@ missing or run with other settings or files exits 2 and names it.`,
 	}
 	c.Flags().StringVar(&job, "job", "", "job key, or a unique prefix of one (required)")
 	c.Flags().DurationVar(&lease, "lease", 30*time.Minute, "how long a reconciler holds the job's shards (RECONCILING) before another may take over")
-	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here (with --partition: partition-K-of-N.json)")
+	c.Flags().StringVar(&out, "out", "", "also write report.json, retry-*.jsonl and retry-lineage.jsonl here, removing those an earlier reconcile wrote that this one does not (with --partition: partition-K-of-N.json)")
 	c.Flags().StringVar(&partition, "partition", "", "reconcile only partition k/n (0 <= k < n) of the records, by the hash of their custom_id; combine with --merge")
 	c.Flags().BoolVar(&merge, "merge", false, "combine the partition results of this job, files and flags into the report a single reconcile writes")
 	c.Flags().IntVar(&partitions, "partitions", 0, "with --merge: how many partitions to combine (default: found in the lake)")
