@@ -31,7 +31,7 @@ func TestOutDirHoldsOnlyThisReconcile(t *testing.T) {
 	}
 	// An earlier reconcile's second shard, and files that are not
 	// batchlake's.
-	for _, name := range []string{"retry-00001.jsonl", "retry-abcde.jsonl", "notes.txt"} {
+	for _, name := range []string{"retry-00001.jsonl", "retry-abcde.jsonl", "retry-+0001.jsonl", "notes.txt"} {
 		if err := os.WriteFile(filepath.Join(out, name), []byte("{}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestOutDirHoldsOnlyThisReconcile(t *testing.T) {
 	if len(rep.RetryShards) != 1 {
 		t.Fatalf("%d retry shards, want 1 (the generator's failures in one shard)", len(rep.RetryShards))
 	}
-	if got, want := names(), []string{"notes.txt", "report.json", "retry-00000.jsonl", "retry-abcde.jsonl", "retry-lineage.jsonl"}; !slices.Equal(got, want) {
+	if got, want := names(), []string{"notes.txt", "report.json", "retry-+0001.jsonl", "retry-00000.jsonl", "retry-abcde.jsonl", "retry-lineage.jsonl"}; !slices.Equal(got, want) {
 		t.Errorf("out after a reconcile with a retry shard: %v, want %v", got, want)
 	}
 	// Reconciled with no retry (one attempt each): the retry files go.
@@ -67,7 +67,7 @@ func TestOutDirHoldsOnlyThisReconcile(t *testing.T) {
 	if len(rep.RetryShards) != 0 {
 		t.Fatalf("%d retry shards with --max-attempts 1", len(rep.RetryShards))
 	}
-	if got, want := names(), []string{"notes.txt", "report.json", "retry-abcde.jsonl"}; !slices.Equal(got, want) {
+	if got, want := names(), []string{"notes.txt", "report.json", "retry-+0001.jsonl", "retry-abcde.jsonl"}; !slices.Equal(got, want) {
 		t.Errorf("out after a reconcile with no retry: %v, want %v", got, want)
 	}
 }

@@ -876,9 +876,9 @@ func removeStaleOut(dir string, shards int, lineage bool) error {
 	for _, e := range entries {
 		name := e.Name()
 		stale := name == "retry-lineage.jsonl" && !lineage
-		var n int
-		if len(name) == len("retry-00000.jsonl") && strings.HasPrefix(name, "retry-") && strings.HasSuffix(name, ".jsonl") {
-			if _, err := fmt.Sscanf(name, "retry-%05d.jsonl", &n); err == nil && n >= shards {
+		if num, ok := strings.CutPrefix(name, "retry-"); ok && len(name) == len("retry-00000.jsonl") && strings.HasSuffix(num, ".jsonl") {
+			digits := num[:5]
+			if n, err := strconv.Atoi(digits); err == nil && strings.Trim(digits, "0123456789") == "" && n >= shards {
 				stale = true
 			}
 		}
