@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/batchlake/batchlake/lake"
 )
 
 // TestOutDirHoldsOnlyThisReconcile: reconcile --out DIR leaves no retry file
@@ -18,11 +16,7 @@ import (
 func TestOutDirHoldsOnlyThisReconcile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	l, err := lake.Open(ctx, filepath.Join(dir, "lake"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := localLake(t, dir)
 	g := generate(rand.New(rand.NewPCG(7, 7)), 120, 0, 0)
 	m := planAndIngest(t, l, dir, g, 200)
 	out := filepath.Join(dir, "out")
