@@ -22,14 +22,12 @@ const partialHead = 4096
 // file; and a file ingested before on the other channel (an output file
 // given as the errors file too). The lines they share would count twice,
 // each a duplicate submission of its record priced again, though the
-// provider answered and billed it once. A retracted file is left out. Only
-// files whose first bytes agree are hashed, the new one up to the earlier
-// one's size or the earlier one (read from the lake) up to the new one's.
-func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path, channel string) error {
-	job, err := lake.ParseDigest(m.JobKey)
-	if err != nil {
-		return err
-	}
+// provider answered and billed it once. earlier are the job's ingest records
+// that count (the retracted ones left out), read once by the caller for all
+// its files. Only files whose first bytes agree are hashed, the new one up
+// to the earlier one's size or the earlier one (read from the lake) up to
+// the new one's.
+func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, earlier []lake.IngestRecord, path, channel string) error {
 	fi, err := os.Stat(path)
 	if err != nil || fi.Size() == 0 {
 		return nil // the ingest reports what it cannot read
@@ -38,14 +36,6 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 	head, err := readHead(func() (io.ReadCloser, error) { return os.Open(path) }, min(size, partialHead))
 	if err != nil {
 		return nil
-	}
-	recs, err := l.IngestRecords(ctx, job)
-	if err != nil {
-		return err
-	}
-	retracted, err := l.Retractions(ctx, job)
-	if err != nil {
-		return err
 	}
 	// The new file's digest, taken once if a record of its size or larger
 	// begins as it does.
@@ -60,8 +50,8 @@ func CheckPartialCopy(ctx context.Context, l *lake.Lake, m *lake.Manifest, path,
 		}
 		return *whole, nil
 	}
-	for _, r := range recs {
-		if _, gone := retracted[r.Raw]; gone || r.RawBytes == 0 || (r.RawBytes == size && r.Channel == channel) {
+	for _, r := range earlier {
+		if r.RawBytes == 0 || (r.RawBytes == size && r.Channel == channel) {
 			continue // the same channel and size: the same file again (nothing to write), or another
 		}
 		n := min(size, r.RawBytes, partialHead)

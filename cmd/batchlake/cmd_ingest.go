@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,14 +113,14 @@ it stays archived.`,
 					return err
 				}
 			}
-			if !force {
-				if err := checkCopies(ctx, l, m, files); err != nil {
-					return err
-				}
-			}
 			retracted, err := l.Retractions(ctx, d)
 			if err != nil {
 				return err
+			}
+			if !force {
+				if err := checkCopies(ctx, l, m, retracted, files); err != nil {
+					return err
+				}
 			}
 			for i, f := range files {
 				if f.path == "" {
@@ -233,9 +234,9 @@ func checkIDs(ctx context.Context, g *globals, l *lake.Lake, m *lake.Manifest, f
 
 // checkCopies refuses result files whose lines the job would count twice:
 // --output and --errors naming the same bytes, or a file that is a copy, or
-// a partial copy, of one ingested into the job before
+// a partial copy, of one ingested into the job before and not retracted
 // (ingest.CheckPartialCopy).
-func checkCopies(ctx context.Context, l *lake.Lake, m *lake.Manifest, files []resultFile) error {
+func checkCopies(ctx context.Context, l *lake.Lake, m *lake.Manifest, retracted map[lake.Digest]lake.Retraction, files []resultFile) error {
 	if a, b := files[0].path, files[1].path; a != "" && b != "" {
 		same, err := sameBytes(a, b)
 		if err != nil {
@@ -245,11 +246,20 @@ func checkCopies(ctx context.Context, l *lake.Lake, m *lake.Manifest, files []re
 			return &errkind.UsageError{Msg: fmt.Sprintf("ingest: --output %s and --errors %s are the same bytes: each line would count twice, as a duplicate submission. Give the job's errors file as --errors (or leave it out); --force ingests both anyway", a, b)}
 		}
 	}
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return err
+	}
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		return err
+	}
+	recs = slices.DeleteFunc(recs, func(r lake.IngestRecord) bool { _, gone := retracted[r.Raw]; return gone })
 	for _, f := range files {
 		if f.path == "" {
 			continue
 		}
-		if err := ingest.CheckPartialCopy(ctx, l, m, f.path, f.channel); err != nil {
+		if err := ingest.CheckPartialCopy(ctx, l, m, recs, f.path, f.channel); err != nil {
 			return err
 		}
 	}
