@@ -258,33 +258,17 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 			if g.threads < 0 {
 				return &errkind.UsageError{Msg: fmt.Sprintf("--threads %d: want a count of threads (0: the default)", g.threads)}
 			}
-			if g.tmpDir != "" {
-				// Checked before any step, which would otherwise fail (exit 1,
-				// "run it again") where it first writes a file there.
-				fi, err := os.Stat(g.tmpDir)
-				if err == nil && !fi.IsDir() {
-					err = fmt.Errorf("%s is a file", fi.Name())
-				}
-				if err != nil {
-					return &errkind.UsageError{Msg: fmt.Sprintf("--tmp-dir %s: want a folder that is there (%v)", g.tmpDir, err)}
-				}
+			// Checked before any step, which would otherwise fail (exit 1,
+			// "run it again") where it first writes a file there: for the
+			// cache of a remote lake, a run once its batch was sent and done.
+			if err := checkFolder("--tmp-dir", g.tmpDir, false); err != nil {
+				return err
+			}
+			if err := checkFolder("--cache-dir", g.cacheDir, true); err != nil {
+				return err
 			}
 			if err := checkLakeURL(cmd, g.lakeURL); err != nil {
 				return err
-			}
-			if g.cacheDir != "" {
-				// Used by the steps on a remote lake: a file there failed a
-				// run once its batch was sent and done, where it reconciled.
-				fi, err := os.Stat(g.cacheDir)
-				switch {
-				case err == nil && !fi.IsDir():
-					err = fmt.Errorf("%s is a file", fi.Name())
-				case errors.Is(err, fs.ErrNotExist):
-					err = nil // made when first used
-				}
-				if err != nil {
-					return &errkind.UsageError{Msg: fmt.Sprintf("--cache-dir %s: want a folder, made if it is not there (%v)", g.cacheDir, err)}
-				}
 			}
 			return g.checkLakeAndJob(ctx, cmd)
 		},
@@ -310,6 +294,30 @@ code says what to do next (0 done, 1 error, 2 bad usage or input, 10 partial,
 // lakeCreators are the commands that may make a new lake; every other command
 // needs one that exists, so a mistyped --lake is an error, not an empty answer.
 var lakeCreators = map[string]bool{"plan": true, "run": true}
+
+// checkFolder refuses a folder flag's path that is a file or under one, or,
+// unless made (the command makes it when it first uses it), one that is not
+// there. An empty path is the flag's default.
+func checkFolder(flag, path string, made bool) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.IsDir():
+		err = fmt.Errorf("%s is a file", fi.Name())
+	case made && errors.Is(err, fs.ErrNotExist):
+		err = nil
+	}
+	if err == nil {
+		return nil
+	}
+	want := "want a folder that is there"
+	if made {
+		want = "want a folder, made if it is not there"
+	}
+	return &errkind.UsageError{Msg: fmt.Sprintf("%s %s: %s (%v)", flag, path, want, err)}
+}
 
 // checkLakeURL refuses an empty lake URL, from a DAG's unset parameter,
 // which would be ./lake: in a pod's throwaway folder a run's paid results
