@@ -76,14 +76,20 @@ func FormatFor(provider string) (Format, error) {
 	}
 	f, ok := formats[provider]
 	if !ok {
-		names := []string{SimProvider}
-		for n := range formats {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return nil, &errkind.UsageError{Msg: fmt.Sprintf("unknown provider %q (have %s)", provider, strings.Join(names, ", "))}
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("unknown provider %q (have %s)", provider, strings.Join(Providers(), ", "))}
 	}
 	return f, nil
+}
+
+// Providers lists the provider names a job, an attempt row or a price row
+// can carry, sorted: the registered formats and the simulator.
+func Providers() []string {
+	names := []string{SimProvider}
+	for n := range formats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // RetryCustomID is the custom id batchlake gives a record in attempt n > 1:

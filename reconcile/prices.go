@@ -131,6 +131,13 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 		if p.Provider == "" || p.Model == "" {
 			return nil, &errkind.InputError{File: name, Line: int64(line), Field: "provider/model", Msg: "empty"}
 		}
+		// Lines carry the provider's name as the lake writes it: a row of
+		// another spelling (OpenAI) would match none of them and leave every
+		// line unpriced.
+		if !slices.Contains(ingest.Providers(), p.Provider) {
+			return nil, &errkind.InputError{File: name, Line: int64(line), Field: "provider",
+				Msg: fmt.Sprintf("unknown provider %q: want one of %s, as written", p.Provider, strings.Join(ingest.Providers(), ", "))}
+		}
 		if v := get("effective_from"); v != "" {
 			if p.EffectiveFrom, err = parseEffective(v); err != nil {
 				return nil, &errkind.InputError{File: name, Line: int64(line), Field: "effective_from", Msg: fmt.Sprintf("want a date (2026-03-01) or an RFC 3339 time, got %q", v)}
@@ -169,9 +176,52 @@ func LoadPrices(name string, data []byte) (*PriceTable, error) {
 			}
 			*f.dst = v
 		}
+		if err := p.exact(); err != nil {
+			err.File, err.Line = name, int64(line)
+			return nil, err
+		}
 		t.Rows = append(t.Rows, p)
 	}
 	return t, nil
+}
+
+// pricePlaces is how many decimal places a price, and a price times its
+// multiplier, may have: a token's price (perToken: that, divided by 10^6)
+// then has at most 18, which DECIMAL(38, 18) holds exactly.
+var pricePlaces = new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(12), nil))
+
+// exact refuses a row one of whose per-token prices, on-demand (sync) or
+// under its multiplier, would be rounded: a price of more than 12 decimal
+// places, or one whose product with its multiplier has more.
+func (p *Price) exact() *errkind.InputError {
+	for _, c := range []struct {
+		col, multCol string
+		price, mult  *big.Rat
+	}{
+		{"input_usd_per_mtok", "batch_multiplier", p.Input, p.Multiply},
+		{"cached_input_usd_per_mtok", "cached_batch_multiplier", p.CachedInput, p.CachedMultiply},
+		{"output_usd_per_mtok", "batch_multiplier", p.Output, p.Multiply},
+		{"cache_write_usd_per_mtok", "batch_multiplier", p.CacheWrite, p.Multiply},
+		{"cache_write_1h_usd_per_mtok", "batch_multiplier", p.CacheWrite1h, p.Multiply},
+	} {
+		const why = "a token's price is kept to 18, exactly"
+		if !new(big.Rat).Mul(c.price, pricePlaces).IsInt() {
+			return &errkind.InputError{Field: c.col, Msg: fmt.Sprintf(
+				"%s has more than 12 decimal places (%s)", decimal(c.price), why)}
+		}
+		if v := new(big.Rat).Mul(c.price, c.mult); !new(big.Rat).Mul(v, pricePlaces).IsInt() {
+			return &errkind.InputError{Field: c.col, Msg: fmt.Sprintf(
+				"%s times %s %s is %s, more than 12 decimal places (%s)", decimal(c.price), c.multCol, decimal(c.mult), decimal(v), why)}
+		}
+	}
+	return nil
+}
+
+// decimal renders a price table's value (a decimal of at most 30 places)
+// without trailing zeros.
+func decimal(v *big.Rat) string {
+	s := strings.TrimRight(v.FloatString(30), "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // parseEffective reads an effective_from cell: a date (midnight UTC) or an
@@ -196,8 +246,8 @@ var million = big.NewRat(1_000_000, 1)
 // onDemand is the multiplier of the real-time API's price: none.
 var onDemand = big.NewRat(1, 1)
 
-// perToken renders usd_per_mtok × multiplier / 1e6 with 18 decimals. It is
-// exact for prices with up to 12 decimals and multipliers with up to 6.
+// perToken renders usd_per_mtok × multiplier / 1e6 with 18 decimals, exactly:
+// LoadPrices refuses a row where that product has more than 12.
 func perToken(perM, mult *big.Rat) string {
 	v := new(big.Rat).Mul(perM, mult)
 	v.Quo(v, million)

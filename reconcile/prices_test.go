@@ -70,6 +70,12 @@ func TestLoadPricesOptionalColumns(t *testing.T) {
 		{"negative cache write", "openai,m,1,1,1,1,,-1\n", "cache_write_usd_per_mtok"},
 		{"price above the ceiling", "openai,m,10001,1,1,1,,\n", "input_usd_per_mtok"},
 		{"multiplier above the ceiling", "openai,m,1,1,1,11,,\n", "batch_multiplier"},
+		{"twelve decimal places", "openai,m,0.123456789012,1,1,1,,\n", ""},
+		{"thirteen decimal places", "openai,m,0.1234567890123,1,1,1,,\n", "input_usd_per_mtok"},
+		{"a price times its multiplier past twelve places", "openai,m,1,1,0.123456789,0.5555,,\n", "output_usd_per_mtok"},
+		{"a cache write's price times the multiplier past twelve places", "openai,m,1,1,1,0.5,,0.000000000001\n", "cache_write_usd_per_mtok"},
+		{"a provider's name in capitals", "OpenAI,m,1,1,1,1,,\n", "provider"},
+		{"no such provider", "azure,m,1,1,1,1,,\n", "provider"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,6 +84,10 @@ func TestLoadPricesOptionalColumns(t *testing.T) {
 			switch {
 			case c.field == "" && err != nil:
 				t.Fatalf("refused: %v", err)
+			case c.name == "twelve decimal places":
+				if got := perToken(pt.Rows[0].Input, pt.Rows[0].Multiply); got != "0.000000123456789012" {
+					t.Errorf("per token %s, want 0.123456789012 / 10^6 exactly", got)
+				}
 			case c.field == "":
 				if want := "2026-03-01 12:00:00 +0000 UTC"; pt.Rows[2].EffectiveFrom.String() != want || pt.Rows[1].CacheWrite.RatString() != "3" || pt.Rows[2].CacheWrite.RatString() != "3" {
 					t.Errorf("rows %+v", pt.Rows)
