@@ -2,6 +2,8 @@ package fakeanthropic
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -482,7 +484,7 @@ func (s *Server) results(b *batch) []byte {
 				text = s.opts.Answer(q.CustomID)
 			}
 			res = map[string]any{"type": "succeeded", "message": map[string]any{
-				"id": "msg_" + q.CustomID, "type": "message", "role": "assistant", "model": p.Model,
+				"id": messageID(b.id, q.CustomID), "type": "message", "role": "assistant", "model": p.Model,
 				"content":     []any{map[string]any{"type": "text", "text": text}},
 				"stop_reason": "end_turn", "stop_sequence": nil,
 				"usage": map[string]any{"input_tokens": 10 + len(q.CustomID), "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5, "service_tier": "batch"},
@@ -497,4 +499,11 @@ func (s *Server) results(b *batch) []byte {
 		enc.Encode(map[string]any{"custom_id": q.CustomID, "result": res})
 	}
 	return buf.Bytes()
+}
+
+// messageID is a batch's answer's message id: unique to the batch and the
+// request, as Anthropic's msg_… ids are to each message.
+func messageID(batchID, customID string) string {
+	d := sha256.Sum256([]byte(batchID + "\x00" + customID))
+	return "msg_" + hex.EncodeToString(d[:12])
 }

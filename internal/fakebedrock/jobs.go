@@ -538,7 +538,7 @@ func (s *Server) writeOutput(ctx context.Context, j *job) error {
 	var succ int64
 	for _, i := range order {
 		r := j.records[i]
-		line, it, ot := r.resultLine(j.ModelInvocationType, j.ModelID)
+		line, it, ot := r.resultLine(j.JobArn, j.ModelInvocationType, j.ModelID)
 		buf.Write(line)
 		buf.WriteByte('\n')
 		in, out = in+it, out+ot

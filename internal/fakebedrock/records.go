@@ -80,9 +80,11 @@ var errorMessages = map[int]string{
 	500: "The system encountered an unexpected error during processing. Try your request again.",
 }
 
-// resultLine is the record's line in the .jsonl.out and the input and
-// output tokens it counts for manifest.json.out.
-func (r record) resultLine(invocationType, model string) ([]byte, int64, int64) {
+// resultLine is the record's line in the .jsonl.out of the job jobArn and
+// the input and output tokens it counts for manifest.json.out. A Claude
+// answer's message id is the job's own, as Bedrock's (msg_bdrk_…) is unique
+// to each invocation.
+func (r record) resultLine(jobArn, invocationType, model string) ([]byte, int64, int64) {
 	line := map[string]any{"recordId": r.id, "modelInput": r.input}
 	o := r.outcome
 	if o.code != 0 {
@@ -112,7 +114,7 @@ func (r record) resultLine(invocationType, model string) ([]byte, int64, int64) 
 			content = append(content, map[string]any{"type": "text", "text": o.answer})
 		}
 		line["modelOutput"] = map[string]any{
-			"id": fmt.Sprintf("msg_bdrk_%016x", hash(0, "msg", r.id)), "type": "message", "role": "assistant",
+			"id": fmt.Sprintf("msg_bdrk_%016x", hash(0, "msg", jobArn, r.id)), "type": "message", "role": "assistant",
 			"model": anthropicModel(model), "content": content, "stop_reason": "end_turn", "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": o.in, "output_tokens": o.out},
 		}

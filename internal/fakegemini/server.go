@@ -2,6 +2,8 @@ package fakegemini
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -473,7 +475,7 @@ func (s *Server) finish(b *batch) {
 		case OK:
 			resp = map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"parts": []any{map[string]any{"text": "answer to " + q.key}}, "role": "model"}, "finishReason": "STOP", "index": 0}},
 				"usageMetadata": map[string]any{"promptTokenCount": 10 + len(q.key), "candidatesTokenCount": 5, "totalTokenCount": 15 + len(q.key)},
-				"modelVersion":  strings.TrimPrefix(b.model, "models/"), "responseId": "resp-" + q.key}
+				"modelVersion":  strings.TrimPrefix(b.model, "models/"), "responseId": responseID(b.name, q.key)}
 		case Blocked:
 			resp = map[string]any{"promptFeedback": map[string]any{"blockReason": "SAFETY"}, "usageMetadata": map[string]any{"promptTokenCount": 7, "totalTokenCount": 7}, "modelVersion": strings.TrimPrefix(b.model, "models/")}
 		case Internal:
@@ -582,4 +584,11 @@ func (s *Server) op(b *batch) map[string]any {
 		op["done"] = true
 	}
 	return op
+}
+
+// responseID is a batch's answer's responseId: unique to the batch and the
+// request, as Gemini's are to each response.
+func responseID(batchName, key string) string {
+	d := sha256.Sum256([]byte(batchName + "\x00" + key))
+	return "resp-" + hex.EncodeToString(d[:8])
 }

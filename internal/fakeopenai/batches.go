@@ -193,7 +193,7 @@ func (s *Server) newBatch(ctx context.Context, in *file, endpoint string, meta m
 	}
 	b.ids, b.Model = scanInput(in.data)
 	b.tokens = int64(len(in.data)) / 4
-	b.result, b.simErr = Simulate(in.data, s.opts.Seed, rates)
+	b.result, b.simErr = SimulateBatch(in.data, s.opts.Seed, rates, id)
 	if s.opts.Answer != nil && b.simErr == nil {
 		b.result.Output = withAnswers(b.result.Output, s.opts.Answer)
 	}

@@ -23,7 +23,8 @@ const DefaultAPIKey = "sk-fakeopenai-0000000000000000"
 type Options struct {
 	// APIKey is the bearer token every request must carry (DefaultAPIKey if empty).
 	APIKey string
-	// Seed drives Simulate; the same input and seed give the same output bytes.
+	// Seed drives SimulateBatch: the same input and seed give the same
+	// answers and defects, each batch with ids of its own.
 	Seed uint64
 	// Rates override DefaultRates for first attempts (metadata
 	// batchlake_attempt absent or 1); RetryRates override RetryRates for

@@ -48,6 +48,21 @@ type Result struct {
 // answers, with the defects rates asks for. The same input, seed and rates
 // always give the same bytes.
 func Simulate(input []byte, seed uint64, rates Rates) (Result, error) {
+	return SimulateBatch(input, seed, rates, "")
+}
+
+// SimulateBatch is Simulate for the batch named batchID: the same answers and
+// defects, but the line and request ids are the batch's own, as OpenAI's are
+// unique to each request it serves (batch_req_…, req_…). Two batches of the
+// same input file, two jobs' first attempts planned from one provider file,
+// then never give byte-identical result files.
+func SimulateBatch(input []byte, seed uint64, rates Rates, batchID string) (Result, error) {
+	ids := func(kind, customID string) uint64 {
+		if batchID == "" {
+			return hash(seed, kind, customID)
+		}
+		return hash(seed, kind, batchID, customID)
+	}
 	var res Result
 	var out, errs [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(input))
@@ -72,8 +87,8 @@ func Simulate(input []byte, seed uint64, rates Rates) (Result, error) {
 		_ = json.Unmarshal(in.Body, &body)
 		promptLen := len(in.Body)
 		r := draw(seed, in.CustomID)
-		id := fmt.Sprintf("batch_req_%x", hash(seed, "req", in.CustomID)%1e12)
-		reqID := fmt.Sprintf("req_%x", hash(seed, "rid", in.CustomID)%1e12)
+		id := fmt.Sprintf("batch_req_%x", ids("req", in.CustomID)%1e12)
+		reqID := fmt.Sprintf("req_%x", ids("rid", in.CustomID)%1e12)
 		p := int64(promptLen/4 + 8)
 		cached := int64(0)
 		if hash(seed, "cache", in.CustomID)%4 == 0 {
@@ -114,7 +129,11 @@ func Simulate(input []byte, seed uint64, rates Rates) (Result, error) {
 	}
 	for i := 0; i < rates.Unknown; i++ {
 		cid := fmt.Sprintf("stray-%d-%x", i, seed)
-		out = append(out, success("/v1/chat/completions", "batch_req_stray", cid, "req_stray", "gpt-4o-mini-2024-07-18", "stray", 10, 0))
+		id, reqID := "batch_req_stray", "req_stray"
+		if batchID != "" {
+			id, reqID = fmt.Sprintf("batch_req_%x", ids("req", cid)%1e12), fmt.Sprintf("req_%x", ids("rid", cid)%1e12)
+		}
+		out = append(out, success("/v1/chat/completions", id, cid, reqID, "gpt-4o-mini-2024-07-18", "stray", 10, 0))
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(res.Total)))
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })

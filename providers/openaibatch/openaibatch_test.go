@@ -461,7 +461,7 @@ func TestLifecycle(t *testing.T) {
 			if want := []string{"in_progress", "finalizing", "completed"}; !slices.Equal(walk, want) {
 				t.Fatalf("status walk %v, want %v", walk, want)
 			}
-			want, err := fakeopenai.Simulate(data, seed, tc.rates)
+			want, err := fakeopenai.SimulateBatch(data, seed, tc.rates, b.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
