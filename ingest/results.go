@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,6 +59,12 @@ type FileOptions struct {
 	// 0: DefaultSplitMinBytes; negative: every file split as the expected
 	// table is).
 	SplitMinBytes int64
+	// RefuseOtherJobs refuses a file another job of the lake ingested and
+	// did not retract (IngestedElsewhere): each result file is one batch's,
+	// and counted in two jobs its lines, and their cost, would count twice.
+	// For a file given by hand (the ingest command); collect downloads the
+	// files of the batch the job's ledger binds.
+	RefuseOtherJobs bool
 	// Hash, if set, is the file's sha256 as the caller takes it (ingest
 	// hashes a file while it checks its ids); otherwise IngestFile takes it.
 	// Either way the lines are parsed meanwhile, and a file whose bytes
@@ -176,6 +184,9 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		markerKey string
 		rec       lake.IngestRecord
 		known     bool // raw, size and markerKey are set
+		// archivedBefore: the raw file was in the lake before this ingest
+		// (with RefuseOtherJobs), so some other ingest may count it.
+		archivedBefore bool
 	)
 	// The raw file is archived while its lines are parsed; nothing is
 	// committed before the archive is complete (everything is derived from it).
@@ -238,6 +249,12 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		} else if !errors.Is(err, lake.ErrNotFound) {
 			return err
 		}
+		if o.RefuseOtherJobs {
+			// Asked before the archive below stores it.
+			if archivedBefore, err = l.Exists(ctx, lake.ObjectKey(raw)); err != nil {
+				return err
+			}
+		}
 		archived = make(chan error, 1)
 		go func() { archived <- put(ctx, o.Path, lake.ObjectKey(raw), raw, size) }()
 		for i := range heldQ {
@@ -298,6 +315,11 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		return FileResult{Channel: o.Channel, File: name, RawSHA256: res.RawSHA256, Lines: rec.Lines, Rows: rec.Rows, Quarantined: rec.Quarantined}, nil
 	case err == nil && src.n != size:
 		return res, &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: the file changed while it was ingested (%d bytes hashed, %d parsed); nothing was committed: ingest it again once it is complete", name, size, src.n)}
+	case err == nil && archivedBefore && res.Lines > 0:
+		// A file of no lines (an empty errors file) is every job's alike.
+		if err := refuseIngestedElsewhere(ctx, l, job, raw, name, o.ProviderJobID); err != nil {
+			return res, err
+		}
 	}
 	// The attempts and quarantine tables are stored while the raw file's
 	// archive may still be uploading (into a remote lake, side by side):
@@ -370,4 +392,61 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	failpoint.Hit(failpoint.IngestAfterMarker)
 	res.Created = created
 	return res, nil
+}
+
+// IngestedElsewhere lists the jobs other than job that ingested the file
+// raw (on either channel) and did not retract it, but for those whose
+// ingest names a provider batch other than providerJobID (when both name
+// one): two batches' result files can be the same bytes (every line of both
+// expired, at a provider whose error lines carry no request id). It lists
+// the lake's ingest records, every job's: ask only for a file the lake holds
+// already.
+func IngestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, providerJobID string) ([]lake.Digest, error) {
+	keys, err := l.List(ctx, lake.IngestArea)
+	if err != nil {
+		return nil, err
+	}
+	suffix := "-" + raw.Hex() + ".json"
+	var jobs []lake.Digest
+	for _, k := range keys {
+		if !strings.HasSuffix(k, suffix) {
+			continue
+		}
+		dir, _, _ := strings.Cut(strings.TrimPrefix(k, lake.IngestArea), "/")
+		other, err := lake.ParseDigest(dir)
+		if err != nil || other == job || slices.Contains(jobs, other) ||
+			(k != lake.IngestKey(other, ChannelOutput, raw) && k != lake.IngestKey(other, ChannelError, raw)) {
+			continue
+		}
+		if providerJobID != "" {
+			var rec lake.IngestRecord
+			if err := l.GetJSON(ctx, k, lake.FormatIngest, &rec); err != nil {
+				return nil, err
+			}
+			if rec.ProviderJobID != "" && rec.ProviderJobID != providerJobID {
+				continue
+			}
+		}
+		retracted, err := l.Retractions(ctx, other)
+		if err != nil {
+			return nil, err
+		}
+		if _, gone := retracted[raw]; !gone {
+			jobs = append(jobs, other)
+		}
+	}
+	return jobs, nil
+}
+
+// refuseIngestedElsewhere refuses the file raw (name) when another job
+// counts it.
+func refuseIngestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, name, providerJobID string) error {
+	others, err := IngestedElsewhere(ctx, l, job, raw, providerJobID)
+	if err != nil || len(others) == 0 {
+		return err
+	}
+	o := others[0].Hex()
+	return &errkind.UsageError{Msg: fmt.Sprintf("ingest %s: this file (sha256 %s) was ingested into job %s before, and counts there: a result file is one batch's answers, and counted in two jobs its lines and their cost would count twice. "+
+		"If it is this job's and not that one's, retract it there first (batchlake ingest --job %s --retract %s --reason \"wrong job\"), then ingest it here. Nothing was written; --force ingests it into this job anyway",
+		name, raw.Hex(), o, o[:12], raw.Hex())}
 }

@@ -38,8 +38,9 @@ job's provider (the job's input given as its output, another provider's
 file), and a file that begins with the whole of one ingested into the job
 before, or whose bytes are the start of one (a download cut short), or that
 holds the same bytes as one ingested on the other channel (the output given as
---errors too): the lines they share would count twice. --force ingests it
-anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
+--errors too), or that another job of the lake ingested and did not retract
+(yesterday's output given to today's job): the lines they share would count
+twice. --force ingests it anyway. --retract SHA256 undoes an ingest: the file (the sha256 in
 the report's files, the attempts' raw_sha256) no longer counts for the job;
 it stays archived.`,
 		Args: cobra.NoArgs,
@@ -127,7 +128,7 @@ it stays archived.`,
 					continue
 				}
 				tell, done := g.progressFor("ingest", f.path, fileSize(f.path), g.stderr)
-				o := ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell}
+				o := ingest.FileOptions{Path: f.path, Channel: f.channel, ProviderJobID: providerJobID, TmpDir: g.tmpDir, Progress: tell, RefuseOtherJobs: !force}
 				if i < len(hashes) {
 					o.Hash = hashes[i]
 				}

@@ -537,6 +537,93 @@ func TestIngestRefusesPartialCopies(t *testing.T) {
 	}
 }
 
+// TestIngestRefusesAnotherJobsFile: two jobs planned from one provider file
+// (two prompt versions) expect the same custom ids, so one job's output
+// ingested into the other passed every id check, and both counted its
+// answers and their cost: the lake's costs twice what was billed. It is
+// refused, naming the job that counts it, until retracted there; --force
+// takes it; an empty errors file, every job's alike, is not refused; nor is
+// a file both of whose ingests name their own provider batch.
+func TestIngestRefusesAnotherJobsFile(t *testing.T) {
+	dir, lk, in, first := planDemoJob(t, 3)
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v2", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan of the second prompt version: exit %d %v", code, pl)
+	}
+	second := pl["job_key"].(string)
+	if second == first {
+		t.Fatal("two prompt versions planned as one job")
+	}
+	var whole []byte
+	for i := range 3 {
+		whole = fmt.Appendf(whole, `{"id": "batch_req_%d", "custom_id": "ticket-%05d", "response": {"status_code": 200, "request_id": "r%d", "body": {"id": "chatcmpl-%d", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18", "choices": [{"index": 0, "message": {"role": "assistant", "content": "billing: a refund"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}}}, "error": null}`+"\n", i, i, i, i)
+	}
+	out, empty := filepath.Join(dir, "output.jsonl"), filepath.Join(dir, "errors.jsonl")
+	if err := os.WriteFile(out, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(job string, args ...string) (int, string) {
+		code, res := cli(t, append([]string{"ingest", "--lake", lk, "--job", job}, args...)...)
+		msg, _ := res["error"].(string)
+		return code, msg
+	}
+	if code, msg := ingest(first, "--output", out, "--errors", empty); code != exitOK {
+		t.Fatalf("ingest into the first job: exit %d %s", code, msg)
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(whole))
+	want := fmt.Sprintf("ingest output.jsonl: this file (sha256 %s) was ingested into job %s before, and counts there", sum, first)
+	for _, args := range [][]string{{"--output", out, "--errors", empty}, {"--errors", out}} {
+		if code, msg := ingest(second, args...); code != exitUsage || !strings.HasPrefix(msg, want) || !strings.Contains(msg, "--retract "+sum) {
+			t.Fatalf("ingest %v into the second job: exit %d %q, want 2 and %q…", args, code, msg, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lk, "ingests", second)); !os.IsNotExist(err) {
+		t.Errorf("a refused ingest wrote the second job's ingest records (%v)", err)
+	}
+	// The empty errors file alone: every job's errors file of no line.
+	if code, msg := ingest(second, "--errors", empty); code != exitOK {
+		t.Errorf("ingest of an empty errors file into the second job: exit %d %s", code, msg)
+	}
+	// Retracted from the first job, it goes into the second.
+	if code, res := cli(t, "ingest", "--lake", lk, "--job", first, "--retract", sum, "--reason", "wrong job"); code != exitOK {
+		t.Fatalf("retract: exit %d %v", code, res)
+	}
+	if code, msg := ingest(second, "--output", out); code != exitOK {
+		t.Fatalf("ingest into the second job once retracted from the first: exit %d %s", code, msg)
+	}
+	// A third job: refused for the second's ingest, taken with --force.
+	code, pl = cli(t, "plan", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "acme", "--prompt-version", "v3", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan of a third prompt version: exit %d %v", code, pl)
+	}
+	third := pl["job_key"].(string)
+	if code, msg := ingest(third, "--output", out); code != exitUsage || !strings.Contains(msg, "was ingested into job "+second+" before") {
+		t.Errorf("ingest into the third job: exit %d %q, want 2 naming the second job", code, msg)
+	}
+	if code, msg := ingest(third, "--output", out, "--force"); code != exitOK {
+		t.Errorf("ingest --force into the third job: exit %d %s", code, msg)
+	}
+	// Two batches whose files are the same bytes (every line of both
+	// expired, no request id in them): each ingest names its own batch.
+	expired := []byte(`{"custom_id": "ticket-00000", "response": null, "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}}` + "\n")
+	exp := filepath.Join(dir, "expired.jsonl")
+	if err := os.WriteFile(exp, expired, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := ingest(first, "--errors", exp, "--provider-job-id", "batch_a"); code != exitOK {
+		t.Fatalf("ingest of batch_a's expired lines: exit %d %s", code, msg)
+	}
+	if code, msg := ingest(second, "--errors", exp, "--provider-job-id", "batch_b"); code != exitOK {
+		t.Errorf("ingest of batch_b's expired lines, the same bytes as batch_a's: exit %d %s", code, msg)
+	}
+	if code, _ := ingest(third, "--errors", exp); code != exitUsage {
+		t.Errorf("ingest of the same expired lines naming no batch: exit %d, want 2", code)
+	}
+}
+
 // TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
