@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,6 +180,78 @@ func Succeeded(ctx context.Context, l *Lake, jobs []*Manifest, among map[string]
 		}
 	}
 	return out, nil
+}
+
+// Unreconciled names the result files of job m whose counting changed since
+// its latest reconcile: ingested after it (added), or retracted after it
+// (gone), as "channel file (sha256 …)". A retry shard made from that
+// reconcile would send records the added files answered, paid twice, or
+// leave out records whose only answer was retracted. ErrNotReconciled if
+// the job has no reconcile.
+func Unreconciled(ctx context.Context, l *Lake, m *Manifest) (added, gone []string, err error) {
+	key, err := LatestReportKey(ctx, l, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rep struct {
+		Files struct {
+			Output, Error []string
+		} `json:"files"`
+	}
+	if err := l.GetJSON(ctx, key, FormatReport, &rep); err != nil {
+		return nil, nil, err
+	}
+	job, err := ParseDigest(m.JobKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := l.IngestRecords(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	retracted, err := l.Retractions(ctx, job)
+	if err != nil {
+		return nil, nil, err
+	}
+	counted := map[string]bool{}
+	for _, h := range rep.Files.Output {
+		counted["output "+h] = true
+	}
+	for _, h := range rep.Files.Error {
+		counted["error "+h] = true
+	}
+	now := map[string]bool{}
+	for _, r := range recs {
+		if _, out := retracted[r.Raw]; out || (r.Channel != "output" && r.Channel != "error") {
+			continue // retracted, or a provider's summary: no result lines
+		}
+		k := r.Channel + " " + r.Raw.Hex()
+		now[k] = true
+		if !counted[k] {
+			added = append(added, fmt.Sprintf("%s %s (sha256 %s)", r.Channel, r.FileName, r.Raw.Hex()))
+		}
+	}
+	for k := range counted {
+		if !now[k] {
+			channel, h, _ := strings.Cut(k, " ")
+			gone = append(gone, fmt.Sprintf("%s file (sha256 %s)", channel, h))
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(gone)
+	return added, gone, nil
+}
+
+// UnreconciledText says what Unreconciled found, for a message.
+func UnreconciledText(added, gone []string) string {
+	var parts []string
+	if len(added) > 0 {
+		parts = append(parts, "ingested since: "+strings.Join(added, ", "))
+	}
+	if len(gone) > 0 {
+		parts = append(parts, "retracted since: "+strings.Join(gone, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // RecordIDs returns the record ids of a job's expected rows.

@@ -122,7 +122,30 @@ func (d *Driver) checkSubmit(ctx context.Context, m *lake.Manifest) error {
 	if err != nil || !unsent {
 		return err
 	}
+	if err := checkParentReconciled(ctx, d.Lake, m); err != nil {
+		return err
+	}
 	return checkNoneSucceeded(ctx, d.Lake, m)
+}
+
+// checkParentReconciled refuses a retry child whose parent's results changed
+// after its latest reconcile (lake.Unreconciled): the child was made from
+// a retry set that may hold records answered since.
+func checkParentReconciled(ctx context.Context, l *lake.Lake, m *lake.Manifest) error {
+	pd, err := lake.ParseDigest(m.ParentJobKey)
+	if err != nil {
+		return err
+	}
+	p, err := l.GetManifest(ctx, pd)
+	if err != nil {
+		return err
+	}
+	added, gone, err := lake.Unreconciled(ctx, l, p)
+	if err != nil || len(added)+len(gone) == 0 {
+		return err
+	}
+	return &errkind.UsageError{Msg: fmt.Sprintf("job %s is a retry of %s, whose results changed since its latest reconcile (%s): it may send again records answered since; nothing was submitted. Run `batchlake reconcile --job %s`, then `batchlake retry --job %s` for a child of the records still to do",
+		m.JobKey, m.ParentJobKey, lake.UnreconciledText(added, gone), m.ParentJobKey, m.ParentJobKey)}
 }
 
 // unsent reports whether any shard of the job is still VALIDATED: only then

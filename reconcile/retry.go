@@ -94,6 +94,14 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	if err != nil {
 		return nil, err
 	}
+	// The retry set is the latest reconcile's: made from it after more
+	// results came in, a child would send records they answered.
+	if added, gone, err := lake.Unreconciled(ctx, l, m); err != nil {
+		return nil, err
+	} else if len(added)+len(gone) > 0 {
+		return nil, &errkind.UsageError{Msg: fmt.Sprintf("retry: job %s's results changed since its latest reconcile (%s): its retry set would send again records answered since, or leave out records. Run batchlake reconcile --job %s again first; nothing was planned",
+			m.JobKey, lake.UnreconciledText(added, gone), m.JobKey)}
+	}
 	res := &RetryResult{ParentJobKey: m.JobKey, Report: rep.Report, RetryRecords: rep.RetryRecords}
 	if rep.RetryRecords == 0 || len(rep.RetryShards) == 0 {
 		res.Message = "nothing to retry"

@@ -624,6 +624,64 @@ func TestIngestRefusesAnotherJobsFile(t *testing.T) {
 	}
 }
 
+// TestRetryAfterLateResults: a retry made from a reconcile that results
+// ingested later (a second output file, the errors file) did not see put
+// the records they answered in a child, and submit sent them: paid twice.
+// retry refuses until the job is reconciled again, submit refuses a child
+// made before; a file retracted since the reconcile is refused alike.
+func TestRetryAfterLateResults(t *testing.T) {
+	_, lk, in, job := planDemoJob(t, 4)
+	lines := readLines(t, in)
+	early, late := answerAll(t, lines[:2]), answerAll(t, lines[2:])
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, res := cli(t, append(args, "--lake", lk)...)
+		if code != want {
+			t.Fatalf("%v: exit %d %v, want %d", args, code, res, want)
+		}
+		msg, _ := res["error"].(string)
+		return msg
+	}
+	run(exitOK, "ingest", "--job", job, "--output", early)
+	run(exitPartial, "reconcile", "--job", job)
+	code, res := cli(t, "retry", "--lake", lk, "--job", job)
+	if code != exitOK || res["child"] == nil {
+		t.Fatalf("retry: exit %d %v", code, res)
+	}
+	child := res["child"].(map[string]any)["job_key"].(string)
+	run(exitOK, "ingest", "--job", job, "--output", late)
+	sum := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%x", sha256.Sum256(b))
+	}
+	since := fmt.Sprintf("(ingested since: output output.jsonl (sha256 %s))", sum(late))
+	if msg := run(exitUsage, "retry", "--job", job); !strings.Contains(msg, "results changed since its latest reconcile "+since) {
+		t.Errorf("retry after a late ingest: %q, want it to name %s", msg, since)
+	}
+	if msg := run(exitUsage, "submit", "--job", child); !strings.Contains(msg, "is a retry of "+job+", whose results changed since its latest reconcile "+since) {
+		t.Errorf("submit of the child made before the late ingest: %q", msg)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(lk, "ledger", child, "part-00000")); len(entries) != 2 {
+		t.Errorf("the refused child's ledger has %d events, want 2 (CREATED, VALIDATED: nothing sent)", len(entries))
+	}
+	run(exitOK, "reconcile", "--job", job)
+	if msg := run(exitOK, "retry", "--job", job); msg != "" {
+		t.Errorf("retry once reconciled: %s", msg)
+	}
+	// A file retracted since the reconcile: its records would be left out.
+	run(exitOK, "ingest", "--job", job, "--retract", sum(late))
+	if msg := run(exitUsage, "retry", "--job", job); !strings.Contains(msg, "(retracted since: output file (sha256 "+sum(late)+"))") {
+		t.Errorf("retry after a retraction: %q", msg)
+	}
+	run(exitPartial, "reconcile", "--job", job)
+	if code, res := cli(t, "retry", "--lake", lk, "--job", job); code != exitOK || res["child"] == nil {
+		t.Errorf("retry once the retraction is reconciled: exit %d %v", code, res)
+	}
+}
+
 // TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
