@@ -39,7 +39,7 @@ func ParseRules(retryable []string) (Rules, error) {
 		tok = strings.TrimSpace(tok)
 		switch {
 		case tok == "":
-		case len(tok) == 3 && strings.HasSuffix(tok, "xx") && tok[0] >= '1' && tok[0] <= '5':
+		case len(tok) == 3 && strings.EqualFold(tok[1:], "xx") && tok[0] >= '1' && tok[0] <= '5':
 			base := int(tok[0]-'0') * 100
 			for s := base; s < base+100; s++ {
 				r.Statuses = append(r.Statuses, s)
@@ -54,6 +54,11 @@ func ParseRules(retryable []string) (Rules, error) {
 			r.Codes = append(r.Codes, tok)
 			r.Permanent = slices.DeleteFunc(r.Permanent, func(p string) bool { return p == tok })
 		}
+	}
+	if len(r.Statuses) == 0 && len(r.Codes) == 0 {
+		// A list of commas and spaces, where the default was meant or
+		// --max-attempts 1: taken as given, no failure would be retried.
+		return r, fmt.Errorf("--retryable %q: names no HTTP status or error code; leave it out for the default list (--max-attempts 1 retries nothing)", strings.Join(retryable, ","))
 	}
 	slices.Sort(r.Statuses)
 	r.Statuses = slices.Compact(r.Statuses)

@@ -60,6 +60,10 @@ func (r *reconcileFlags) options(g *globals, job string) (reconcile.Options, err
 	}
 	if r.retryable != "" {
 		o.Retryable = strings.Split(r.retryable, ",")
+		// Checked here, so that run refuses it before it plans and pays.
+		if _, err := reconcile.ParseRules(o.Retryable); err != nil {
+			return o, &errkind.UsageError{Msg: err.Error()}
+		}
 	}
 	if r.schema != "" {
 		b, err := os.ReadFile(r.schema)
