@@ -33,7 +33,7 @@ type Estimate struct {
 }
 
 // PriceFor returns the price row for a provider's model at a time: the
-// longest matching model prefix, and of it the row with the latest
+// longest matching model (pricesModel), and of it the row with the latest
 // effective_from at or before t (as reconcile.sql does for lines; a Bedrock
 // model id also matches without its inference-profile prefix).
 func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
@@ -47,7 +47,7 @@ func (t *PriceTable) PriceFor(provider, model string, at time.Time) *Price {
 	rows := t.priced()
 	for i := range rows {
 		p := &rows[i]
-		if p.Provider != provider || !strings.HasPrefix(model, p.Model) && !strings.HasPrefix(base, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
+		if p.Provider != provider || !pricesModel(model, p.Model) && !pricesModel(base, p.Model) || (!p.EffectiveFrom.IsZero() && p.EffectiveFrom.After(at)) {
 			continue
 		}
 		if best == nil || len(p.Model) > len(best.Model) || (len(p.Model) == len(best.Model) && p.EffectiveFrom.After(best.EffectiveFrom)) {

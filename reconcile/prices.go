@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +58,24 @@ var (
 	maxPricePerMTok = big.NewRat(10_000, 1)
 	maxMultiplier   = big.NewRat(10, 1)
 )
+
+// SnapshotSuffix is the pattern of what may follow a price row's model in a
+// model id it prices: version suffixes only, one or more of a date
+// (-2024-07-18, -20241022, @20241022), a 3- or 4-digit snapshot (-0125,
+// -001) and a Bedrock revision (-v1:0). Anything else names another model
+// (gpt-5.2-pro, claude-opus-4-6), at another price: a bare prefix would
+// price it as this row's, silently wrong, where no row leaves it unpriced and
+// reported. reconcile.sql matches lines by it (prices_model).
+const SnapshotSuffix = `([-@]([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|[0-9]{3,4}|v[0-9]+(:[0-9]+)?))+`
+
+var snapshotSuffix = regexp.MustCompile(`^` + SnapshotSuffix + `$`)
+
+// pricesModel reports whether a price row's model prices the model id
+// version: the same id, or the id followed by version suffixes only.
+func pricesModel(version, model string) bool {
+	rest, ok := strings.CutPrefix(version, model)
+	return ok && (rest == "" || snapshotSuffix.MatchString(rest))
+}
 
 // PriceTable is a parsed price table and the digest of its bytes.
 type PriceTable struct {

@@ -26,7 +26,7 @@ import (
 // per group of buckets over that group's sources, and the whole job's are in
 // view again at the end.
 func classify(ctx context.Context, e *Engine, gate string, acceptTruncated bool, maxAttempts int, groups []sourceSet) error {
-	if err := e.ExecFile(ctx, "reconcile.sql", nil); err != nil {
+	if err := e.ExecFile(ctx, "reconcile.sql", struct{ SnapshotSuffix string }{SnapshotSuffix}); err != nil {
 		return err
 	}
 	narrow, err := narrowPrices(ctx, e)

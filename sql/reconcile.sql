@@ -20,8 +20,18 @@ SELECT channel, raw_sha256,
        CAST(row_number() OVER (ORDER BY raw_sha256, channel) AS INTEGER) AS out_no
 FROM (SELECT DISTINCT channel, raw_sha256 FROM attempts_raw);
 
+-- A price row's model prices a model id that is the same, or the same with
+-- version suffixes only (a date, a snapshot number, a Bedrock revision:
+-- the pattern is reconcile.SnapshotSuffix, views.sql's model_family strips
+-- the same): gpt-4o-mini prices gpt-4o-mini-2024-07-18, but gpt-5.2 does
+-- not price gpt-5.2-pro-2025-12-11, nor claude-opus-4 claude-opus-4-6,
+-- other models at other prices. Such a line is unpriced, and reported so.
+CREATE OR REPLACE TEMP MACRO prices_model(version, model) AS
+    version = model
+    OR (starts_with(version, model) AND regexp_full_match(substr(version, length(model) + 1), '{{.SnapshotSuffix}}'));
+
 -- The price of each distinct (provider, model version, raw file): the longest
--- matching model prefix of its provider, and of that model the row with the
+-- matching model of its provider (prices_model), and of that model the row with the
 -- latest effective_from at or before the file's ingest time (raw_times).
 -- A Bedrock line also matches by the job's model id (job_model), and either
 -- id without its inference-profile prefix (us., eu., apac., global.): Claude
@@ -62,11 +72,11 @@ FROM (SELECT DISTINCT a.provider, a.model_version, a.channel, a.raw_sha256, t.pr
       LEFT JOIN job_model j ON j.provider = a.provider) m
 JOIN files f ON f.channel = m.channel AND f.raw_sha256 = m.raw_sha256
 LEFT JOIN prices p ON p.provider = m.provider
-                  AND (starts_with(m.model_version, p.model)
+                  AND (prices_model(m.model_version, p.model)
                        OR (m.provider = 'bedrock'
-                           AND (starts_with(regexp_replace(m.model_version, '^(us|eu|apac|global)\.', ''), p.model)
-                                OR starts_with(m.job_model, p.model)
-                                OR starts_with(regexp_replace(m.job_model, '^(us|eu|apac|global)\.', ''), p.model))))
+                           AND (prices_model(regexp_replace(m.model_version, '^(us|eu|apac|global)\.', ''), p.model)
+                                OR prices_model(m.job_model, p.model)
+                                OR prices_model(regexp_replace(m.job_model, '^(us|eu|apac|global)\.', ''), p.model))))
                   AND (p.effective_from IS NULL OR p.effective_from <= m.priced_at)
 QUALIFY row_number() OVER (PARTITION BY m.provider, m.model_version, m.channel, m.raw_sha256
                            ORDER BY length(p.model) DESC NULLS LAST, p.effective_from DESC NULLS LAST) = 1
