@@ -218,6 +218,12 @@ type bedrockOutput struct {
 		TotalTokens           *int64 `json:"totalTokens"`
 		CacheReadInputTokens  int64  `json:"cacheReadInputTokens"`
 		CacheWriteInputTokens int64  `json:"cacheWriteInputTokens"`
+		// The cache writes by lifetime (5m, 1h), which Claude bills at two
+		// prices: part of cacheWriteInputTokens.
+		CacheDetails []struct {
+			TTL         string `json:"ttl"`
+			InputTokens int64  `json:"inputTokens"`
+		} `json:"cacheDetails"`
 	} `json:"usage"`
 	// Titan text and embeddings.
 	InputTextTokenCount *int64 `json:"inputTextTokenCount"`
@@ -281,6 +287,17 @@ func parseBedrockOutput(raw json.RawMessage, row *lake.AttemptRow) error {
 			if err := converseUsage(row, u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, u.CacheWriteInputTokens, u.TotalTokens); err != nil {
 				return err
 			}
+			var hour []int64
+			for _, d := range u.CacheDetails {
+				if d.TTL == "1h" {
+					hour = append(hour, d.InputTokens)
+				}
+			}
+			h, err := addTokens(hour...)
+			if err != nil {
+				return err
+			}
+			row.CacheWrite1hTokens = h
 		}
 	case len(o.Results) > 0 || o.InputTextTokenCount != nil:
 		if len(o.Results) > 0 {

@@ -99,6 +99,17 @@ func TestBedrockResult(t *testing.T) {
 				eq(t, "finish", r.FinishReason, "end_turn")
 				eq(t, "text", r.OutputText, "Positive")
 			}},
+		{name: "Converse, cache writes by lifetime", line: out(`{"output":{"message":{"content":[{"text":"x"}]}},"stopReason":"end_turn",
+			"usage":{"inputTokens":100,"outputTokens":300,"totalTokens":12400,"cacheReadInputTokens":0,"cacheWriteInputTokens":12000,
+			"cacheDetails":[{"ttl":"1h","inputTokens":10000},{"ttl":"5m","inputTokens":2000}]}}`),
+			want: func(t *testing.T, r lake.AttemptRow) {
+				eq(t, "input", r.InputTokens, 12100)
+				eq(t, "cache write", r.CacheWriteTokens, 12000)
+				eq(t, "1h cache write", r.CacheWrite1hTokens, 10000)
+			}},
+		{name: "Converse, 1h writes above the writes", line: out(`{"output":{"message":{"content":[{"text":"x"}]}},
+			"usage":{"inputTokens":100,"outputTokens":3,"cacheWriteInputTokens":10,"cacheDetails":[{"ttl":"1h","inputTokens":11}]}}`),
+			quarantine: "1h cache write tokens 11 exceed cache write tokens 10"},
 		{name: "Converse, cache read without totalTokens", line: out(`{"output":{"message":{"content":[{"text":"x"}]}},"usage":{"inputTokens":10,"outputTokens":1,"cacheReadInputTokens":900}}`),
 			want: func(t *testing.T, r lake.AttemptRow) {
 				eq(t, "input", r.InputTokens, 910)
