@@ -112,6 +112,8 @@ var resultSeeds = []string{
 	`{"id": "batch_req_1", "custom_id": "a", "response": {"status_code": 200, "request_id": "req_1", "body": {"id": "c", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello\nworld \u00e9 \"q\"", "refusal": null}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 2}, "completion_tokens_details": {"reasoning_tokens": 1}}}}, "error": null}`,
 	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":null,"tool_calls":[{"id":"t"},null]},"finish_reason":"tool_calls"},{"message":null}]}},"error":null}`,
 	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":"","refusal":"no"},"finish_reason":"stop"}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},"finish_reason":"function_call"}]}},"error":null}`,
+	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hi","function_call":null},"finish_reason":"stop"}]}},"error":null}`,
 	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":[{"type":"text","text":"a"},{"text":"b"}]}}]}},"error":null}`,
 	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"text_completion","choices":[{"text":"abc","finish_reason":"length"}]}},"error":null}`,
 	`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"reasoning"},{"type":"message","content":[{"type":"output_text","text":"x"},{"type":"refusal","refusal":"no"}]},{"type":"function_call"}],"usage":{"input_tokens":3,"output_tokens":4,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}}},"error":null}`,
@@ -413,6 +415,36 @@ func TestFastInt64(t *testing.T) {
 		got, ok := fastInt64([]byte(v))
 		if ok != (werr == nil) || (ok && got != want) {
 			t.Errorf("fastInt64(%s) = %d, %v; encoding/json: %d, %v", v, got, ok, want, werr)
+		}
+	}
+}
+
+// TestLegacyFunctionCall: a chat answer whose one tool call is the older
+// function_call (a request that names functions) has output, as one with
+// tool_calls does: it passes the default quality gate instead of being
+// retried and paid again for the same answer. function_call null is no call.
+func TestLegacyFunctionCall(t *testing.T) {
+	f, err := FormatFor("openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		line      string
+		calls     int32
+		hasOutput bool
+	}{
+		{resultSeeds[3], 1, true},
+		{resultSeeds[4], 0, true},
+		{`{"id":"r","custom_id":"a","response":{"status_code":200,"body":{"object":"chat.completion","choices":[{"message":{"content":null,"function_call":null},"finish_reason":"stop"}]}},"error":null}`, 0, false},
+	} {
+		for range 2 { // the second read of a line of a shape seen takes the shape's path
+			row, err := f.ParseResult([]byte(c.line), ChannelOutput)
+			if err != nil {
+				t.Fatalf("%s: %v", c.line, err)
+			}
+			if row.ToolCalls != c.calls || row.HasOutput != c.hasOutput || row.Outcome != "success" {
+				t.Errorf("%s: tool calls %d, has output %v, outcome %s; want %d, %v, success", c.line, row.ToolCalls, row.HasOutput, row.Outcome, c.calls, c.hasOutput)
+			}
 		}
 	}
 }

@@ -511,6 +511,9 @@ type openaiMessage struct {
 	Content   json.RawMessage   `json:"content"`
 	ToolCalls []json.RawMessage `json:"tool_calls"`
 	Refusal   *string           `json:"refusal"`
+	// FunctionCall is the one tool call of a request that names functions
+	// (the older form of tools, still served): finish_reason function_call.
+	FunctionCall json.RawMessage `json:"function_call"`
 
 	// text is Content's string when the fast path read it as one without
 	// escapes or non-ASCII bytes (plain).
@@ -759,6 +762,9 @@ func parseOpenAIBody(decode bodyDecoder, jm *jmemo, raw json.RawMessage, b *open
 				}
 			}
 			row.ToolCalls = int32(len(c.Message.ToolCalls))
+			if f := c.Message.FunctionCall; len(f) > 0 && string(f) != "null" {
+				row.ToolCalls++
+			}
 			if c.Message.Refusal != nil && *c.Message.Refusal != "" && text.Len() == 0 {
 				row.FinishReason = "refusal"
 			}

@@ -20,7 +20,7 @@ var (
 	cacheNames      = []string{"cached_tokens", "cache_write_tokens"}
 	reasoningNames  = []string{"reasoning_tokens"}
 	choiceNames     = []string{"message", "text", "finish_reason"}
-	messageNames    = []string{"content", "tool_calls", "refusal"}
+	messageNames    = []string{"content", "tool_calls", "refusal", "function_call"}
 	outputNames     = []string{"type", "content"}
 	outContentNames = []string{"type", "text", "refusal"}
 	embeddingNames  = []string{"embedding"}
@@ -294,8 +294,10 @@ func choiceAt(jm *jmemo, v jval, c *openaiChoice) (int, bool) {
 					return contentAt(jm, v, m)
 				case 1:
 					return rawsAt(v, &m.ToolCalls)
-				default:
+				case 2:
 					return strPtrAt(v, &m.Refusal)
+				default:
+					return rawAt(v, (*[]byte)(&m.FunctionCall))
 				}
 			})
 		case 1:

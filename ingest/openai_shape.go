@@ -144,6 +144,7 @@ var (
 		"response.body.usage.output_tokens_details":     true,
 		"response.body.choices.0.message":               true,
 		"response.body.choices.0.message.tool_calls":    true,
+		"response.body.choices.0.message.function_call": true,
 	}
 )
 
