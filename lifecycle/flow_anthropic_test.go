@@ -150,7 +150,7 @@ func TestAnthropicSubmitStatusCollectReconcile(t *testing.T) {
 		t.Fatalf("report:\n got %s\nwant %s", got, want)
 	}
 	// Four successes r-000, r-004, r-006, r-007: input 10+5 tokens, output 5,
-	// at claude-sonnet-4's $3/$15 per Mtok, batch 0.5.
+	// at claude-sonnet-4-6's $3/$15 per Mtok, batch 0.5.
 	wantFirstSuccess(t, rep, new(big.Rat).SetFrac64(4*(15*3+5*15), 2_000_000))
 	if len(rep.Files.Output) != 2 {
 		t.Fatalf("report files: %+v", rep.Files)
