@@ -271,6 +271,14 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		raw []byte // kept only for quarantined lines
 		err error
 	}
+	// A line that names no model (Bedrock Converse, a Gemini line without
+	// modelVersion) is the job's model's. Gemini's API names its models
+	// models/…, as a plan's --model may; its lines and the price table
+	// name them without.
+	jobModel := m.Model
+	if m.Provider == "gemini" {
+		jobModel = strings.TrimPrefix(jobModel, "models/")
+	}
 	src := &progressReader{r: bufio.NewReaderSize(file, 1<<20), tell: o.Progress} // counts the bytes parsed
 	err = ParallelLines(ctx, src, func(ln Line, p *parsed) {
 		if p.row, p.err = f.ParseResult(ln.Bytes, o.Channel); p.err != nil {
@@ -292,7 +300,7 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 		r.JobKey, r.Tenant, r.Provider, r.ProviderJobID = m.JobKey, m.Tenant, m.Provider, o.ProviderJobID
 		r.Channel, r.LineNo = o.Channel, ln.No // raw_sha256 at the commit
 		if r.ModelVersion == "" {
-			r.ModelVersion = m.Model
+			r.ModelVersion = jobModel
 		}
 		res.Rows++
 		if len(rows) < cap(rows) {

@@ -682,6 +682,44 @@ func TestRetryAfterLateResults(t *testing.T) {
 	}
 }
 
+// TestGeminiModelsPrefixPriced: a Gemini job planned with --model in the
+// API's own form (models/gemini-2.5-flash) had its lines that name no
+// modelVersion priced by models/gemini-2.5-flash, which no price row names:
+// every such line unpriced. They are the job's model without the prefix.
+func TestGeminiModelsPrefixPriced(t *testing.T) {
+	dir := t.TempDir()
+	lk := filepath.Join(dir, "lake")
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+	var inb, outb []byte
+	for i := range 2 {
+		inb = fmt.Appendf(inb, `{"key":"k%d","request":{"contents":[{"role":"user","parts":[{"text":"q %d"}]}]}}`+"\n", i, i)
+		outb = fmt.Appendf(outb, `{"key":"k%d","response":{"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1000,"candidatesTokenCount":100,"totalTokenCount":1100}}}`+"\n", i)
+	}
+	if err := os.WriteFile(in, inb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, outb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, pl := cli(t, "plan", "--lake", lk, "--provider", "gemini", "--model", "models/gemini-2.5-flash", "--input", in, "--tenant", "acme", "--prompt-version", "v1", "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("plan: exit %d %v", code, pl)
+	}
+	job := pl["job_key"].(string)
+	if code, res := cli(t, "ingest", "--lake", lk, "--job", job, "--output", out); code != exitOK {
+		t.Fatalf("ingest: exit %d %v", code, res)
+	}
+	code, rep := cli(t, "reconcile", "--lake", lk, "--job", job)
+	if code != exitOK {
+		t.Fatalf("reconcile: exit %d %v", code, rep)
+	}
+	// gemini-2.5-flash: 0.30 and 2.50 USD per million, batch 0.5: two lines
+	// of 1,000 input and 100 output tokens.
+	if n, total := rep["unpriced_lines"], rep["cost_usd"].(map[string]any)["total"]; fmt.Sprint(n) != "0" || fmt.Sprint(total) != "0.00055" {
+		t.Errorf("unpriced lines %v, cost %v; want 0 and 0.00055", n, total)
+	}
+}
+
 // TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
