@@ -85,7 +85,7 @@ func TestPricedByItsOwnRow(t *testing.T) {
 	for _, c := range []struct{ provider, version, want string }{
 		{"anthropic", "claude-sonnet-4-5-20250929", "claude-sonnet-4-5"},
 		{"anthropic", "claude-opus-4-20250514", "claude-opus-4"},
-		{"anthropic", "claude-opus-4-6", ""},
+		{"anthropic", "claude-opus-4-7", ""},
 		{"anthropic", "claude-3-5-sonnet@20241022", "claude-3-5-sonnet"},
 		{"bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-sonnet-4-5"},
 		{"bedrock", "amazon.nova-pro-v1:0", "amazon.nova-pro"},
