@@ -297,6 +297,9 @@ func choiceAt(jm *jmemo, v jval, c *openaiChoice) (int, bool) {
 				case 2:
 					return strPtrAt(v, &m.Refusal)
 				default:
+					if end, ok := v.null(); ok {
+						return end, true // unset, as the shape path leaves it
+					}
 					return rawAt(v, (*[]byte)(&m.FunctionCall))
 				}
 			})
