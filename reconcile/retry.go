@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/batchlake/batchlake/errkind"
@@ -27,8 +29,11 @@ type RetryResult struct {
 	// NotBefore is the earliest time the child may be submitted.
 	NotBefore *time.Time `json:"not_before,omitempty"`
 	// AlreadySucceeded counts the records of the retry set left out of the
-	// child because a retry descendant of the parent already did them.
+	// child because a retry descendant of the parent already did them;
+	// AlreadySent those left out because a descendant was sent with them
+	// (in flight, or settled there: retried by that job, or given up on).
 	AlreadySucceeded int64 `json:"already_succeeded,omitempty"`
+	AlreadySent      int64 `json:"already_sent,omitempty"`
 	// Superseded are older, unsubmitted children of the parent that this
 	// child supersedes (submit refuses them); StillSubmitted older children
 	// that were already sent and are left alone.
@@ -133,6 +138,17 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	if err != nil {
 		return nil, err
 	}
+	sent, err := sentInFamily(ctx, l, fam, m.JobKey, lineage, done)
+	if err != nil {
+		return nil, err
+	}
+	// skip: the records of the retry set a descendant settled or holds.
+	skip := make(map[string]string, len(done)+len(sent))
+	for _, held := range []map[string]string{done, sent} {
+		for id, job := range held {
+			skip[id] = job
+		}
+	}
 	format, err := ingest.FormatFor(m.Provider)
 	if err != nil {
 		return nil, err
@@ -175,36 +191,41 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 			return nil, err
 		}
 		if o.Fallback != nil {
-			if _, err := o.Fallback.translateShard(w, k, b, format.Name(), target, lineage, done, &res.Untranslatable); err != nil {
+			if _, err := o.Fallback.translateShard(w, k, b, format.Name(), target, lineage, skip, &res.Untranslatable); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if len(done) == 0 {
+		if len(skip) == 0 {
 			w.Write(b)
 			continue
 		}
-		// No record whose latest state is succeeded goes into a child.
-		if _, err := writeWithout(w, b, format, lineage, done); err != nil {
+		// No record whose latest state is succeeded goes into a child, nor
+		// one a descendant was sent with.
+		if _, err := writeWithout(w, b, format, lineage, skip); err != nil {
 			return nil, fmt.Errorf("retry: %s: %w", k, err)
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
-	res.AlreadySucceeded = int64(len(done))
+	res.AlreadySucceeded, res.AlreadySent = int64(len(done)), int64(len(sent))
 	if len(res.Untranslatable) > 0 {
 		if res.UntranslatableFile, err = storeUntranslatable(ctx, l, res.Untranslatable); err != nil {
 			return nil, err
 		}
 	}
-	if int64(len(done)) >= rep.RetryRecords {
-		res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+	if int64(len(skip)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: of the %d records of the retry set, %d already succeeded in a retry of this job and %d were sent in one (%s): retry that job to go on with them",
+			rep.RetryRecords, len(done), len(sent), sentJobs(sent))
+		if len(sent) == 0 {
+			res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+		}
 		return res, nil
 	}
-	if int64(len(done)+len(res.Untranslatable)) >= rep.RetryRecords {
-		res.Message = fmt.Sprintf("nothing to retry: %d records of the retry set do not translate to %s (left for manual handling: %s), %d already succeeded",
-			len(res.Untranslatable), childProvider, res.UntranslatableFile, len(done))
+	if int64(len(skip)+len(res.Untranslatable)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: %d records of the retry set do not translate to %s (left for manual handling: %s), %d already succeeded, %d were sent in a retry of this job",
+			len(res.Untranslatable), childProvider, res.UntranslatableFile, len(done), len(sent))
 		return res, nil
 	}
 	nb := rep.RetryNotBefore
@@ -248,6 +269,9 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	if len(done) > 0 {
 		res.Message += fmt.Sprintf(" (%d left out: already succeeded in a retry of this job)", len(done))
 	}
+	if len(sent) > 0 {
+		res.Message += fmt.Sprintf(" (%d left out: sent in a retry of this job, %s, which settles them)", len(sent), sentJobs(sent))
+	}
 	if o.Fallback != nil {
 		res.Message += fmt.Sprintf(", translated from %s %s to %s %s", m.Provider, m.Model, childProvider, childModel)
 	}
@@ -280,4 +304,16 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		res.Message += fmt.Sprintf("; %d older child(ren) were already submitted and may hold some of the same records", len(res.StillSubmitted))
 	}
 	return res, nil
+}
+
+// sentJobs names the jobs of sent (record id → job), sorted, for a message.
+func sentJobs(sent map[string]string) string {
+	var jobs []string
+	for _, j := range sent {
+		if !slices.Contains(jobs, j[:12]) {
+			jobs = append(jobs, j[:12])
+		}
+	}
+	slices.Sort(jobs)
+	return strings.Join(jobs, ", ")
 }

@@ -36,6 +36,92 @@ func succeededInFamily(ctx context.Context, l *lake.Lake, fam *lake.Family, pare
 	return lake.Succeeded(ctx, l, jobs, ids)
 }
 
+// sentInFamily returns, of the parent's retry records (lineage) that no
+// descendant succeeded on (done), those a descendant was sent with (a batch
+// submitted, a real-time call made), each with that job: their outcome is
+// that job's to settle, by its own reconcile and retry, and a retry of the
+// parent would send them again (paid twice while in flight, or past the
+// caps of a record the descendant gave up on).
+func sentInFamily(ctx context.Context, l *lake.Lake, fam *lake.Family, parent string, lineage map[string]ingest.Lineage, done map[string]string) (map[string]string, error) {
+	ids := make(map[string]bool, len(lineage))
+	for _, li := range lineage {
+		if _, ok := done[li.RecordID]; !ok {
+			ids[li.RecordID] = true
+		}
+	}
+	out := map[string]string{}
+	g := lake.NewLedger(l, "")
+	for _, k := range fam.Descendants(parent, "") {
+		m := fam.Jobs[k]
+		if m == nil || len(ids) == 0 {
+			continue
+		}
+		if sent, err := wasSent(ctx, g, m); err != nil || !sent {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		held, err := lake.RecordIDs(ctx, l, m)
+		if err != nil {
+			return nil, err
+		}
+		for id := range held {
+			if ids[id] {
+				out[id] = k
+				delete(ids, id)
+			}
+		}
+	}
+	return out, nil
+}
+
+// wasSent reports whether a shard of job m left VALIDATED other than by a
+// newer retry superseding it: its records were sent, or are being sent.
+func wasSent(ctx context.Context, g *lake.Ledger, m *lake.Manifest) (bool, error) {
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range m.Shards {
+		last, err := g.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return false, err
+		}
+		if last.State != lake.Validated && last.Detail[lake.DetailSupersededBy] == "" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// SentChild returns the newest child of job that was sent (wasSent), or "":
+// run, started again on a job it ran before, follows it instead of making
+// another child of the same records.
+func SentChild(ctx context.Context, l *lake.Lake, job string) (string, error) {
+	fam, err := lake.ReadFamily(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	g := lake.NewLedger(l, "")
+	var newest *lake.Manifest
+	for _, k := range fam.Children[job] {
+		m := fam.Jobs[k]
+		if m == nil || (newest != nil && !m.CreatedAt.After(newest.CreatedAt)) {
+			continue
+		}
+		if sent, err := wasSent(ctx, g, m); err != nil {
+			return "", err
+		} else if sent {
+			newest = m
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return newest.JobKey, nil
+}
+
 // writeWithout copies retry shard bytes to w, leaving out the lines whose
 // record (by the line's custom id and the lineage) is in done.
 func writeWithout(w io.Writer, shard []byte, f ingest.Format, lineage map[string]ingest.Lineage, done map[string]string) (kept int64, err error) {

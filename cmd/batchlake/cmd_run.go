@@ -164,20 +164,32 @@ func runCmd(ctx context.Context, g *globals) *cobra.Command {
 					res.Pending = last.RetryRecords
 					break
 				}
-				ro := reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit}
-				fbf.retryOptions(round, &ro)
-				rr, err := reconcile.RetryWith(ctx, l, d, ro)
-				heap.restore()
+				// Run again on a job it ran before (a restarted step), run
+				// goes on with the child it sent then, not another child of
+				// the same records.
+				next, err := reconcile.SentChild(ctx, l, job)
 				if err != nil {
 					return err
 				}
-				g.log.Info("retry: "+rr.Message, "parent", job[:12])
-				res.Untranslatable += int64(len(rr.Untranslatable))
-				if rr.Child == nil { // nothing left to send: the rest does not translate
-					res.Pending = last.RetryRecords - int64(len(rr.Untranslatable))
-					break
+				if next != "" {
+					g.log.Info("retry: a child of this job was sent before, by an earlier run: going on with it", "parent", job[:12], "child", next[:12])
+				} else {
+					ro := reconcile.RetryOptions{TmpDir: g.tmpDir, MemoryLimit: heap.limit}
+					fbf.retryOptions(round, &ro)
+					rr, err := reconcile.RetryWith(ctx, l, d, ro)
+					heap.restore()
+					if err != nil {
+						return err
+					}
+					g.log.Info("retry: "+rr.Message, "parent", job[:12])
+					res.Untranslatable += int64(len(rr.Untranslatable))
+					if rr.Child == nil { // nothing left to send: the rest does not translate
+						res.Pending = last.RetryRecords - int64(len(rr.Untranslatable))
+						break
+					}
+					next = rr.Child.JobKey
 				}
-				job = rr.Child.JobKey
+				job = next
 				cm, err := l.GetManifest(ctx, mustJob(job))
 				if err != nil {
 					return err

@@ -720,6 +720,87 @@ func TestGeminiModelsPrefixPriced(t *testing.T) {
 	}
 }
 
+// TestRunAgainGoesOnWithItsChildren: run started again on a job it ran
+// (an orchestrator's retry of a finished step, a restarted pod) made another
+// child of the root's retry set, sending again the records its first child
+// had settled (past --max-attempts and the caps too), then failed its own
+// count with exit 1 on every later run. It goes on with the children it
+// sent: the same generations, nothing planned or sent, exit 0.
+func TestRunAgainGoesOnWithItsChildren(t *testing.T) {
+	_, lk, in, _ := planDemoJob(t, 120)
+	args := []string{"run", "--lake", lk, "--provider", "sim", "--input", in, "--tenant", "again", "--prompt-version", "v1", "--poll", "10ms", "--max-record-cost-usd", "0.00001", "--progress", "never"}
+	type gens struct {
+		Succeeded, Manual int64
+		Generations       []struct {
+			JobKey string `json:"job_key"`
+		}
+	}
+	var first gens
+	code, res := cli(t, args...)
+	if code != exitOK {
+		t.Fatalf("run: exit %d %v", code, res)
+	}
+	decodeMap(t, res, &first)
+	if len(first.Generations) < 2 || first.Manual == 0 {
+		t.Fatalf("first run: %+v; want a retry and a record given up on, or the test proves nothing", first)
+	}
+	planned, err := os.ReadDir(filepath.Join(lk, "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		code, res := cli(t, args...)
+		var again gens
+		decodeMap(t, res, &again)
+		if code != exitOK || fmt.Sprint(again) != fmt.Sprint(first) {
+			t.Fatalf("run again: exit %d %+v, want 0 and %+v", code, again, first)
+		}
+	}
+	if now, err := os.ReadDir(filepath.Join(lk, "manifests")); err != nil || len(now) != len(planned) {
+		t.Errorf("manifests: %d after running again, %d before (%v)", len(now), len(planned), err)
+	}
+}
+
+// TestRetryLeavesOutRecordsSentInAChild: retry of a job whose child was
+// sent put the child's records in another child (sent twice, paid twice
+// while in flight); they are the sent child's to settle.
+func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
+	_, lk, _, root := planDemoJob(t, 120)
+	for _, step := range [][]string{{"submit"}, {"status", "--wait", "--poll", "10ms"}, {"collect"}} {
+		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", root)...); code != exitOK {
+			t.Fatalf("%v: exit %d %v", step, code, res)
+		}
+	}
+	if code, res := cli(t, "reconcile", "--lake", lk, "--job", root); code != exitPartial && code != exitReview {
+		t.Fatalf("reconcile: exit %d %v", code, res)
+	}
+	code, res := cli(t, "retry", "--lake", lk, "--job", root)
+	if code != exitOK || res["child"] == nil {
+		t.Fatalf("retry: exit %d %v", code, res)
+	}
+	child := res["child"].(map[string]any)["job_key"].(string)
+	if code, res := cli(t, "submit", "--lake", lk, "--job", child); code != exitOK {
+		t.Fatalf("submit of the child: exit %d %v", code, res)
+	}
+	code, res = cli(t, "retry", "--lake", lk, "--job", root)
+	msg, _ := res["message"].(string)
+	if code != exitOK || res["child"] != nil || !strings.Contains(msg, "were sent in one ("+child[:12]+")") || fmt.Sprint(res["already_sent"]) != fmt.Sprint(res["retry_records"]) {
+		t.Errorf("retry of the root once its child was sent: exit %d %v; want no child, every record left to %s", code, res, child[:12])
+	}
+}
+
+// decodeMap decodes a command's JSON result, as decoded into a map, into v.
+func decodeMap(t *testing.T, res map[string]any, v any) {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFlagsOutOfRange: a count or duration no setting means is exit 2 naming
 // the flag, before anything is written; --max-attempts 0 was taken for the
 // default 3, and a reconcile's lease below zero was taken as given.
