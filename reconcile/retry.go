@@ -289,6 +289,15 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		res.Message += fmt.Sprintf(", not to be submitted before %s", cm.NotBefore.Format(time.RFC3339))
 	}
 	if !child.Created {
+		// The same records and settings make the same child: one a newer
+		// retry superseded cannot be sent, and handing it back would leave
+		// the caller a child that submit refuses.
+		if by, err := supersededBy(ctx, l, cm); err != nil {
+			return nil, err
+		} else if by != "" {
+			return nil, &errkind.UsageError{Msg: fmt.Sprintf("retry: the child these settings make, job %s, was planned before and superseded by a newer retry, job %s, before it was sent; a superseded child is never sent. Submit job %s, or retry job %s with settings that differ from both",
+				child.JobKey, by, by, m.JobKey[:12])}
+		}
 		res.Message = "child job already planned: nothing new written"
 	}
 	if child.Held != "" {

@@ -95,6 +95,26 @@ func wasSent(ctx context.Context, g *lake.Ledger, m *lake.Manifest) (bool, error
 	return false, nil
 }
 
+// supersededBy returns the job that superseded job m (a shard's last event
+// names it), or "".
+func supersededBy(ctx context.Context, l *lake.Lake, m *lake.Manifest) (string, error) {
+	job, err := lake.ParseDigest(m.JobKey)
+	if err != nil {
+		return "", err
+	}
+	g := lake.NewLedger(l, "")
+	for _, s := range m.Shards {
+		last, err := g.Last(ctx, job, s.ShardID)
+		if err != nil {
+			return "", err
+		}
+		if by := last.Detail[lake.DetailSupersededBy]; by != "" {
+			return by, nil
+		}
+	}
+	return "", nil
+}
+
 // SentChild returns the newest child of job that was sent (wasSent), or "":
 // run, started again on a job it ran before, follows it instead of making
 // another child of the same records.

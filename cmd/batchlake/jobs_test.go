@@ -789,6 +789,37 @@ func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
 	}
 }
 
+// TestRetryRefusesASupersededChild: a retry back to the settings of a child
+// that a newer retry (another model) superseded gave that child again, exit
+// 0, a child submit refuses: a dead end for an orchestrator. It is exit 2
+// naming the child to submit instead.
+func TestRetryRefusesASupersededChild(t *testing.T) {
+	_, lk, _, root := planDemoJob(t, 120)
+	for _, step := range [][]string{{"submit"}, {"status", "--wait", "--poll", "10ms"}, {"collect"}} {
+		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", root)...); code != exitOK {
+			t.Fatalf("%v: exit %d %v", step, code, res)
+		}
+	}
+	if code, res := cli(t, "reconcile", "--lake", lk, "--job", root); code != exitPartial && code != exitReview {
+		t.Fatalf("reconcile: exit %d %v", code, res)
+	}
+	childOf := func(args ...string) string {
+		t.Helper()
+		code, res := cli(t, append([]string{"retry", "--lake", lk, "--job", root}, args...)...)
+		if code != exitOK || res["child"] == nil {
+			t.Fatalf("retry %v: exit %d %v", args, code, res)
+		}
+		return res["child"].(map[string]any)["job_key"].(string)
+	}
+	first := childOf()
+	newer := childOf("--model", "gpt-4o")
+	code, res := cli(t, "retry", "--lake", lk, "--job", root)
+	msg, _ := res["error"].(string)
+	if code != exitUsage || !strings.Contains(msg, "job "+first+", was planned before and superseded by a newer retry, job "+newer) {
+		t.Errorf("retry back to the first child's settings: exit %d %v, want 2 naming %s and %s", code, res, first[:12], newer[:12])
+	}
+}
+
 // decodeMap decodes a command's JSON result, as decoded into a map, into v.
 func decodeMap(t *testing.T, res map[string]any, v any) {
 	t.Helper()
