@@ -24,6 +24,9 @@ import (
 
 // PlanOptions are the settings of one plan.
 type PlanOptions struct {
+	// KeyOnly reads the input and returns the job key it plans, writing
+	// nothing (retry asks whether a child of these records exists).
+	KeyOnly bool
 	Provider            string
 	Input               string // path of the provider-format input JSONL
 	Tenant              string
@@ -232,7 +235,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 	defer file.Close()
 	// A plan appends its shards' first events: the store's conditional-write
 	// check runs while the input is read and the shards are stored.
-	l.ProbeAhead(ctx)
+	if !o.KeyOnly {
+		l.ProbeAhead(ctx)
+	}
 
 	in, err := readInput(ctx, l, f, file, name, &o, true)
 	if errors.Is(err, errRestart) {
@@ -249,6 +254,9 @@ func Plan(ctx context.Context, l *lake.Lake, o PlanOptions) (*PlanResult, error)
 		return nil, err
 	}
 	res := &PlanResult{JobKey: id.key.Hex(), Manifest: lake.ManifestKey(id.key), Records: in.n}
+	if o.KeyOnly {
+		return res, nil
+	}
 	if m, err := l.GetManifest(ctx, id.key); err == nil {
 		res.Shards, res.MinRecords, res.Held = summaries(m), m.MinRecords, m.Held
 		res.Message = "already planned: same records and settings, nothing new written"

@@ -126,6 +126,49 @@ func (c *manifestCache) put(d Digest, m *Manifest) {
 	c.m[d] = m
 }
 
+// Root is the first attempt whose retry tree job is in.
+func (f *Family) Root(job string) string {
+	for range len(f.Jobs) {
+		m := f.Jobs[job]
+		if m == nil || m.ParentJobKey == "" || f.Jobs[m.ParentJobKey] == nil {
+			break
+		}
+		job = m.ParentJobKey
+	}
+	return job
+}
+
+// Tree lists the jobs of job's retry tree (its root and every descendant of
+// the root) but job itself.
+func (f *Family) Tree(job string) []string {
+	root := f.Root(job)
+	var out []string
+	if root != job {
+		out = append(out, root)
+	}
+	for _, k := range f.Descendants(root, "") {
+		if k != job {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// IsDescendant reports whether job descends from ancestor.
+func (f *Family) IsDescendant(job, ancestor string) bool {
+	for range len(f.Jobs) {
+		m := f.Jobs[job]
+		if m == nil || m.ParentJobKey == "" {
+			return false
+		}
+		if m.ParentJobKey == ancestor {
+			return true
+		}
+		job = m.ParentJobKey
+	}
+	return false
+}
+
 // Descendants lists job's retry descendants (children, their children, …),
 // leaving out skip and everything under it.
 func (f *Family) Descendants(job, skip string) []string {

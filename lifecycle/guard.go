@@ -220,11 +220,13 @@ func checkNoneSucceeded(ctx context.Context, l *lake.Lake, m *lake.Manifest) err
 	if err != nil {
 		return err
 	}
+	// Every other job of the retry tree: the parent, its other descendants,
+	// and the ancestors above it (late results ingested there).
 	var jobs []*lake.Manifest
-	if p := fam.Jobs[m.ParentJobKey]; p != nil {
-		jobs = append(jobs, p)
-	}
-	for _, k := range fam.Descendants(m.ParentJobKey, m.JobKey) {
+	for _, k := range fam.Tree(m.JobKey) {
+		if fam.IsDescendant(k, m.JobKey) {
+			continue // the child's own children: made after it
+		}
 		jobs = append(jobs, fam.Jobs[k])
 	}
 	done, err := lake.Succeeded(ctx, l, jobs, ids)

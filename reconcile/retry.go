@@ -175,58 +175,44 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	f, err := os.Create(filepath.Join(dir, "retry-of-"+m.JobKey+".jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	w := bufio.NewWriter(f)
-	for _, k := range rep.RetryShards {
-		d, ok := lake.ParseObjectKey(k)
-		if !ok {
-			return nil, fmt.Errorf("retry: bad retry shard key %s", k)
-		}
-		b, err := l.GetObject(ctx, d)
+	input := filepath.Join(dir, "retry-of-"+m.JobKey+".jsonl")
+	writeInput := func(skip map[string]string) error {
+		res.Untranslatable = nil
+		f, err := os.Create(input)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if o.Fallback != nil {
-			if _, err := o.Fallback.translateShard(w, k, b, format.Name(), target, lineage, skip, &res.Untranslatable); err != nil {
-				return nil, err
+		defer f.Close()
+		w := bufio.NewWriter(f)
+		for _, k := range rep.RetryShards {
+			d, ok := lake.ParseObjectKey(k)
+			if !ok {
+				return fmt.Errorf("retry: bad retry shard key %s", k)
 			}
-			continue
+			b, err := l.GetObject(ctx, d)
+			if err != nil {
+				return err
+			}
+			if o.Fallback != nil {
+				if _, err := o.Fallback.translateShard(w, k, b, format.Name(), target, lineage, skip, &res.Untranslatable); err != nil {
+					return err
+				}
+				continue
+			}
+			if len(skip) == 0 {
+				w.Write(b)
+				continue
+			}
+			// No record whose latest state is succeeded goes into a child,
+			// nor one a descendant was sent with.
+			if _, err := writeWithout(w, b, format, lineage, skip); err != nil {
+				return fmt.Errorf("retry: %s: %w", k, err)
+			}
 		}
-		if len(skip) == 0 {
-			w.Write(b)
-			continue
+		if err := w.Flush(); err != nil {
+			return err
 		}
-		// No record whose latest state is succeeded goes into a child, nor
-		// one a descendant was sent with.
-		if _, err := writeWithout(w, b, format, lineage, skip); err != nil {
-			return nil, fmt.Errorf("retry: %s: %w", k, err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return nil, err
-	}
-	res.AlreadySucceeded, res.AlreadySent = int64(len(done)), int64(len(sent))
-	if len(res.Untranslatable) > 0 {
-		if res.UntranslatableFile, err = storeUntranslatable(ctx, l, res.Untranslatable); err != nil {
-			return nil, err
-		}
-	}
-	if int64(len(skip)) >= rep.RetryRecords {
-		res.Message = fmt.Sprintf("nothing to retry: of the %d records of the retry set, %d already succeeded in a retry of this job and %d were sent in one (%s): retry that job to go on with them",
-			rep.RetryRecords, len(done), len(sent), sentJobs(sent))
-		if len(sent) == 0 {
-			res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
-		}
-		return res, nil
-	}
-	if int64(len(skip)+len(res.Untranslatable)) >= rep.RetryRecords {
-		res.Message = fmt.Sprintf("nothing to retry: %d records of the retry set do not translate to %s (left for manual handling: %s), %d already succeeded, %d were sent in a retry of this job",
-			len(res.Untranslatable), childProvider, res.UntranslatableFile, len(done), len(sent))
-		return res, nil
+		return f.Close()
 	}
 	nb := rep.RetryNotBefore
 	if o.NotBefore > 0 {
@@ -247,7 +233,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	}
 	po := ingest.PlanOptions{
 		MinRecords: m.MinRecords, BelowMin: belowMin,
-		Provider: m.Provider, Model: m.Model, Input: f.Name(), Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
+		Provider: m.Provider, Model: m.Model, Input: input, Tenant: m.Tenant, PromptVersion: m.PromptVersion, SourceVersion: m.SourceVersion,
 		DatasetVersion: m.DatasetVersion, KeyField: m.KeyField, ShardMaxRecords: m.ShardMaxRecords, ShardMaxBytes: m.ShardMaxBytes,
 		SubmittedBy: m.SubmittedBy, CostCenter: m.CostCenter, Retention: m.Retention, OutputSchemaVersion: m.OutputSchemaVersion,
 		TmpDir: o.TmpDir, MemoryLimit: o.MemoryLimit, Lineage: lineage, Attempt: m.Attempt + 1, ParentJobKey: m.JobKey, NotBefore: nb, Estimate: est,
@@ -258,6 +244,47 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	}
 	if o.Fallback != nil {
 		o.Fallback.planOptions(&po, m, childProvider, childModel)
+	}
+	// A child a retry made before of the records not succeeded, sent since
+	// or not (this retry run again after a crash, or after its child was
+	// sent), is that same child: gone on with, never a second one.
+	if len(sent) > 0 && int64(len(done)) < rep.RetryRecords {
+		if err := writeInput(done); err != nil {
+			return nil, err
+		}
+		ko := po
+		ko.KeyOnly = true
+		// An input that does not plan (every request untranslatable) made
+		// no child either.
+		if k, err := ingest.Plan(ctx, l, ko); err == nil {
+			if _, err := l.GetManifest(ctx, childDigest(k.JobKey)); err == nil {
+				skip, sent = done, nil
+			} else if !errors.Is(err, lake.ErrNotFound) {
+				return nil, err
+			}
+		}
+	}
+	if err := writeInput(skip); err != nil {
+		return nil, err
+	}
+	res.AlreadySucceeded, res.AlreadySent = int64(len(done)), int64(len(sent))
+	if len(res.Untranslatable) > 0 {
+		if res.UntranslatableFile, err = storeUntranslatable(ctx, l, res.Untranslatable); err != nil {
+			return nil, err
+		}
+	}
+	if int64(len(skip)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: of the %d records of the retry set, %d already succeeded in a retry of this job and %d were sent in one (%s): retry that job to go on with them",
+			rep.RetryRecords, len(done), len(sent), sentJobs(sent))
+		if len(sent) == 0 {
+			res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+		}
+		return res, nil
+	}
+	if int64(len(skip)+len(res.Untranslatable)) >= rep.RetryRecords {
+		res.Message = fmt.Sprintf("nothing to retry: %d records of the retry set do not translate to %s (left for manual handling: %s), %d already succeeded, %d were sent in a retry of this job",
+			len(res.Untranslatable), childProvider, res.UntranslatableFile, len(done), len(sent))
+		return res, nil
 	}
 	failpoint.Hit(failpoint.RetryBeforePlan)
 	child, err := ingest.Plan(ctx, l, po)

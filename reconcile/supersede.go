@@ -17,13 +17,15 @@ import (
 // submitted yet, so that only the newest child can be sent.
 
 // succeededInFamily returns, of the records in lineage, those whose outcome
-// is succeeded in the newest reconcile of a retry descendant of the parent
-// (a sibling child, or its children, that already did them), each with the
-// job that says so. The parent's own report made the retry set: none of its
-// records there succeeded.
+// is succeeded in the newest reconcile of another job of the parent's retry
+// tree (a child, or its children, that already did them; an ancestor that
+// late results answered), each with the job that says so. The parent's own
+// report made the retry set: none of its records there succeeded.
 func succeededInFamily(ctx context.Context, l *lake.Lake, fam *lake.Family, parent string, lineage map[string]ingest.Lineage) (map[string]string, error) {
+	// Anywhere in the tree: a descendant's answers, or answers ingested
+	// late into an ancestor after this job was made.
 	var jobs []*lake.Manifest
-	for _, k := range fam.Descendants(parent, "") {
+	for _, k := range fam.Tree(parent) {
 		jobs = append(jobs, fam.Jobs[k])
 	}
 	if len(jobs) == 0 {

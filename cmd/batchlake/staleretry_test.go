@@ -181,7 +181,10 @@ func TestStaleRetryChild(t *testing.T) {
 
 // TestRetryLeavesOutWhatASiblingDid: records that succeeded in an earlier
 // child never go into a newer child of the same parent, even though the
-// parent's own outcome for them is still a failure.
+// parent's own outcome for them is still a failure; nor do the records that
+// child was sent with and did not answer: they are its to retry (attempt 3),
+// and a sibling would send them a second time as attempt 2. Its retry
+// leaves out the records the parent's late results answered.
 func TestRetryLeavesOutWhatASiblingDid(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, fakeopenai.Options{Seed: 25})
@@ -241,14 +244,21 @@ func TestRetryLeavesOutWhatASiblingDid(t *testing.T) {
 		t.Fatalf("parent's second reconcile: %s, want 4 to retry", rep.counts())
 	}
 	second := h.retry(p.JobKey)
-	if second.Child == nil || second.Child.Records != 1 || second.AlreadySucceeded != 3 {
-		t.Fatalf("second retry: %+v; want a child of 1 record, 3 left out as already succeeded", second)
+	if second.Child != nil || second.AlreadySucceeded != 3 || !strings.Contains(second.Message, "1 were sent in one ("+first.Child.JobKey[:12]+")") {
+		t.Fatalf("second retry: %+v; want no child, 3 left out as already succeeded and 1 as sent in %s", second, first.Child.JobKey[:12])
+	}
+	// The child's retry: req-0007..9 had no line there, but req-0008 and
+	// req-0009 succeeded since in the parent.
+	grand := h.retry(first.Child.JobKey)
+	if grand.Child == nil || grand.Child.Records != 1 || grand.AlreadySucceeded != 2 {
+		t.Fatalf("retry of the child: %+v; want a child of 1 record, 2 left out as already succeeded", grand)
 	}
 	var keys []struct {
 		BusinessKey string `json:"business_key"`
+		Attempt     int    `json:"attempt"`
 	}
-	h.query(fmt.Sprintf("SELECT business_key FROM expected WHERE job_key = '%s'", second.Child.JobKey), &keys)
-	if len(keys) != 1 || keys[0].BusinessKey != "req-0007" {
-		t.Errorf("the newest child holds %+v, want only req-0007", keys)
+	h.query(fmt.Sprintf("SELECT business_key, attempt FROM expected WHERE job_key = '%s'", grand.Child.JobKey), &keys)
+	if len(keys) != 1 || keys[0].BusinessKey != "req-0007" || keys[0].Attempt != 3 {
+		t.Errorf("the grandchild holds %+v, want only req-0007, attempt 3", keys)
 	}
 }
