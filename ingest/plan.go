@@ -26,7 +26,7 @@ import (
 type PlanOptions struct {
 	// KeyOnly reads the input and returns the job key it plans, writing
 	// nothing (retry asks whether a child of these records exists).
-	KeyOnly bool
+	KeyOnly             bool
 	Provider            string
 	Input               string // path of the provider-format input JSONL
 	Tenant              string
