@@ -690,10 +690,39 @@ func (v *verifier) checkReports(ctx context.Context) error {
 			if jk, isStr := m["job_key"].(string); isStr && jk != job.Hex() {
 				v.problem(k, SeverityError, "report body is for job %q, stored under job %s", jk, job.Hex())
 			}
+			// Reports are named by their run, not their bytes: two swapped
+			// would each verify, and every read of the newer take the older.
+			if rk, isStr := m["report"].(string); isStr && rk != k {
+				v.problem(k, SeverityError, "report body is the report %q, stored under %s", rk, k)
+			}
+			v.reportFiles(k, job, m["files"])
 		}
 		v.reportRefs(k, "", body)
 	}
 	return nil
+}
+
+// reportFiles checks that the ingest records and retractions a report's
+// files name are in the lake: deleted, the next reconcile would count a
+// retracted file again, or leave an ingested one out.
+func (v *verifier) reportFiles(from string, job Digest, files any) {
+	f, _ := files.(map[string]any)
+	for _, c := range []struct{ field, channel string }{{"output", "output"}, {"error", "error"}, {"retracted", ""}} {
+		list, _ := f[c.field].([]any)
+		for _, x := range list {
+			h, _ := x.(string)
+			raw, err := ParseDigest(h)
+			if err != nil {
+				v.problem(from, SeverityError, "report files.%s holds %q, not a sha256", c.field, h)
+				continue
+			}
+			key := RetractionKey(job, raw)
+			if c.channel != "" {
+				key = IngestKey(job, c.channel, raw)
+			}
+			v.checkRef(from, "files."+c.field, key)
+		}
+	}
 }
 
 // checkPartitions checks partition results (reconcile --partition) like

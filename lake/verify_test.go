@@ -95,7 +95,7 @@ func buildLake(t *testing.T, l *Lake) *fixture {
 	must(err)
 	f.report = ReportKey(f.job, Sum([]byte("run 1")))
 	_, err = l.PutJSON(ctx, f.report, FormatReport, map[string]any{
-		"job_key": f.job.Hex(), "state": "PARTIAL", "expected": 2, "succeeded": 1, "missing": 1,
+		"job_key": f.job.Hex(), "report": f.report, "state": "PARTIAL", "expected": 2, "succeeded": 1, "missing": 1,
 		"retry_shards": []string{f.retry},
 		"tables":       map[string]any{"outcomes_file": f.outcomes},
 		"files":        map[string]any{"input": []string{sd.Hex()}, "output": []string{rd.Hex()}},
@@ -202,6 +202,36 @@ func TestVerify(t *testing.T) {
 		{"flipped byte in report", func(t *testing.T, l *Lake, f *fixture) { flipByte(t, l, f.report) }, []want{
 			at(kReport, SeverityError, "does not verify"),
 			at(kOutcomes, SeverityWarning, "orphan"),
+		}},
+		// A report is named by its run, not its bytes: a copy of it under
+		// another run's key verifies as a marker, but reads of that run
+		// would take these numbers.
+		{"report under another run's key", func(t *testing.T, l *Lake, f *fixture) {
+			b, err := l.Bucket.ReadAll(context.Background(), f.report)
+			if err != nil {
+				t.Fatal(err)
+			}
+			overwrite(t, l, ReportKey(f.job, Sum([]byte("run 2"))), b)
+		}, []want{
+			at(func(f *fixture) string { return ReportKey(f.job, Sum([]byte("run 2"))) }, SeverityError, "report body is the report"),
+		}},
+		// The ingest records and retractions a report counted: deleted, the
+		// next reconcile would leave the file out, or count a retracted
+		// file again.
+		{"report that counts a retraction not in the lake", func(t *testing.T, l *Lake, f *fixture) {
+			key := ReportKey(f.job, Sum([]byte("run 3")))
+			if _, err := l.PutJSON(context.Background(), key, FormatReport, map[string]any{
+				"job_key": f.job.Hex(), "report": key, "files": map[string]any{"output": []string{}, "retracted": []string{Sum([]byte("gone")).Hex()}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}, []want{
+			at(func(f *fixture) string { return ReportKey(f.job, Sum([]byte("run 3"))) }, SeverityError, "files.retracted retractions/"),
+		}},
+		{"missing ingest record a report counted", func(t *testing.T, l *Lake, f *fixture) { remove(t, l, f.ingest) }, []want{
+			at(kReport, SeverityError, "files.output "),
+			at(kAttempts, SeverityWarning, "orphan"),
+			at(kQuarantine, SeverityWarning, "orphan"),
 		}},
 		{"flipped byte in ledger event", func(t *testing.T, l *Lake, f *fixture) { flipByte(t, l, f.ledger[1]) }, []want{
 			at(kEvent(2), SeverityError, "does not verify"),
