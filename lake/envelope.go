@@ -59,6 +59,13 @@ func OpenJSON(key, format string, data []byte, v any) error {
 	if Sum(e.Body).Hex() != e.SHA256 {
 		return fmt.Errorf("lake read %s: body hashes to %s, envelope says %s: %w", key, Sum(e.Body).Hex(), e.SHA256, ErrCorrupt)
 	}
+	// A report is named by its run, not its bytes: one moved to another
+	// run's key still verifies, and would be read as that run's.
+	if format == FormatReport {
+		if named, ok := reportNamed(e.Body); ok && named != key {
+			return fmt.Errorf("lake read %s: the body is the report %s: %w", key, named, ErrCorrupt)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(e.Body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -104,4 +111,15 @@ func (l *Lake) GetJSON(ctx context.Context, key, format string, v any) error {
 
 func errUnknownVersion(key string, v int) error {
 	return fmt.Errorf("lake read %s: version %d is not one this batchlake knows; upgrade batchlake", key, v)
+}
+// reportNamed returns the key a report body names as its own (its
+// top-level member report), if it names one.
+func reportNamed(body []byte) (string, bool) {
+	var r struct {
+		Report string `json:"report"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.Report == "" {
+		return "", false
+	}
+	return r.Report, true
 }

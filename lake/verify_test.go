@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -213,7 +214,7 @@ func TestVerify(t *testing.T) {
 			}
 			overwrite(t, l, ReportKey(f.job, Sum([]byte("run 2"))), b)
 		}, []want{
-			at(func(f *fixture) string { return ReportKey(f.job, Sum([]byte("run 2"))) }, SeverityError, "report body is the report"),
+			at(func(f *fixture) string { return ReportKey(f.job, Sum([]byte("run 2"))) }, SeverityError, "marker does not verify: the body is the report "),
 		}},
 		// The ingest records and retractions a report counted: deleted, the
 		// next reconcile would leave the file out, or count a retracted
@@ -439,5 +440,29 @@ func editManifest(t *testing.T, l *Lake, f *fixture, edit func(*Manifest)) {
 	remove(t, l, f.manifest)
 	if _, err := l.PutJSON(ctx, f.manifest, FormatManifest, m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReportReadUnderAnotherKey: a report copied, or swapped, to another
+// run's key verifies as a marker, but it names its own key: every read
+// (reconcile, sql, cost, jobs) refuses it as corrupt instead of taking the
+// other run's numbers.
+func TestReportReadUnderAnotherKey(t *testing.T) {
+	t.Parallel()
+	l := openMem(t)
+	f := buildLake(t, l)
+	ctx := context.Background()
+	b, err := l.Bucket.ReadAll(ctx, f.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := ReportKey(f.job, Sum([]byte("run 2")))
+	overwrite(t, l, moved, b)
+	var body map[string]any
+	if err := l.GetJSON(ctx, f.report, FormatReport, &body); err != nil {
+		t.Fatalf("the report at its own key: %v", err)
+	}
+	if err := l.GetJSON(ctx, moved, FormatReport, &body); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "the body is the report "+f.report) {
+		t.Errorf("the report under another run's key: %v, want it refused as corrupt", err)
 	}
 }
