@@ -112,6 +112,7 @@ func (l *Lake) GetJSON(ctx context.Context, key, format string, v any) error {
 func errUnknownVersion(key string, v int) error {
 	return fmt.Errorf("lake read %s: version %d is not one this batchlake knows; upgrade batchlake", key, v)
 }
+
 // reportNamed returns the key a report body names as its own (its
 // top-level member report), if it names one.
 func reportNamed(body []byte) (string, bool) {
