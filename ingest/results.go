@@ -60,7 +60,7 @@ type FileOptions struct {
 	// table is).
 	SplitMinBytes int64
 	// RefuseOtherJobs refuses a file another job of the lake ingested and
-	// did not retract (IngestedElsewhere): each result file is one batch's,
+	// did not retract (ingestedElsewhere): each result file is one batch's,
 	// and counted in two jobs its lines, and their cost, would count twice.
 	// For a file given by hand (the ingest command); collect downloads the
 	// files of the batch the job's ledger binds.
@@ -402,14 +402,14 @@ func IngestFile(ctx context.Context, l *lake.Lake, m *lake.Manifest, o FileOptio
 	return res, nil
 }
 
-// IngestedElsewhere lists the jobs other than job that ingested the file
+// ingestedElsewhere lists the jobs other than job that ingested the file
 // raw (on either channel) and did not retract it, but for those whose
 // ingest names a provider batch other than providerJobID (when both name
 // one): two batches' result files can be the same bytes (every line of both
 // expired, at a provider whose error lines carry no request id). It lists
 // the lake's ingest records, every job's: ask only for a file the lake holds
 // already.
-func IngestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, providerJobID string) ([]lake.Digest, error) {
+func ingestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, providerJobID string) ([]lake.Digest, error) {
 	keys, err := l.List(ctx, lake.IngestArea)
 	if err != nil {
 		return nil, err
@@ -449,7 +449,7 @@ func IngestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, 
 // refuseIngestedElsewhere refuses the file raw (name) when another job
 // counts it.
 func refuseIngestedElsewhere(ctx context.Context, l *lake.Lake, job, raw lake.Digest, name, providerJobID string) error {
-	others, err := IngestedElsewhere(ctx, l, job, raw, providerJobID)
+	others, err := ingestedElsewhere(ctx, l, job, raw, providerJobID)
 	if err != nil || len(others) == 0 {
 		return err
 	}

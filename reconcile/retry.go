@@ -274,10 +274,10 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		}
 	}
 	if int64(len(skip)) >= rep.RetryRecords {
-		res.Message = fmt.Sprintf("nothing to retry: of the %d records of the retry set, %d already succeeded in a retry of this job and %d were sent in one (%s): retry that job to go on with them",
+		res.Message = fmt.Sprintf("nothing to retry: of the %d records of the retry set, %d already succeeded in its retry tree and %d were sent in a retry of it (%s): retry that job to go on with them",
 			rep.RetryRecords, len(done), len(sent), sentJobs(sent))
 		if len(sent) == 0 {
-			res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in a retry of this job", len(done))
+			res.Message = fmt.Sprintf("nothing to retry: all %d records of the retry set already succeeded in its retry tree", len(done))
 		}
 		return res, nil
 	}
@@ -294,7 +294,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 	res.Child = child
 	res.Message = fmt.Sprintf("child job %s: attempt %d for %d records", child.JobKey[:12], m.Attempt+1, child.Records)
 	if len(done) > 0 {
-		res.Message += fmt.Sprintf(" (%d left out: already succeeded in a retry of this job)", len(done))
+		res.Message += fmt.Sprintf(" (%d left out: already succeeded in its retry tree)", len(done))
 	}
 	if len(sent) > 0 {
 		res.Message += fmt.Sprintf(" (%d left out: sent in a retry of this job, %s, which settles them)", len(sent), sentJobs(sent))
@@ -319,7 +319,7 @@ func RetryWith(ctx context.Context, l *lake.Lake, job lake.Digest, o RetryOption
 		// The same records and settings make the same child: one a newer
 		// retry superseded cannot be sent, and handing it back would leave
 		// the caller a child that submit refuses.
-		if by, err := supersededBy(ctx, l, cm); err != nil {
+		if _, by, err := sendState(ctx, lake.NewLedger(l, ""), cm); err != nil {
 			return nil, err
 		} else if by != "" {
 			return nil, &errkind.UsageError{Msg: fmt.Sprintf("retry: the child these settings make, job %s, was planned before and superseded by a newer retry, job %s, before it was sent; a superseded child is never sent. Submit job %s, or retry job %s with settings that differ from both",

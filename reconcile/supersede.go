@@ -78,43 +78,33 @@ func sentInFamily(ctx context.Context, l *lake.Lake, fam *lake.Family, parent st
 	return out, nil
 }
 
-// wasSent reports whether a shard of job m left VALIDATED other than by a
-// newer retry superseding it: its records were sent, or are being sent.
-func wasSent(ctx context.Context, g *lake.Ledger, m *lake.Manifest) (bool, error) {
+// sendState reads the last event of each shard of job m: sent, whether a
+// shard left VALIDATED other than by a newer retry superseding it (its
+// records were sent, or are being sent); by, the job a supersede event
+// names, if any.
+func sendState(ctx context.Context, g *lake.Ledger, m *lake.Manifest) (sent bool, by string, err error) {
 	job, err := lake.ParseDigest(m.JobKey)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	for _, s := range m.Shards {
 		last, err := g.Last(ctx, job, s.ShardID)
 		if err != nil {
-			return false, err
+			return false, "", err
 		}
-		if last.State != lake.Validated && last.Detail[lake.DetailSupersededBy] == "" {
-			return true, nil
+		if b := last.Detail[lake.DetailSupersededBy]; b != "" {
+			by = b
+		} else if last.State != lake.Validated {
+			sent = true
 		}
 	}
-	return false, nil
+	return sent, by, nil
 }
 
-// supersededBy returns the job that superseded job m (a shard's last event
-// names it), or "".
-func supersededBy(ctx context.Context, l *lake.Lake, m *lake.Manifest) (string, error) {
-	job, err := lake.ParseDigest(m.JobKey)
-	if err != nil {
-		return "", err
-	}
-	g := lake.NewLedger(l, "")
-	for _, s := range m.Shards {
-		last, err := g.Last(ctx, job, s.ShardID)
-		if err != nil {
-			return "", err
-		}
-		if by := last.Detail[lake.DetailSupersededBy]; by != "" {
-			return by, nil
-		}
-	}
-	return "", nil
+// wasSent is sendState's sent.
+func wasSent(ctx context.Context, g *lake.Ledger, m *lake.Manifest) (bool, error) {
+	sent, _, err := sendState(ctx, g, m)
+	return sent, err
 }
 
 // SentChild returns the newest child of job that was sent (wasSent), or "":
@@ -184,19 +174,11 @@ func supersedeOlder(ctx context.Context, l *lake.Lake, fam *lake.Family, parent 
 		if err != nil {
 			return nil, nil, err
 		}
-		sent, done := false, false
-		for _, s := range old.Shards {
-			last, err := g.Last(ctx, job, s.ShardID)
-			if err != nil {
-				return nil, nil, err
-			}
-			if last.Detail[lake.DetailSupersededBy] != "" {
-				done = true
-			} else if last.State != lake.Validated {
-				sent = true
-			}
+		sent, by, err := sendState(ctx, g, old)
+		if err != nil {
+			return nil, nil, err
 		}
-		if done && !sent {
+		if by != "" && !sent {
 			continue // superseded before (by this child or an earlier one)
 		}
 		if sent {

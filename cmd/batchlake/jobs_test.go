@@ -798,7 +798,7 @@ func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
 	}
 	code, res = cli(t, "retry", "--lake", lk, "--job", root)
 	msg, _ := res["message"].(string)
-	if code != exitOK || res["child"] != nil || !strings.Contains(msg, "were sent in one ("+child[:12]+")") {
+	if code != exitOK || res["child"] != nil || !strings.Contains(msg, "were sent in a retry of it ("+child[:12]+")") {
 		t.Errorf("retry of the root once its child was back: exit %d %v; want no child, the records the child did not answer left to it", code, res)
 	}
 }

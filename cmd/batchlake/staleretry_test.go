@@ -244,7 +244,7 @@ func TestRetryLeavesOutWhatASiblingDid(t *testing.T) {
 		t.Fatalf("parent's second reconcile: %s, want 4 to retry", rep.counts())
 	}
 	second := h.retry(p.JobKey)
-	if second.Child != nil || second.AlreadySucceeded != 3 || !strings.Contains(second.Message, "1 were sent in one ("+first.Child.JobKey[:12]+")") {
+	if second.Child != nil || second.AlreadySucceeded != 3 || !strings.Contains(second.Message, "1 were sent in a retry of it ("+first.Child.JobKey[:12]+")") {
 		t.Fatalf("second retry: %+v; want no child, 3 left out as already succeeded and 1 as sent in %s", second, first.Child.JobKey[:12])
 	}
 	// The child's retry: req-0007..9 had no line there, but req-0008 and
