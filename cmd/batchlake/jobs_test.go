@@ -768,14 +768,7 @@ func TestRunAgainGoesOnWithItsChildren(t *testing.T) {
 // more); once records of the child succeeded, the rest stay its own.
 func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
 	_, lk, _, root := planDemoJob(t, 120)
-	for _, step := range [][]string{{"submit"}, {"status", "--wait", "--poll", "10ms"}, {"collect"}} {
-		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", root)...); code != exitOK {
-			t.Fatalf("%v: exit %d %v", step, code, res)
-		}
-	}
-	if code, res := cli(t, "reconcile", "--lake", lk, "--job", root); code != exitPartial && code != exitReview {
-		t.Fatalf("reconcile: exit %d %v", code, res)
-	}
+	sendAndReconcile(t, lk, root, false)
 	code, res := cli(t, "retry", "--lake", lk, "--job", root)
 	if code != exitOK || res["child"] == nil {
 		t.Fatalf("retry: exit %d %v", code, res)
@@ -788,14 +781,7 @@ func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
 	if c, _ := res["child"].(map[string]any); code != exitOK || c == nil || c["job_key"] != child || c["created"] != false {
 		t.Fatalf("retry of the root again once its child was sent: exit %d %v; want the same child, %s", code, res, child[:12])
 	}
-	for _, step := range [][]string{{"status", "--wait", "--poll", "10ms"}, {"collect"}} {
-		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", child)...); code != exitOK {
-			t.Fatalf("%v of the child: exit %d %v", step, code, res)
-		}
-	}
-	if code, res := cli(t, "reconcile", "--lake", lk, "--job", child); code != exitOK && code != exitPartial {
-		t.Fatalf("reconcile of the child: exit %d %v", code, res)
-	}
+	sendAndReconcile(t, lk, child, true)
 	code, res = cli(t, "retry", "--lake", lk, "--job", root)
 	msg, _ := res["message"].(string)
 	if code != exitOK || res["child"] != nil || !strings.Contains(msg, "were sent in a retry of it ("+child[:12]+")") {
@@ -809,14 +795,7 @@ func TestRetryLeavesOutRecordsSentInAChild(t *testing.T) {
 // naming the child to submit instead.
 func TestRetryRefusesASupersededChild(t *testing.T) {
 	_, lk, _, root := planDemoJob(t, 120)
-	for _, step := range [][]string{{"submit"}, {"status", "--wait", "--poll", "10ms"}, {"collect"}} {
-		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", root)...); code != exitOK {
-			t.Fatalf("%v: exit %d %v", step, code, res)
-		}
-	}
-	if code, res := cli(t, "reconcile", "--lake", lk, "--job", root); code != exitPartial && code != exitReview {
-		t.Fatalf("reconcile: exit %d %v", code, res)
-	}
+	sendAndReconcile(t, lk, root, false)
 	childOf := func(args ...string) string {
 		t.Helper()
 		code, res := cli(t, append([]string{"retry", "--lake", lk, "--job", root}, args...)...)
@@ -831,6 +810,24 @@ func TestRetryRefusesASupersededChild(t *testing.T) {
 	msg, _ := res["error"].(string)
 	if code != exitUsage || !strings.Contains(msg, "job "+first+", was planned before and superseded by a newer retry, job "+newer) {
 		t.Errorf("retry back to the first child's settings: exit %d %v, want 2 naming %s and %s", code, res, first[:12], newer[:12])
+	}
+}
+
+// sendAndReconcile takes a simulated job through submit (already done when
+// sent), status --wait, collect and reconcile, whose exit says what it found.
+func sendAndReconcile(t *testing.T, lk, job string, sent bool) {
+	t.Helper()
+	steps := [][]string{{"submit"}, {"status", "--wait", "--poll", "10ms"}, {"collect"}}
+	if sent {
+		steps = steps[1:]
+	}
+	for _, step := range steps {
+		if code, res := cli(t, append(append([]string{}, step...), "--lake", lk, "--job", job)...); code != exitOK {
+			t.Fatalf("%v %s: exit %d %v", step, job[:12], code, res)
+		}
+	}
+	if code, res := cli(t, "reconcile", "--lake", lk, "--job", job); code != exitOK && code != exitPartial && code != exitReview {
+		t.Fatalf("reconcile %s: exit %d %v", job[:12], code, res)
 	}
 }
 
