@@ -180,3 +180,37 @@ func TestLatestCompactionReadsOnlyTheNewest(t *testing.T) {
 		}
 	})
 }
+
+// TestRenamedCompactionMarker: a compaction marker is named by its body's
+// digest. Renamed to another, it verified as a marker, and a session read
+// it; both now refuse it.
+func TestRenamedCompactionMarker(t *testing.T) {
+	ctx := context.Background()
+	l := openMem(t)
+	f := buildLake(t, l)
+	marks, err := l.JobMarkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Compaction{Version: CompactionVersion, CreatedAt: t0,
+		Jobs:     []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
+		Segments: []CompactionSegment{{Tables: map[string]string{"outcomes": f.shard}}}}
+	k := CompactionKey(Sum([]byte("another")))
+	if _, err := l.PutJSON(ctx, k, FormatCompaction, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.LatestCompaction(ctx); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("LatestCompaction of a renamed marker: %v, want it refused as corrupt", err)
+	}
+	rep, err := Verify(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || (p.Key == k && p.Severity == SeverityError && strings.Contains(p.Message, "a compaction marker is named by its body's digest"))
+	}
+	if !found {
+		t.Errorf("verify of a renamed compaction marker: %+v", rep.Problems)
+	}
+}

@@ -59,6 +59,13 @@ func OpenJSON(key, format string, data []byte, v any) error {
 	if Sum(e.Body).Hex() != e.SHA256 {
 		return fmt.Errorf("lake read %s: body hashes to %s, envelope says %s: %w", key, Sum(e.Body).Hex(), e.SHA256, ErrCorrupt)
 	}
+	// A compaction marker is named by its body's digest: one renamed would
+	// still verify, and a session would read it.
+	if format == FormatCompaction {
+		if d, ok := ParseCompactionKey(key); ok && d.Hex() != e.SHA256 {
+			return fmt.Errorf("lake read %s: a compaction marker is named by its body's digest, %s: %w", key, e.SHA256, ErrCorrupt)
+		}
+	}
 	// A report is named by its run, not its bytes: one moved to another
 	// run's key still verifies, and would be read as that run's.
 	if format == FormatReport {
