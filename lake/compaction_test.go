@@ -51,13 +51,7 @@ func TestCompactionMarker(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					l := b.open(t)
 					f := buildLake(t, l)
-					marks, err := l.JobMarkers(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					c := &Compaction{Version: CompactionVersion, CreatedAt: t0,
-						Jobs:     []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
-						Segments: []CompactionSegment{{Tables: map[string]string{"outcomes": f.shard}}}}
+					c := compactionOf(t, l, f)
 					tc.tamper(f, c)
 					// Stored as PutCompaction would, without its check: the
 					// marker may be one it refuses to write.
@@ -188,13 +182,7 @@ func TestRenamedCompactionMarker(t *testing.T) {
 	ctx := context.Background()
 	l := openMem(t)
 	f := buildLake(t, l)
-	marks, err := l.JobMarkers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Compaction{Version: CompactionVersion, CreatedAt: t0,
-		Jobs:     []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
-		Segments: []CompactionSegment{{Tables: map[string]string{"outcomes": f.shard}}}}
+	c := compactionOf(t, l, f)
 	k := CompactionKey(Sum([]byte("another")))
 	if _, err := l.PutJSON(ctx, k, FormatCompaction, c); err != nil {
 		t.Fatal(err)
@@ -213,4 +201,17 @@ func TestRenamedCompactionMarker(t *testing.T) {
 	if !found {
 		t.Errorf("verify of a renamed compaction marker: %+v", rep.Problems)
 	}
+}
+
+// compactionOf is a sound marker of the fixture's job, its one segment's
+// table the shard object.
+func compactionOf(t *testing.T, l *Lake, f *fixture) *Compaction {
+	t.Helper()
+	marks, err := l.JobMarkers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Compaction{Version: CompactionVersion, CreatedAt: t0,
+		Jobs:     []CompactedJob{{JobKey: f.job.Hex(), Tenant: f.tenant, Markers: marks[f.job.Hex()]}},
+		Segments: []CompactionSegment{{Tables: map[string]string{"outcomes": f.shard}}}}
 }
