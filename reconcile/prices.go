@@ -238,10 +238,7 @@ func (p *Price) exact() *errkind.InputError {
 
 // decimal renders a price table's value (a decimal of at most 30 places)
 // without trailing zeros.
-func decimal(v *big.Rat) string {
-	s := strings.TrimRight(v.FloatString(30), "0")
-	return strings.TrimSuffix(s, ".")
-}
+func decimal(v *big.Rat) string { return trimDecimal(v.FloatString(30)) }
 
 // parseEffective reads an effective_from cell: a date (midnight UTC) or an
 // RFC 3339 time.

@@ -55,13 +55,17 @@ func sentInFamily(ctx context.Context, l *lake.Lake, fam *lake.Family, parent st
 	g := lake.NewLedger(l, "")
 	for _, k := range fam.Descendants(parent, "") {
 		m := fam.Jobs[k]
-		if m == nil || len(ids) == 0 {
+		if len(ids) == 0 {
+			break
+		}
+		if m == nil {
 			continue
 		}
-		if sent, err := wasSent(ctx, g, m); err != nil || !sent {
-			if err != nil {
-				return nil, err
-			}
+		sent, err := wasSent(ctx, g, m)
+		if err != nil {
+			return nil, err
+		}
+		if !sent {
 			continue
 		}
 		held, err := lake.RecordIDs(ctx, l, m)
